@@ -1,0 +1,82 @@
+"""Canonical in-memory form of every telemetry family, as returned by the readers.
+
+All times are ``pl.Datetime("us", "UTC")``; the string ``"null"`` of the raw files
+becomes a real null; trace times are converted from µs integers. Detectors, the
+index and tests rely on exactly these columns.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+TIME = pl.Datetime("us", "UTC")
+
+# APM, wide: one row per (object, minute). object_type is "pod" or "service".
+APM_SCHEMA: dict[str, pl.DataType] = {
+    "time": TIME,
+    "object_type": pl.Utf8,
+    "object_id": pl.Utf8,
+    "request": pl.Float64,
+    "response": pl.Float64,
+    "rrt": pl.Float64,
+    "rrt_max": pl.Float64,
+    "error": pl.Float64,
+    "client_error": pl.Float64,
+    "server_error": pl.Float64,
+    "timeout": pl.Float64,
+    "error_ratio": pl.Float64,
+    "client_error_ratio": pl.Float64,
+    "server_error_ratio": pl.Float64,
+}
+APM_KPIS: tuple[str, ...] = tuple(k for k in APM_SCHEMA if k not in ("time", "object_type", "object_id"))
+
+# Infra and TiDB, long: one row per (series, minute).
+# family: infra_pod | infra_node | infra_tidb | infra_tikv | infra_pd
+# component: the answerable component the series belongs to: pod name for infra_pod,
+#   node name for infra_node, "tidb-tidb" / "tidb-tikv" / "tidb-pd" for the TiDB families.
+# node: hosting node for infra_pod (raw `instance`), the node itself for infra_node.
+INFRA_SCHEMA: dict[str, pl.DataType] = {
+    "time": TIME,
+    "family": pl.Utf8,
+    "kpi_key": pl.Utf8,
+    "component": pl.Utf8,
+    "node": pl.Utf8,
+    "instance": pl.Utf8,
+    "device": pl.Utf8,
+    "mountpoint": pl.Utf8,
+    "namespace": pl.Utf8,
+    "type": pl.Utf8,
+    "sql_type": pl.Utf8,
+    "value": pl.Float64,
+}
+
+LOG_SCHEMA: dict[str, pl.DataType] = {
+    "time": TIME,
+    "namespace": pl.Utf8,
+    "pod": pl.Utf8,
+    "service": pl.Utf8,  # pod name without its ordinal
+    "node": pl.Utf8,
+    "message": pl.Utf8,
+}
+
+# One row per span, flattened from the Jaeger nesting.
+SPAN_SCHEMA: dict[str, pl.DataType] = {
+    "trace_id": pl.Utf8,
+    "span_id": pl.Utf8,
+    "parent_span_id": pl.Utf8,  # from the CHILD_OF reference; null for roots
+    "operation": pl.Utf8,
+    "service": pl.Utf8,  # process.serviceName, with "redis" mapped to "redis-cart"
+    "pod": pl.Utf8,  # process tag `name` or `podName`
+    "node": pl.Utf8,  # process tag `node_name` or `nodeName`
+    "span_kind": pl.Utf8,  # "server" / "client" / null
+    "peer_service": pl.Utf8,  # callee service a client span targets (rpc.service / db.system), else null
+    "start": TIME,
+    "duration_us": pl.Int64,
+    "status_code": pl.Int64,  # gRPC status code, 0 = OK
+    "is_error": pl.Boolean,  # error tag, non-zero status or http status >= 500
+}
+
+FAMILIES: tuple[str, ...] = ("apm", "infra", "log", "trace")
+
+
+def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)

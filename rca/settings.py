@@ -1,0 +1,152 @@
+"""The single Settings object.
+
+Built once by the CLI (``load_settings``) and passed down; library code never reads
+the environment or config files itself. Precedence, lowest first:
+defaults < config file (``config/config.toml`` or ``--config``) < environment
+(``RCA_<SECTION>__<KEY>``, e.g. ``RCA_LLM__LLM_MODEL``) < command-line flags.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENV_PREFIX = "RCA_"
+DEFAULT_CONFIG_PATH = Path("config/config.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PathSettings(_Section):
+    data_dir: Path = Path("work/data")
+    index_dir: Path = Path("work/index")
+    kb_dir: Path = Path("work/kb")
+    runs_dir: Path = Path("runs")
+    cache_dir: Path = Path.home() / ".cache" / "aiops-rca"
+    input_file: Path = Path("work/data/input.json")
+
+
+class LLMSettings(_Section):
+    # "embedded": llama.cpp in-process (xllamacpp) on a model shipped by PyPI packages.
+    # "openai": any OpenAI-compatible endpoint (vLLM, DeepSeek, OpenAI ...).
+    backend: Literal["embedded", "openai"] = "embedded"
+    embedded_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
+    openai_api_base: str = ""
+    openai_api_key: str = ""  # "EMPTY" for a local vLLM
+    llm_model: str = ""
+    # json_schema where the server enforces it; json_object + schema in prompt (DeepSeek).
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    n_ctx: int = 4096
+    threads: int = Field(default_factory=lambda: os.cpu_count() or 2)
+    timeout_s: float = 300.0
+    max_retries: int = 3
+    temperature: float = 0.0
+    max_tokens: int = 400
+    concurrency: int = 1
+
+
+class EmbeddingSettings(_Section):
+    model: Literal["all-minilm-l6-v2-int8"] = "all-minilm-l6-v2-int8"
+    batch_size: int = 32
+
+
+class KnowledgeSettings(_Section):
+    collection: str = "sop"
+    top_k: int = 3
+
+
+class JudgeSettings(_Section):
+    rules: Literal["early", "late"] = "early"
+    semantic_threshold: float = 0.6
+    keyword_weight: float = 0.6
+    similarity_weight: float = 0.4
+
+
+class DiagnoseSettings(_Section):
+    top_candidates: int = 5
+    max_prompt_tokens: int = 3000
+    self_consistency: int = 1  # n samples with majority vote; 1 = off
+    strict_format: bool = False  # four-field submission format (later rules)
+
+
+class PreprocessSettings(_Section):
+    workers: int = 1
+    baseline_minutes: int = 30
+
+
+class Settings(_Section):
+    paths: PathSettings = PathSettings()
+    llm: LLMSettings = LLMSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    knowledge: KnowledgeSettings = KnowledgeSettings()
+    judge: JudgeSettings = JudgeSettings()
+    diagnose: DiagnoseSettings = DiagnoseSettings()
+    preprocess: PreprocessSettings = PreprocessSettings()
+
+
+class SettingsError(ValueError):
+    """Configuration that cannot be used; the message names the source and field."""
+
+
+def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
+        layer.setdefault(section, {})[key] = value
+    return layer
+
+
+def load_settings(
+    *,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Settings:
+    """Build Settings from defaults, a TOML file, ``RCA_*`` variables and flag overrides.
+
+    ``config_path=None`` uses ``config/config.toml`` when it exists. Overrides whose
+    value is ``None`` (flags not given) are ignored.
+    """
+    layers: list[tuple[str, dict[str, Any]]] = []
+    path = config_path or DEFAULT_CONFIG_PATH
+    if config_path is not None and not path.exists():
+        raise SettingsError(f"{path}: config file not found")
+    if path.exists():
+        try:
+            layers.append((str(path), tomllib.loads(path.read_text(encoding="utf-8"))))
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{path}: invalid TOML: {exc}") from exc
+    layers.append(("environment", _env_layer(os.environ if environ is None else environ)))
+    flag_layer = {
+        section: {k: v for k, v in values.items() if v is not None}
+        for section, values in (overrides or {}).items()
+    }
+    layers.append(("command line", flag_layer))
+
+    merged: dict[str, Any] = {}
+    for source, layer in layers:
+        merged = _deep_merge(merged, layer)
+        try:
+            Settings.model_validate(merged)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise SettingsError(f"{source}: setting '{where}': {first['msg']}") from exc
+    return Settings.model_validate(merged)
