@@ -1,0 +1,5 @@
+"""The demo pipeline (placeholder until implemented)."""
+
+
+def demo() -> None:
+    """Run the demo."""
