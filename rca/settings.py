@@ -58,6 +58,8 @@ class EmbeddingSettings(_Section):
 class KnowledgeSettings(_Section):
     collection: str = "sop"
     top_k: int = 3
+    # SOP markdown directory; None = the documents shipped in the knowledge package.
+    docs_dir: Path | None = None
 
 
 class JudgeSettings(_Section):

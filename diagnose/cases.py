@@ -1,0 +1,154 @@
+"""Cases: the incident queries of ``input.json`` and their UTC time windows.
+
+A case is one ``{"uuid": ..., "Anomaly Description": ...}`` object. The description is free
+English that holds two UTC instants (five sentence templates in the real release, plus any
+paraphrase); this module finds the two instants whatever the wording or order and returns
+an aware-UTC window. Bad files and bad descriptions raise ``CaseError`` naming the file,
+the JSON position or the uuid.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from rca.timeutil import as_utc
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION_KEY = "Anomaly Description"
+
+# An ISO-8601 instant: date, 'T' or space, time with optional seconds and fraction, optional
+# zone ('Z', '+00:00', '+0000'). Anchored on digits so "uuid-like" tokens do not match.
+_INSTANT = re.compile(
+    r"(?<![\d-])"
+    r"(?P<date>\d{4}-\d{2}-\d{2})[T ]"
+    r"(?P<clock>\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)"
+    r"\s*(?P<zone>Z|UTC|[+-]\d{2}:?\d{2})?"
+    r"(?![\d:])"
+)
+
+
+class CaseError(ValueError):
+    """A case file or a case description that cannot be turned into cases."""
+
+
+class Case(BaseModel):
+    """One incident query with its aware-UTC window ``[start, end]``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    uuid: str
+    description: str
+    start: datetime
+    end: datetime
+
+    @field_validator("start", "end")
+    @classmethod
+    def _must_be_aware_utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("case instants must be timezone-aware")
+        return value.astimezone(timezone.utc)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Case":
+        if self.end < self.start:
+            raise ValueError(f"case {self.uuid}: end {self.end} precedes start {self.start}")
+        return self
+
+
+def _instant_from_match(match: re.Match[str]) -> datetime:
+    clock = match.group("clock")
+    if clock.count(":") == 1:
+        clock += ":00"
+    seconds_part, _, fraction = clock.partition(".")
+    # datetime.fromisoformat accepts at most 6 fractional digits: truncate nanoseconds.
+    text = f"{match.group('date')}T{seconds_part}" + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
+    value = datetime.fromisoformat(text)
+    zone = match.group("zone")
+    if zone is None or zone in ("Z", "UTC"):
+        return value.replace(tzinfo=timezone.utc)
+    sign = 1 if zone[0] == "+" else -1
+    digits = zone[1:].replace(":", "")
+    offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return as_utc(value.replace(tzinfo=timezone(sign * offset)))
+
+
+def parse_window(text: str, *, uuid: str) -> tuple[datetime, datetime]:
+    """The two UTC instants of a description as ``(start, end)``, earliest first.
+
+    Word order does not matter ("from X to Y", "between Y and X", ...); naive instants are
+    UTC, as in the release. Raises ``CaseError`` naming ``uuid`` unless exactly two
+    instants are present.
+    """
+    matches = list(_INSTANT.finditer(text))
+    if len(matches) != 2:
+        raise CaseError(
+            f"case {uuid}: expected exactly two ISO-8601 instants in the description, "
+            f"found {len(matches)}: {text!r}"
+        )
+    try:
+        first, second = (_instant_from_match(m) for m in matches)
+    except ValueError as exc:
+        raise CaseError(f"case {uuid}: invalid instant in description {text!r}: {exc}") from exc
+    return (first, second) if first <= second else (second, first)
+
+
+def _case_from_object(obj: object, *, where: str) -> Case:
+    if not isinstance(obj, dict):
+        raise CaseError(f"{where}: expected an object with 'uuid' and {DESCRIPTION_KEY!r}, got {type(obj).__name__}")
+    uuid = obj.get("uuid")
+    description = obj.get(DESCRIPTION_KEY)
+    if not isinstance(uuid, str) or not uuid.strip():
+        raise CaseError(f"{where}: missing or empty 'uuid'")
+    if not isinstance(description, str):
+        raise CaseError(f"{where}: case {uuid} has no string field {DESCRIPTION_KEY!r}")
+    start, end = parse_window(description, uuid=uuid)
+    return Case(uuid=uuid.strip(), description=description, start=start, end=end)
+
+
+def _json_error(path: Path, exc: json.JSONDecodeError, *, line_offset: int = 0) -> CaseError:
+    return CaseError(f"{path}: malformed JSON at line {exc.lineno + line_offset}, column {exc.colno}: {exc.msg}")
+
+
+def load_cases(path: Path) -> list[Case]:
+    """Parse an ``input.json`` (a JSON array of cases, or JSON Lines) into cases, in file order."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaseError(f"{path}: cannot read case file: {exc}") from exc
+
+    objects: list[tuple[object, str]] = []
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _json_error(path, exc) from exc
+        objects = [(obj, f"{path}: item {i}") for i, obj in enumerate(data)]
+    elif text.strip():
+        # JSON Lines: one case object per non-empty line.
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                objects.append((json.loads(line), f"{path}: line {number}"))
+            except json.JSONDecodeError as exc:
+                raise _json_error(path, exc, line_offset=number - 1) from exc
+    else:
+        raise CaseError(f"{path}: case file is empty")
+
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for obj, where in objects:
+        case = _case_from_object(obj, where=where)
+        if case.uuid in seen:
+            raise CaseError(f"{where}: duplicate uuid {case.uuid}")
+        seen.add(case.uuid)
+        cases.append(case)
+    log.info("loaded %d cases from %s", len(cases), path)
+    return cases

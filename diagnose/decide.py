@@ -1,0 +1,136 @@
+"""The decision: the LLM picks component and fault type from the ranked candidates.
+
+Code prepares evidence and validates the reply; it never overrides the model's choice.
+An invalid reply gets exactly one repair turn that quotes the validation error.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+from rca.llm.base import LLMBackend, LLMReply
+from rca.taxonomy import FAULT_TYPES
+
+from diagnose.prompt import Prompt, decision_schema
+
+log = logging.getLogger(__name__)
+
+SELF_CONSISTENCY_TEMPERATURE = 0.7
+
+
+class DecisionError(RuntimeError):
+    """The model's reply stayed invalid after the repair turn."""
+
+
+class Decision(BaseModel):
+    component: str
+    fault_type: str
+    reason: str
+
+
+@dataclass
+class DecisionOutcome:
+    decision: Decision
+    replies: list[LLMReply] = field(default_factory=list)
+    raw_responses: list[str] = field(default_factory=list)
+    repaired: bool = False
+    votes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        return len(self.replies)
+
+
+def _reply_model(candidates: Sequence[str]) -> type[BaseModel]:
+    """A pydantic model mirroring the JSON schema (enum of candidates), for validation."""
+    component_type = Literal[tuple(candidates)]  # type: ignore[valid-type]
+    fault_type = Literal[tuple(FAULT_TYPES)]  # type: ignore[valid-type]
+    return create_model(
+        "LLMReplyDecision",
+        component=(component_type, ...),
+        fault_type=(fault_type, ...),
+        reason=(str, Field(min_length=5, max_length=400)),
+    )
+
+
+def _validate(text: str, model: type[BaseModel]) -> Decision:
+    parsed = model.model_validate_json(text)
+    return Decision(**parsed.model_dump())
+
+
+def _one_decision(
+    llm: LLMBackend,
+    prompt: Prompt,
+    candidates: Sequence[str],
+    *,
+    temperature: float | None,
+    seed: int | None,
+    outcome: DecisionOutcome,
+) -> Decision:
+    schema = decision_schema(candidates)
+    model = _reply_model(candidates)
+    reply = llm.chat(prompt.messages, json_schema=schema, schema_name="root_cause", temperature=temperature, seed=seed)
+    outcome.replies.append(reply)
+    outcome.raw_responses.append(reply.text)
+    try:
+        return _validate(reply.text, model)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        problem = f"{'.'.join(str(p) for p in error['loc']) or 'reply'}: {error['msg']}"
+        log.warning("invalid model reply (%s); asking for one repair", problem)
+    repair_messages = prompt.messages + [
+        {"role": "assistant", "content": reply.text},
+        {
+            "role": "user",
+            "content": f"Your reply was invalid: {problem}. Reply again with only the JSON object; "
+            f"component must be one of: {', '.join(candidates)}.",
+        },
+    ]
+    repaired = llm.chat(repair_messages, json_schema=schema, schema_name="root_cause", temperature=temperature, seed=seed)
+    outcome.replies.append(repaired)
+    outcome.raw_responses.append(repaired.text)
+    outcome.repaired = True
+    try:
+        return _validate(repaired.text, model)
+    except ValidationError as exc:
+        raise DecisionError(f"model reply invalid after repair: {exc.errors(include_url=False)[0]['msg']}") from exc
+
+
+def decide(
+    llm: LLMBackend,
+    prompt: Prompt,
+    candidates: Sequence[str],
+    *,
+    samples: int = 1,
+    temperature: float = 0.0,
+) -> DecisionOutcome:
+    """One greedy decision, or ``samples`` sampled decisions with a majority vote.
+
+    The vote is over (component, fault_type) pairs; ties go to the earliest sample, so
+    the outcome is still the model's own choice.
+    """
+    if not candidates:
+        raise DecisionError("no candidates to choose from")
+    placeholder = Decision(component=candidates[0], fault_type=next(iter(FAULT_TYPES)), reason="pending")
+    outcome = DecisionOutcome(decision=placeholder)
+    if samples <= 1:
+        outcome.decision = _one_decision(llm, prompt, candidates, temperature=temperature, seed=None, outcome=outcome)
+        return outcome
+    decisions = [
+        _one_decision(llm, prompt, candidates, temperature=SELF_CONSISTENCY_TEMPERATURE, seed=i + 1, outcome=outcome)
+        for i in range(samples)
+    ]
+    tally = Counter((d.component, d.fault_type) for d in decisions)
+    best_pair, _ = max(tally.items(), key=lambda kv: (kv[1], -[(d.component, d.fault_type) for d in decisions].index(kv[0])))
+    outcome.votes = {f"{c}|{f}": n for (c, f), n in tally.items()}
+    outcome.decision = next(d for d in decisions if (d.component, d.fault_type) == best_pair)
+    return outcome
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)

@@ -1,0 +1,169 @@
+"""One case, end to end: window -> candidates -> SOPs -> prompt -> LLM -> answer + run record."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, Sequence
+
+from index.models import Candidate, WindowQueryResult
+from rca.llm.base import LLMBackend
+from rca.settings import Settings
+from rca.timeutil import format_utc
+
+from diagnose.answer import Answer
+from diagnose.cases import Case
+from diagnose.decide import DecisionOutcome, decide
+from diagnose.prompt import CatalogueLine, Prompt, SopExcerpt, build_prompt
+from diagnose.trace import build_trace
+
+log = logging.getLogger(__name__)
+
+
+class EvidenceSource(Protocol):
+    """Where candidates come from (the evidence index in production)."""
+
+    def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult: ...
+
+
+class KnowledgeSource(Protocol):
+    """Where SOPs come from (the Chroma knowledge base in production)."""
+
+    def catalogue(self) -> list[CatalogueLine]: ...
+
+    def key_metrics(self, fault_type: str) -> list[str]: ...
+
+    def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]: ...
+
+
+@dataclass
+class CaseRecord:
+    """Everything about one diagnosed case, written to ``runs/`` as JSON."""
+
+    uuid: str
+    window: dict[str, str]
+    answer: Answer
+    candidates: list[Candidate]
+    missing: list[str]
+    sops: list[SopExcerpt]
+    prompt: Prompt
+    outcome: DecisionOutcome
+    agreed_with_index: bool
+    timings_s: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "uuid": self.uuid,
+            "window": self.window,
+            "answer": self.answer.model_dump(),
+            "agreed_with_index": self.agreed_with_index,
+            "index_top": self.candidates[0].component if self.candidates else None,
+            "decision": self.outcome.decision.model_dump(),
+            "repaired": self.outcome.repaired,
+            "votes": self.outcome.votes,
+            "candidates": [c.model_dump(mode="json") for c in self.candidates],
+            "missing": self.missing,
+            "sops": [{"id": s.doc_id, "title": s.title, "score": s.score} for s in self.sops],
+            "prompt": {
+                "messages": self.prompt.messages,
+                "approx_tokens": self.prompt.approx_tokens,
+                "dropped_evidence": self.prompt.dropped_evidence,
+                "dropped_sops": self.prompt.dropped_sops,
+            },
+            "raw_responses": self.outcome.raw_responses,
+            "usage": {
+                "calls": self.outcome.calls,
+                "prompt_tokens": sum(r.prompt_tokens for r in self.outcome.replies),
+                "completion_tokens": sum(r.completion_tokens for r in self.outcome.replies),
+                "llm_seconds": round(sum(r.latency_s for r in self.outcome.replies), 3),
+                "model": self.outcome.replies[0].model if self.outcome.replies else None,
+            },
+            "timings_s": self.timings_s,
+        }
+
+
+def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3, top: int = 2) -> tuple[str, list[str]]:
+    """Text for SOP retrieval (strongest evidence of the leading candidates) and its keys as hints."""
+    lines: list[str] = []
+    hints: list[str] = []
+    for candidate in candidates[:top]:
+        for item in candidate.evidence[:per_candidate]:
+            lines.append(f"{item.modality}: {item.text}")
+            hints.append(item.key)
+    return "\n".join(lines), list(dict.fromkeys(hints))
+
+
+def _answer_time(case: Case, chosen: Candidate | None) -> str:
+    onsets = [i.onset for i in (chosen.evidence if chosen else []) if i.onset and case.start <= i.onset <= case.end]
+    moment = min(onsets) if onsets else case.start
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequence[str]) -> str:
+    """Lead with fault type and key metrics so the first 20 words carry them; keep the model's words after."""
+    head = f"{fault_type} on {component}"
+    if metrics:
+        head += f" ({', '.join(metrics)})"
+    body = " ".join(decision_reason.split())
+    return f"{head}: {body}" if body else head
+
+
+def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 3) -> list[str]:
+    """The fault type's key metrics that the chosen component's evidence shows, else the SOP's first ones."""
+    sop_metrics = knowledge.key_metrics(fault_type)
+    seen = {i.key for i in (chosen.evidence if chosen else [])}
+    shown = [m for m in sop_metrics if m in seen]
+    return (shown or sop_metrics)[:limit]
+
+
+def diagnose_case(
+    case: Case,
+    *,
+    settings: Settings,
+    llm: LLMBackend,
+    evidence: EvidenceSource,
+    knowledge: KnowledgeSource,
+) -> CaseRecord:
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    result = evidence.query(start=case.start, end=case.end, top_k=settings.diagnose.top_candidates)
+    candidates = result.candidates[: settings.diagnose.top_candidates]
+    timings["index_s"] = round(time.perf_counter() - t0, 3)
+    if not candidates:
+        raise LookupError(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}")
+
+    t1 = time.perf_counter()
+    summary, hints = evidence_summary(candidates)
+    sops = knowledge.retrieve(summary, hints=hints, k=settings.knowledge.top_k)
+    timings["retrieve_s"] = round(time.perf_counter() - t1, 3)
+
+    window = f"{format_utc(case.start)} to {format_utc(case.end)}"
+    prompt = build_prompt(
+        catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
+        sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.missing,
+    )
+    t2 = time.perf_counter()
+    names = [c.component for c in candidates]
+    outcome = decide(llm, prompt, names, samples=settings.diagnose.self_consistency, temperature=settings.llm.temperature)
+    timings["llm_s"] = round(time.perf_counter() - t2, 3)
+
+    decision = outcome.decision
+    chosen = next(c for c in candidates if c.component == decision.component)
+    metrics = _reason_metrics(decision.fault_type, chosen, knowledge)
+    answer = Answer(
+        uuid=case.uuid,
+        component=decision.component,
+        reason=_reason(decision.reason, decision.fault_type, decision.component, metrics),
+        time=_answer_time(case, chosen),
+        reasoning_trace=build_trace(chosen=decision.component, fault_type=decision.fault_type, reason_metrics=metrics, candidates=candidates),
+    )
+    timings["total_s"] = round(time.perf_counter() - t0, 3)
+    agreed = decision.component == candidates[0].component
+    log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")
+    return CaseRecord(
+        uuid=case.uuid,
+        window={"start": format_utc(case.start), "end": format_utc(case.end)},
+        answer=answer, candidates=candidates, missing=result.missing, sops=sops, prompt=prompt,
+        outcome=outcome, agreed_with_index=agreed, timings_s=timings,
+    )

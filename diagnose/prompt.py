@@ -1,0 +1,157 @@
+"""Prompt assembly: static instructions and SOP catalogue first, case evidence last.
+
+The static block is byte-identical across cases so llama.cpp / vLLM reuse its KV cache
+(prefix caching); only the tail after it is new for each case. The whole prompt is kept
+under ``max_prompt_tokens`` by dropping the least important evidence first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from index.models import Candidate
+from rca.taxonomy import FAULT_TYPES
+
+# Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
+# real count comes back in the usage of each call and is recorded.
+CHARS_PER_TOKEN = 3.3
+
+INSTRUCTIONS = """You are an SRE diagnosing one incident in HipsterShop (10 gRPC microservices) with redis-cart and a TiDB cluster (tidb-tidb, tidb-pd, tidb-tikv) on Kubernetes nodes aiops-k8s-01..08.
+Code has already compared every metric, log template and call edge in the incident window with the fault-free time before it, and ranked the suspicious components. You decide which candidate is the ROOT CAUSE and which fault type it suffered.
+
+How to decide:
+- A fault propagates UP the call graph (frontend -> checkoutservice -> cartservice -> redis-cart; productcatalogservice -> tidb-tidb -> tidb-tikv/tidb-pd). Callers of a failing component show latency and errors that name it. Prefer the most downstream component whose OWN metrics or logs are abnormal; its callers are victims.
+- Level: answer a service name when all its pods are abnormal, a pod name (service-N) when only one pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
+- Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
+- Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
+- Pick the fault type whose key metrics and log signatures match the evidence best (catalogue below). Ranking scores are hints, not verdicts.
+
+Fault catalogue (fault type | levels | key metrics | signature):
+{catalogue}
+
+Answer with JSON only: {{"component": one candidate exactly as written, "fault_type": one fault type from the catalogue, "reason": one sentence starting with the fault type and naming its key metric or log keyword}}."""
+
+
+@dataclass(frozen=True)
+class CatalogueLine:
+    fault_type: str
+    levels: str
+    key_metrics: str
+    signature: str
+
+    def render(self) -> str:
+        return f"- {self.fault_type} | {self.levels} | {self.key_metrics} | {self.signature}"
+
+
+@dataclass(frozen=True)
+class SopExcerpt:
+    doc_id: str
+    title: str
+    score: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    messages: list[dict[str, str]]
+    approx_tokens: int
+    dropped_evidence: int
+    dropped_sops: int
+
+    def render(self) -> str:
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
+
+
+def approx_tokens(text: str) -> int:
+    return int(len(text) / CHARS_PER_TOKEN) + 1
+
+
+def static_system_prompt(catalogue: Sequence[CatalogueLine]) -> str:
+    return INSTRUCTIONS.format(catalogue="\n".join(line.render() for line in catalogue))
+
+
+def _candidate_block(rank: int, candidate: Candidate, max_items: int) -> str:
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(candidate.score_breakdown.items()))
+    head = f"{rank}. {candidate.component} ({candidate.level}) score {candidate.score:.2f}"
+    head += f" [{parts}]" if parts else ""
+    lines = [head] + [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
+    return "\n".join(lines)
+
+
+def case_prompt_text(
+    *,
+    uuid: str,
+    window: str,
+    candidates: Sequence[Candidate],
+    sops: Sequence[SopExcerpt],
+    evidence_per_candidate: int,
+    sop_chars: int,
+    missing: Sequence[str] = (),
+) -> str:
+    blocks = [f"Incident {uuid}, window {window} (UTC)."]
+    if missing:
+        blocks.append("Missing data: " + "; ".join(missing))
+    blocks.append("Candidates, most suspicious first, with their evidence (metric, log, trace):")
+    blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate) for i, c in enumerate(candidates))
+    if sops and sop_chars > 0:
+        blocks.append("Runbook excerpts retrieved for this evidence:")
+        blocks.extend(f"[{s.title}] {s.text[:sop_chars].strip()}" for s in sops)
+    names = ", ".join(c.component for c in candidates)
+    blocks.append(f"Choose the root-cause component among: {names}. Reply with the JSON object only.")
+    return "\n".join(blocks)
+
+
+def build_prompt(
+    *,
+    catalogue: Sequence[CatalogueLine],
+    uuid: str,
+    window: str,
+    candidates: Sequence[Candidate],
+    sops: Sequence[SopExcerpt],
+    max_tokens: int,
+    missing: Sequence[str] = (),
+) -> Prompt:
+    """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate."""
+    system = static_system_prompt(catalogue)
+    budget = max_tokens - approx_tokens(system)
+    full_evidence = max((len(c.evidence) for c in candidates), default=0)
+    evidence_per_candidate = min(full_evidence, 6)
+    sop_chars = 600
+    sop_list = list(sops)
+    while True:
+        user = case_prompt_text(
+            uuid=uuid, window=window, candidates=candidates, sops=sop_list,
+            evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
+        )
+        if approx_tokens(user) <= budget:
+            break
+        if sop_chars > 200 and sop_list:
+            sop_chars -= 200
+        elif sop_list:
+            sop_list.pop()
+        elif evidence_per_candidate > 1:
+            evidence_per_candidate -= 1
+        else:
+            break  # cannot shrink further; the usage record will show the overrun
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    dropped_evidence = sum(max(0, len(c.evidence) - evidence_per_candidate) for c in candidates)
+    return Prompt(
+        messages=messages,
+        approx_tokens=approx_tokens(system) + approx_tokens(user),
+        dropped_evidence=dropped_evidence,
+        dropped_sops=len(sops) - len(sop_list),
+    )
+
+
+def decision_schema(candidates: Sequence[str]) -> dict[str, Any]:
+    """JSON schema of the model's reply: the component enum is exactly the candidate list."""
+    return {
+        "type": "object",
+        "properties": {
+            "component": {"type": "string", "enum": list(candidates)},
+            "fault_type": {"type": "string", "enum": list(FAULT_TYPES)},
+            "reason": {"type": "string", "minLength": 5, "maxLength": 240},
+        },
+        "required": ["component", "fault_type", "reason"],
+        "additionalProperties": False,
+    }

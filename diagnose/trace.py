@@ -1,0 +1,59 @@
+"""The reasoning trace: the steps the pipeline actually took, each with its evidence.
+
+Steps 1-3 are the analyses code ran for the window (metrics, call graph, log
+templates); their observations are the strongest evidence lines found, preferring
+those of the component the model chose. The last step is the model's decision.
+Observations start with the KPI name, call edge or template keyword (scored on
+their first 100 characters).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from index.models import Candidate, EvidenceItem
+
+from diagnose.answer import TraceStep, clip_observation
+
+ANALYSES: tuple[tuple[str, str], ...] = (
+    ("metric", "metric analysis: APM/infra/TiDB KPIs vs fault-free baseline"),
+    ("trace", "trace analysis: call-graph edge latency and errors vs baseline"),
+    ("log", "log search: Drain3 template bursts and new templates in window"),
+)
+
+
+def _items_for(modality: str, chosen: str, candidates: Sequence[Candidate]) -> list[EvidenceItem]:
+    """Evidence of one modality: the chosen component's first, then the rest by strength."""
+    own: list[EvidenceItem] = []
+    others: list[EvidenceItem] = []
+    for candidate in candidates:
+        for item in candidate.evidence:
+            if item.modality != modality:
+                continue
+            (own if candidate.component == chosen or item.component == chosen else others).append(item)
+    return sorted(own, key=lambda i: -i.magnitude) + sorted(others, key=lambda i: -i.magnitude)
+
+
+def _observation(items: list[EvidenceItem]) -> str:
+    """The first item's line, plus the next item's key when it still fits in 100 chars."""
+    text = items[0].text
+    for extra in items[1:3]:
+        if extra.key in text:
+            continue
+        candidate = f"{text}; {extra.key} {extra.direction}"
+        if len(candidate) <= 100:
+            text = candidate
+    return clip_observation(text)
+
+
+def build_trace(*, chosen: str, fault_type: str, reason_metrics: Sequence[str], candidates: Sequence[Candidate]) -> list[TraceStep]:
+    steps: list[TraceStep] = []
+    for modality, action in ANALYSES:
+        items = _items_for(modality, chosen, candidates)
+        if not items:
+            continue  # nothing anomalous of this kind: not evidence, so not a step
+        steps.append(TraceStep(step=len(steps) + 1, action=action, observation=_observation(items)))
+    verdict = f"{chosen}: {fault_type}"
+    if reason_metrics:
+        verdict += f" ({', '.join(reason_metrics)})"
+    steps.append(TraceStep(step=len(steps) + 1, action="decision: LLM over ranked candidates and SOPs", observation=clip_observation(verdict)))
+    return steps

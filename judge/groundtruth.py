@@ -1,0 +1,81 @@
+"""Reading the challenge ground truth (``groundtruth.jsonl``), current and older variant.
+
+The older variant lacks ``key_metrics`` and ``fault_description`` and spells two node
+faults ``node cpu`` / ``node memory``; both load into the same ``TruthCase``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rca.taxonomy import canonical_fault_type
+
+
+class KeyObservation(BaseModel):
+    """One evidence point of a case (``key_observations`` item)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    type: Literal["metric", "log", "trace"]
+    keyword: list[str] = Field(default_factory=list)
+
+
+class TruthCase(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    uuid: str
+    fault_type: str
+    fault_category: str = ""
+    instance_type: str = ""
+    instance: list[str]
+    key_observations: list[KeyObservation] = Field(default_factory=list)
+    key_metrics: list[str] = Field(default_factory=list)
+    fault_description: list[str] = Field(default_factory=list)
+
+    @field_validator("fault_type")
+    @classmethod
+    def _canonical_fault_type(cls, value: str) -> str:
+        return canonical_fault_type(value)
+
+    @field_validator("instance", mode="before")
+    @classmethod
+    def _instance_as_list(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("key_metrics", "fault_description", mode="before")
+    @classmethod
+    def _null_as_empty(cls, value: object) -> object:
+        return [] if value is None else value
+
+
+class InputFileError(ValueError):
+    """A ground-truth or answer file that cannot be read; the message names file and line."""
+
+
+def load_truth(path: Path) -> list[TruthCase]:
+    """All cases of a ground-truth JSONL file, in file order; uuids must be unique."""
+    if not path.is_file():
+        raise InputFileError(f"{path}: ground-truth file not found")
+    cases: list[TruthCase] = []
+    seen: set[str] = set()
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            case = TruthCase.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InputFileError(f"{path}:{line_no}: malformed JSON: {exc.msg}") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InputFileError(f"{path}:{line_no}: field '{where}': {first['msg']}") from exc
+        if case.uuid in seen:
+            raise InputFileError(f"{path}:{line_no}: duplicate uuid {case.uuid!r}")
+        seen.add(case.uuid)
+        cases.append(case)
+    if not cases:
+        raise InputFileError(f"{path}: no cases")
+    return cases

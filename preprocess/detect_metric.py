@@ -1,0 +1,286 @@
+"""Metric detector: per (component, KPI) minute series scored against a robust baseline.
+
+This module owns three things:
+
+* ``metric_series``: turn the canonical APM and infra frames into one long frame of
+  per-minute series ``[time, component, kind, kpi, value]`` (the compact form the
+  nightly job stores);
+* ``score_metric_window``: compare a window with the neighbouring fault-free baseline
+  (median / MAD robust z, ratio to the baseline median, onset from a ruptures change
+  point) and report one event per deviating series, including the "went silent"
+  pattern (a series that goes missing, flat or to zero when a pod dies);
+* ``day_change_points``: day-level change points of every series (ruptures), kept in
+  the index as context for the diagnoser.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+import ruptures
+
+from preprocess.schema import APM_KPIS, TIME
+
+log = logging.getLogger(__name__)
+
+# Long per-minute series: the stored metric feature.
+SERIES_SCHEMA: dict[str, pl.DataType] = {
+    "time": TIME,
+    "component": pl.Utf8,
+    # apm_pod | apm_service | infra_pod | infra_node | infra_tidb | infra_tikv | infra_pd
+    "kind": pl.Utf8,
+    "kpi": pl.Utf8,
+    "value": pl.Float64,
+}
+
+METRIC_EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "component": pl.Utf8,
+    "kind": pl.Utf8,
+    "kpi": pl.Utf8,
+    "direction": pl.Utf8,  # up | down | silent
+    "z": pl.Float64,  # robust z of the window against the baseline (capped)
+    "ratio": pl.Float64,  # window level / baseline median (null when baseline is 0)
+    "baseline": pl.Float64,
+    "window_value": pl.Float64,
+    "onset": TIME,
+}
+
+CHANGE_POINT_SCHEMA: dict[str, pl.DataType] = {
+    "component": pl.Utf8,
+    "kind": pl.Utf8,
+    "kpi": pl.Utf8,
+    "time": TIME,
+    "before": pl.Float64,
+    "after": pl.Float64,
+}
+
+# Series whose values say little about faults (constants, capacities, clocks).
+_STATIC_KPIS = frozenset({
+    "node_memory_MemTotal_bytes", "node_filesystem_size_bytes", "uptime", "capacity_size",
+    "storage_capacity", "ddl_job_count",
+})
+Z_CAP = 50.0
+
+
+@dataclass(frozen=True)
+class MetricThresholds:
+    """Knobs of the window scorer; defaults tuned on simulated data."""
+
+    min_z: float = 4.0  # robust z a window must reach to become an event
+    min_relative_change: float = 0.2  # |window/baseline - 1| must also reach this
+    min_baseline_points: int = 5
+    silent_fraction: float = 0.5  # window coverage below this fraction => silent
+
+
+def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
+    """Long per-minute series from canonical APM (wide) and infra (long) frames.
+
+    Infra series split by device, mountpoint, type or sql_type are collapsed to one
+    series per (component, kpi) by their maximum: the worst disk or statement type is
+    what a fault moves, and one name per KPI keeps evidence lines exact.
+    """
+    parts: list[pl.DataFrame] = []
+    if apm is not None and apm.height:
+        long = apm.unpivot(index=["time", "object_type", "object_id"], on=list(APM_KPIS),
+                           variable_name="kpi", value_name="value")
+        parts.append(long.select(
+            pl.col("time").dt.truncate("1m"),
+            pl.col("object_id").alias("component"),
+            pl.concat_str(pl.lit("apm_"), pl.col("object_type")).alias("kind"),
+            "kpi", pl.col("value").cast(pl.Float64),
+        ))
+    if infra is not None and infra.height:
+        parts.append(infra.filter(pl.col("component").is_not_null()).select(
+            pl.col("time").dt.truncate("1m"),
+            "component",
+            pl.col("family").alias("kind"),
+            pl.col("kpi_key").alias("kpi"),
+            pl.col("value").cast(pl.Float64),
+        ))
+    if not parts:
+        return pl.DataFrame(schema=SERIES_SCHEMA)
+    frame = pl.concat(parts).filter(~pl.col("kpi").is_in(list(_STATIC_KPIS)))
+    return (
+        frame.group_by("time", "component", "kind", "kpi")
+        .agg(pl.col("value").max())
+        .sort("component", "kind", "kpi", "time")
+        .cast(SERIES_SCHEMA)
+    )
+
+
+def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
+    """Pod -> node placement intervals from infra_pod rows: ``[pod, node, first, last]``."""
+    schema = {"pod": pl.Utf8, "node": pl.Utf8, "first": TIME, "last": TIME}
+    if infra is None or infra.height == 0:
+        return pl.DataFrame(schema=schema)
+    pods = infra.filter((pl.col("family") == "infra_pod") & pl.col("node").is_not_null())
+    return (
+        pods.group_by(pl.col("component").alias("pod"), "node")
+        .agg(pl.col("time").min().alias("first"), pl.col("time").max().alias("last"))
+        .sort("pod", "first").cast(schema)
+    )
+
+
+def robust_location_scale(values: np.ndarray) -> tuple[float, float]:
+    """Median and a floored MAD scale (σ-consistent).
+
+    The floor keeps a near-constant baseline (e.g. zero errors) from turning any
+    single blip into an infinite z: 5 % of the level, or the baseline's own spread.
+    """
+    median = float(np.median(values))
+    mad = 1.4826 * float(np.median(np.abs(values - median)))
+    spread = float(np.std(values))
+    scale = max(mad, 0.05 * abs(median), 0.5 * spread, 1e-6)
+    # A flat zero baseline (error counters): one unit is the smallest meaningful change.
+    if median == 0.0 and mad == 0.0 and spread == 0.0:
+        scale = 1.0
+    return median, scale
+
+
+def change_point_onset(values: np.ndarray, *, first_window_index: int) -> int | None:
+    """Index of the most likely change point near the window start (ruptures, Binseg l2).
+
+    Only breaks from three minutes before the window on are accepted: a change far in
+    the baseline is not this incident's onset.
+    """
+    if values.size < 6 or np.allclose(values, values[0]):
+        return None
+    algo = ruptures.Binseg(model="l2", min_size=2, jump=1).fit(values.reshape(-1, 1))
+    breaks = [b for b in algo.predict(n_bkps=2) if b < values.size]
+    eligible = [b for b in breaks if b >= first_window_index - 3]
+    return min(eligible) if eligible else None
+
+
+def score_metric_window(
+    series: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    thresholds: MetricThresholds = MetricThresholds(),
+) -> pl.DataFrame:
+    """One event per series whose window [start, end] deviates from [baseline_start, start).
+
+    The window level is the median of the window for a sustained change, or the
+    second most extreme minute for short faults (a pod kill lasts a minute or two),
+    discounted so that sustained shifts rank above single blips.
+    """
+    window_start = start.replace(second=0, microsecond=0)
+    sub = series.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end))
+    if sub.height == 0:
+        return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
+    expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)
+    grouped = sub.group_by("component", "kind", "kpi", maintain_order=True).agg(
+        pl.col("time"), pl.col("value"))
+    events: list[dict] = []
+    for row in grouped.iter_rows(named=True):
+        times = np.array(row["time"], dtype="datetime64[us]")
+        values = np.array(row["value"], dtype=float)
+        finite = np.isfinite(values)
+        times, values = times[finite], values[finite]
+        in_window = times >= np.datetime64(window_start.replace(tzinfo=None), "us")
+        base, win = values[~in_window], values[in_window]
+        if base.size < thresholds.min_baseline_points:
+            continue
+        event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
+                           thresholds=thresholds)
+        if event is None:
+            continue
+        direction, z, level, median = event
+        onset_index = change_point_onset(values, first_window_index=base.size) if direction != "silent" else None
+        if onset_index is not None and onset_index < times.size:
+            onset = times[onset_index]
+        elif win.size:
+            onset = times[base.size + _first_exceeding(win, median, direction)]
+        else:
+            onset = np.datetime64(window_start.replace(tzinfo=None), "us")
+        events.append({
+            "component": row["component"], "kind": row["kind"], "kpi": row["kpi"],
+            "direction": direction, "z": min(z, Z_CAP),
+            "ratio": (level / median) if median != 0 else None,
+            "baseline": median, "window_value": level,
+            "onset": onset.astype(datetime).replace(tzinfo=start.tzinfo),
+        })
+    if not events:
+        return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
+    return pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA).sort("z", descending=True)
+
+
+def _score_one(
+    *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, thresholds: MetricThresholds,
+) -> tuple[str, float, float, float] | None:
+    median, scale = robust_location_scale(base)
+    # Went silent: the series was alive in the baseline but is mostly missing now,
+    # or it sits flat at zero where the baseline was clearly non-zero.
+    coverage = win.size / expected_window_minutes
+    if coverage < thresholds.silent_fraction and expected_window_minutes >= 3:
+        return "silent", Z_CAP * (1.0 - coverage), float(np.median(win)) if win.size else 0.0, median
+    if win.size == 0:
+        return None
+    zero_run = np.sum(win == 0.0)
+    if median > 0 and np.median(base == 0.0) == 0 and zero_run >= max(2, win.size // 2):
+        return "silent", Z_CAP * zero_run / win.size, 0.0, median
+
+    sustained = float(np.median(win))
+    ordered = np.sort(win)
+    peak_up = float(ordered[-2]) if win.size >= 2 else float(ordered[-1])
+    peak_down = float(ordered[1]) if win.size >= 2 else float(ordered[0])
+    candidates = [
+        (sustained, (sustained - median) / scale, 1.0),
+        (peak_up, (peak_up - median) / scale, 0.6),
+        (peak_down, (peak_down - median) / scale, 0.6),
+    ]
+    level, raw_z, weight = max(candidates, key=lambda c: abs(c[1]) * c[2])
+    z = abs(raw_z) * weight
+    relative = abs(level - median) / abs(median) if median != 0 else float("inf")
+    if z < thresholds.min_z or relative < thresholds.min_relative_change:
+        return None
+    return ("up" if raw_z > 0 else "down"), z, level, median
+
+
+def _first_exceeding(win: np.ndarray, median: float, direction: str) -> int:
+    deviation = win - median if direction == "up" else median - win
+    above = np.flatnonzero(deviation > 0.5 * np.max(deviation)) if deviation.size else []
+    return int(above[0]) if len(above) else 0
+
+
+def day_change_points(series: pl.DataFrame, *, penalty_scale: float = 10.0, min_size: int = 5) -> pl.DataFrame:
+    """Change points of every day series (ruptures KernelCPD, linear kernel = l2).
+
+    The penalty scales with the series' robust variance so that only shifts large
+    against the series' own noise are kept; the result is day-level context.
+    """
+    rows: list[dict] = []
+    clean = series.filter(pl.col("value").is_not_null() & pl.col("value").is_finite())
+    grouped = clean.group_by("component", "kind", "kpi", maintain_order=True).agg(
+        pl.col("time").sort_by("time"), pl.col("value").sort_by("time"))
+    for row in grouped.iter_rows(named=True):
+        values = np.asarray(row["value"], dtype=float)
+        if values.size < 4 * min_size or np.allclose(values, values[0]):
+            continue
+        _, scale = robust_location_scale(values)
+        normalised = ((values - np.median(values)) / scale).reshape(-1, 1)
+        try:
+            breaks = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(normalised).predict(
+                pen=penalty_scale * np.log(values.size))
+        except ruptures.exceptions.BadSegmentationParameters:
+            continue
+        previous = 0
+        for position, following in zip(breaks[:-1], breaks[1:]):
+            rows.append({
+                "component": row["component"], "kind": row["kind"], "kpi": row["kpi"],
+                "time": row["time"][position],
+                "before": float(np.median(values[previous:position])),
+                "after": float(np.median(values[position:following])),
+            })
+            previous = position
+    if not rows:
+        return pl.DataFrame(schema=CHANGE_POINT_SCHEMA)
+    return pl.DataFrame(rows, schema=CHANGE_POINT_SCHEMA)
+
+
+def baseline_start_for(start: datetime, *, baseline_minutes: int) -> datetime:
+    return start.replace(second=0, microsecond=0) - timedelta(minutes=baseline_minutes)

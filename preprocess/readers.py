@@ -1,0 +1,421 @@
+"""Readers: raw parquet of the released layout -> canonical polars frames (preprocess/schema.py).
+
+Every reader takes a UTC window ``[start, end]`` (both inclusive), finds the CST-named files
+that can hold it (preprocess/layout.py), reads them with projection pushdown, normalises the
+variants listed in docs/data-contract.md and keeps only rows inside the window:
+
+- times: ISO strings with ``Z``, ``+00:00`` or no zone, tz-aware or naive timestamps, trace µs
+  integers -> ``Datetime("us", "UTC")``;
+- the string ``"null"`` in label columns -> a real null;
+- Jaeger nesting -> one flat row per span (parent, pod, node, kind, status, peer service).
+
+A missing file is logged and listed in ``ReadResult.missing``; an unreadable or malformed
+file raises ``ReaderError`` naming the file, so a batch job can skip it and go on.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Callable, Iterable
+
+import polars as pl
+
+from preprocess import layout
+from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
+from rca.timeutil import as_utc, cst_day_bounds_utc, cst_hours_between, format_utc
+
+log = logging.getLogger(__name__)
+
+# Component names of the TiDB families, whose rows do not name a pod.
+TIDB_COMPONENTS: dict[str, str] = {"infra_tidb": "tidb-tidb", "infra_tikv": "tidb-tikv", "infra_pd": "tidb-pd"}
+
+# Raw label columns of the long metric files that may hold the string "null".
+_INFRA_LABELS: tuple[str, ...] = (
+    "instance", "device", "mountpoint", "namespace", "type", "sql_type", "pod", "kubernetes_node", "kpi_key",
+)
+# Canonical log column -> raw Filebeat column.
+_LOG_RAW: dict[str, str] = {
+    "time": "@timestamp",
+    "namespace": "k8_namespace",
+    "pod": "k8_pod",
+    "node": "k8_node_name",
+    "message": "message",
+}
+_POD_ORDINAL = r"-\d+$"  # same rule as rca.taxonomy.service_of, vectorised
+
+Window = tuple[datetime, datetime] | None
+
+
+class ReaderError(RuntimeError):
+    """A telemetry file that exists but cannot be read or does not have the expected shape."""
+
+
+@dataclass
+class ReadResult:
+    """Rows of one family for a request, the files they came from and what was absent."""
+
+    frame: pl.DataFrame
+    files: list[Path] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _checked_window(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    start, end = as_utc(start), as_utc(end)
+    if end < start:
+        raise ValueError(f"window end {format_utc(end)} precedes start {format_utc(start)}")
+    return start, end
+
+
+def _days_of_window(start: datetime, end: datetime) -> list[str]:
+    return sorted({day for day, _ in cst_hours_between(start, end)})
+
+
+def _null_string(name: str) -> pl.Expr:
+    """Raw label column with the placeholder string ``"null"`` (and empty strings) turned into nulls."""
+    col = pl.col(name).cast(pl.Utf8)
+    return pl.when(col.is_in(["null", ""])).then(None).otherwise(col)
+
+
+def _utc_time(name: str, dtype: pl.DataType, *, path: Path) -> pl.Expr:
+    """Expression turning a raw time column of any released encoding into ``Datetime("us", "UTC")``."""
+    col = pl.col(name)
+    if dtype == pl.Utf8:
+        # '2025-06-05T16:00:00Z', '2025-06-05 16:00:00+00:00', '2025-06-05 16:00:00', '...27.724Z'.
+        # Only UTC offsets are stripped: any other offset fails to parse instead of being misread.
+        cleaned = col.str.strip_chars().str.replace(r"(Z|[+-]00:?00)$", "").str.replace("T", " ", literal=True)
+        return cleaned.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", time_zone="UTC", strict=True)
+    if isinstance(dtype, pl.Datetime):
+        zoned = col.dt.replace_time_zone("UTC") if dtype.time_zone is None else col.dt.convert_time_zone("UTC")
+        return zoned.dt.cast_time_unit("us")
+    raise ReaderError(f"{path}: column {name!r} has unsupported time type {dtype}")
+
+
+def _in_window(window: Window) -> pl.Expr:
+    if window is None:
+        return pl.lit(True)
+    return pl.col("time").is_between(pl.lit(window[0]).dt.cast_time_unit("us"), pl.lit(window[1]).dt.cast_time_unit("us"))
+
+
+def _scan_schema(path: Path) -> tuple[pl.LazyFrame, pl.Schema]:
+    try:
+        lazy = pl.scan_parquet(path)
+        return lazy, lazy.collect_schema()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise ReaderError(f"{path}: unreadable parquet: {exc}") from exc
+
+
+def _collect(lazy: pl.LazyFrame, *, path: Path) -> pl.DataFrame:
+    try:
+        return lazy.collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise ReaderError(f"{path}: cannot read rows: {exc}") from exc
+
+
+def _require(schema: pl.Schema, columns: Iterable[str], *, path: Path) -> None:
+    absent = [c for c in columns if c not in schema]
+    if absent:
+        raise ReaderError(f"{path}: missing required column(s) {absent}; has {list(schema)}")
+
+
+def _stack(frames: list[pl.DataFrame], schema: dict[str, pl.DataType], columns: list[str] | None = None) -> pl.DataFrame:
+    names = columns or list(schema)
+    if not frames:
+        return empty_frame({n: schema[n] for n in names})
+    return pl.concat([f.select(names) for f in frames], how="vertical")
+
+
+def _report_missing(missing: list[str]) -> None:
+    for item in missing:
+        log.warning("missing telemetry: %s", item)
+
+
+# --------------------------------------------------------------------------- APM
+
+
+def _read_apm_file(meta: layout.MetricFile, *, level: str, window: Window) -> pl.DataFrame:
+    lazy, schema = _scan_schema(meta.path)
+    _require(schema, ["time"], path=meta.path)
+    object_type = _null_string("object_type") if "object_type" in schema else pl.lit(None, pl.Utf8)
+    object_id = _null_string("object_id") if "object_id" in schema else pl.lit(None, pl.Utf8)
+    exprs = [
+        _utc_time("time", schema["time"], path=meta.path).alias("time"),
+        # The directory and file name say which object a file holds when the columns do not.
+        pl.coalesce(object_type, pl.lit(level)).alias("object_type"),
+        pl.coalesce(object_id, pl.lit(meta.key)).alias("object_id"),
+    ]
+    for kpi in APM_KPIS:
+        exprs.append(pl.col(kpi).cast(pl.Float64) if kpi in schema else pl.lit(None, pl.Float64).alias(kpi))
+    return _collect(lazy.select(exprs).filter(_in_window(window)), path=meta.path)
+
+
+def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window) -> ReadResult:
+    levels = layout.APM_LEVELS if level is None else (level,)
+    for name in levels:
+        if name not in layout.APM_LEVELS:
+            raise ValueError(f"unknown APM level {name!r}; expected one of {layout.APM_LEVELS}")
+    result = ReadResult(frame=empty_frame(APM_SCHEMA))
+    frames: list[pl.DataFrame] = []
+    for day in days:
+        for name in levels:
+            metas, missing = layout.apm_files(data_dir, day, name)
+            result.missing += missing
+            for meta in metas:
+                frames.append(_read_apm_file(meta, level=name, window=window))
+                result.files.append(meta.path)
+    result.frame = _stack(frames, APM_SCHEMA).sort("object_id", "time")
+    _report_missing(result.missing)
+    return result
+
+
+def read_apm(data_dir: Path, *, start: datetime, end: datetime, level: str | None = None) -> ReadResult:
+    """APM rows (pod and/or service level) with ``time`` in ``[start, end]``, in APM_SCHEMA."""
+    window = _checked_window(start, end)
+    return _apm(Path(data_dir), _days_of_window(*window), level=level, window=window)
+
+
+# --------------------------------------------------------------------------- infra / TiDB
+
+
+def _value_column(meta: layout.MetricFile, schema: pl.Schema) -> str:
+    """The value column is named exactly as the KPI; fall back to the single non-label numeric column."""
+    if meta.key in schema:
+        return meta.key
+    numeric = [n for n, t in schema.items() if n not in _INFRA_LABELS and n != "time" and t.is_numeric()]
+    if len(numeric) == 1:
+        return numeric[0]
+    raise ReaderError(f"{meta.path}: no value column named {meta.key!r} (numeric columns: {numeric})")
+
+
+def _read_infra_file(meta: layout.MetricFile, *, window: Window) -> pl.DataFrame:
+    lazy, schema = _scan_schema(meta.path)
+    _require(schema, ["time"], path=meta.path)
+    value = _value_column(meta, schema)
+    label = {n: (_null_string(n) if n in schema else pl.lit(None, pl.Utf8)) for n in _INFRA_LABELS}
+    family = meta.family
+    if family == "infra_pod":
+        component, node = label["pod"], label["instance"]
+    elif family == "infra_node":
+        component, node = label["kubernetes_node"], label["kubernetes_node"]
+    else:
+        component, node = pl.lit(TIDB_COMPONENTS[family]), label["kubernetes_node"]
+    exprs = [
+        _utc_time("time", schema["time"], path=meta.path).alias("time"),
+        pl.lit(family).alias("family"),
+        pl.coalesce(label["kpi_key"], pl.lit(meta.key)).alias("kpi_key"),
+        component.alias("component"),
+        node.alias("node"),
+        *(label[n].alias(n) for n in ("instance", "device", "mountpoint", "namespace", "type", "sql_type")),
+        pl.col(value).cast(pl.Float64).alias("value"),
+    ]
+    return _collect(lazy.select(exprs).filter(_in_window(window)), path=meta.path)
+
+
+def _infra(
+    data_dir: Path, days: list[str], *, families: Iterable[str] | None, kpis: Iterable[str] | None, window: Window
+) -> ReadResult:
+    chosen = tuple(families) if families is not None else layout.INFRA_FAMILIES
+    for family in chosen:
+        if family not in layout.INFRA_FAMILIES:
+            raise ValueError(f"unknown infra family {family!r}; expected one of {layout.INFRA_FAMILIES}")
+    wanted = set(kpis) if kpis is not None else None
+    result = ReadResult(frame=empty_frame(INFRA_SCHEMA))
+    frames: list[pl.DataFrame] = []
+    for day in days:
+        for family in chosen:
+            metas, missing = layout.infra_files(data_dir, day, family)
+            result.missing += missing
+            for meta in metas:
+                if wanted is not None and meta.key not in wanted:
+                    continue
+                frames.append(_read_infra_file(meta, window=window))
+                result.files.append(meta.path)
+    result.frame = _stack(frames, INFRA_SCHEMA).sort("family", "kpi_key", "component", "time")
+    _report_missing(result.missing)
+    return result
+
+
+def read_infra(
+    data_dir: Path,
+    *,
+    start: datetime,
+    end: datetime,
+    families: Iterable[str] | None = None,
+    kpis: Iterable[str] | None = None,
+) -> ReadResult:
+    """Infra and TiDB rows in ``[start, end]``, in INFRA_SCHEMA; optionally only some families / KPI keys."""
+    window = _checked_window(start, end)
+    return _infra(Path(data_dir), _days_of_window(*window), families=families, kpis=kpis, window=window)
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def _read_log_file(path: Path, *, columns: list[str], window: Window) -> pl.DataFrame:
+    lazy, schema = _scan_schema(path)
+    _require(schema, ["@timestamp"], path=path)
+    exprs: list[pl.Expr] = []
+    for name in columns:
+        if name == "time":
+            exprs.append(_utc_time("@timestamp", schema["@timestamp"], path=path).alias("time"))
+        elif name == "service":
+            pod = _null_string("k8_pod") if "k8_pod" in schema else pl.lit(None, pl.Utf8)
+            exprs.append(pod.str.replace(_POD_ORDINAL, "").alias("service"))
+        else:
+            raw = _LOG_RAW[name]
+            exprs.append((_null_string(raw) if raw in schema else pl.lit(None, pl.Utf8)).alias(name))
+    return _collect(lazy.select(exprs).filter(_in_window(window)), path=path)
+
+
+def _log_columns(columns: Iterable[str] | None) -> list[str]:
+    if columns is None:
+        return list(LOG_SCHEMA)
+    requested = set(columns) | {"time"}  # time is always kept: rows are filtered on it
+    unknown = requested - set(LOG_SCHEMA)
+    if unknown:
+        raise ValueError(f"unknown log column(s) {sorted(unknown)}; expected some of {list(LOG_SCHEMA)}")
+    return [c for c in LOG_SCHEMA if c in requested]
+
+
+# --------------------------------------------------------------------------- traces
+
+
+def _tag(list_column: pl.Expr, key: str) -> pl.Expr:
+    """Value (as string) of the first ``{key, type, value}`` entry named ``key`` in a tag list."""
+    return list_column.list.eval(
+        pl.element().filter(pl.element().struct.field("key") == key).struct.field("value").cast(pl.Utf8)
+    ).list.first()
+
+
+def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
+    _require(schema, ["traceID", "spanID", "operationName", "duration", "process"], path=path)
+    tags = pl.col("tags") if "tags" in schema else pl.lit(None, pl.List(pl.Struct({"key": pl.Utf8, "value": pl.Utf8})))
+    process_tags = pl.col("process").struct.field("tags")
+    service_raw = pl.col("process").struct.field("serviceName").cast(pl.Utf8)
+    if "references" in schema:
+        parent = pl.col("references").list.eval(
+            pl.element().filter(pl.element().struct.field("refType") == "CHILD_OF").struct.field("spanID")
+        ).list.first()
+    else:
+        parent = pl.lit(None, pl.Utf8)
+
+    kind = _tag(tags, "span.kind").str.to_lowercase()
+    status = _tag(tags, "status.code").cast(pl.Int64, strict=False)
+    http_status = _tag(tags, "http.status_code").cast(pl.Int64, strict=False)
+    error_tag = _tag(tags, "error").str.to_lowercase() == "true"
+    otel_error = _tag(tags, "otel.status_code").str.to_uppercase() == "ERROR"
+    operation = pl.col("operationName").cast(pl.Utf8)
+    # Client spans name their callee: rpc.service 'hipstershop.AdService' -> 'adservice',
+    # db.system=redis -> 'redis-cart', else the operation 'hipstershop.X/Method' ('/...' too).
+    from_rpc = _tag(tags, "rpc.service").str.extract(r"([A-Za-z0-9]+)$", 1).str.to_lowercase()
+    from_db = pl.when(_tag(tags, "db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
+    from_operation = operation.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1).str.to_lowercase()
+    return [
+        pl.col("traceID").cast(pl.Utf8).alias("trace_id"),
+        pl.col("spanID").cast(pl.Utf8).alias("span_id"),
+        parent.cast(pl.Utf8).alias("parent_span_id"),
+        operation.alias("operation"),
+        pl.when(service_raw == "redis").then(pl.lit("redis-cart")).otherwise(service_raw).alias("service"),
+        pl.coalesce(_tag(process_tags, "name"), _tag(process_tags, "podName")).alias("pod"),
+        pl.coalesce(_tag(process_tags, "node_name"), _tag(process_tags, "nodeName")).alias("node"),
+        kind.alias("span_kind"),
+        pl.when(kind == "client").then(pl.coalesce(from_rpc, from_db, from_operation)).alias("peer_service"),
+        pl.col("time"),
+        pl.col("duration").cast(pl.Int64).alias("duration_us"),
+        status.alias("status_code"),
+        (error_tag.fill_null(False) | (status.fill_null(0) != 0) | (http_status.fill_null(0) >= 500)).alias("is_error"),
+    ]
+
+
+def _read_trace_file(path: Path, *, window: Window) -> pl.DataFrame:
+    lazy, schema = _scan_schema(path)
+    if "startTime" in schema:
+        start_us = pl.col("startTime").cast(pl.Int64)  # µs since epoch (the official README says ns: wrong)
+    elif "startTimeMillis" in schema:
+        start_us = pl.col("startTimeMillis").cast(pl.Int64) * 1000
+    else:
+        raise ReaderError(f"{path}: no startTime or startTimeMillis column; has {list(schema)}")
+    lazy = lazy.with_columns(start_us.cast(pl.Datetime("us", "UTC")).alias("time"))
+    # Filter on the cheap integer time before flattening the nested columns.
+    lazy = lazy.filter(_in_window(window)).select(_span_exprs(schema, path=path)).rename({"time": "start"})
+    return _collect(lazy, path=path)
+
+
+# --------------------------------------------------------------------------- hourly families
+
+
+def _hourly(
+    data_dir: Path,
+    family: str,
+    slots: list[tuple[str, int]],
+    *,
+    read_file: Callable[[Path], pl.DataFrame],
+    schema: dict[str, pl.DataType],
+    columns: list[str] | None = None,
+) -> ReadResult:
+    result = ReadResult(frame=empty_frame(schema))
+    frames: list[pl.DataFrame] = []
+    for day, hour in slots:
+        paths, missing = layout.hour_files(data_dir, family, day, hour)
+        result.missing += missing
+        for path in paths:
+            frames.append(read_file(path))
+            result.files.append(path)
+    result.frame = _stack(frames, schema, columns)
+    _report_missing(result.missing)
+    return result
+
+
+def read_logs(
+    data_dir: Path, *, start: datetime, end: datetime, columns: Iterable[str] | None = None
+) -> ReadResult:
+    """Filebeat log rows with ``time`` in ``[start, end]``, in LOG_SCHEMA (or only ``columns`` plus time)."""
+    window = _checked_window(start, end)
+    names = _log_columns(columns)
+    return _hourly(
+        Path(data_dir), "log", cst_hours_between(*window),
+        read_file=lambda p: _read_log_file(p, columns=names, window=window), schema=LOG_SCHEMA, columns=names,
+    )
+
+
+def read_traces(data_dir: Path, *, start: datetime, end: datetime) -> ReadResult:
+    """Flattened Jaeger spans whose ``start`` is in ``[start, end]``, in SPAN_SCHEMA."""
+    window = _checked_window(start, end)
+    return _hourly(
+        Path(data_dir), "trace", cst_hours_between(*window),
+        read_file=lambda p: _read_trace_file(p, window=window), schema=SPAN_SCHEMA,
+    )
+
+
+# --------------------------------------------------------------------------- whole day
+
+
+def read_day(day_dir: Path, family: str) -> ReadResult:
+    """Every row of one family in a CST day directory, unfiltered (for the nightly job).
+
+    ``family`` is one of "apm", "infra", "log", "trace". Hour files are read whatever their
+    exact name (``-00-00`` or ``-59-00``); absent hours are listed in ``missing``.
+    """
+    day_dir = Path(day_dir)
+    day, data_dir = day_dir.name, day_dir.parent
+    if not layout.is_day_dir(day_dir):
+        raise ReaderError(f"{day_dir}: not a day directory named YYYY-MM-DD")
+    if family == "apm":
+        return _apm(data_dir, [day], level=None, window=None)
+    if family == "infra":
+        return _infra(data_dir, [day], families=None, kpis=None, window=None)
+    if family not in layout.HOURLY_DIRS:
+        raise ValueError(f"unknown family {family!r}; expected apm, infra, log or trace")
+    start, _ = cst_day_bounds_utc(day)
+    slots = [(day, hour) for hour in range(24)]
+    if family == "log":
+        names = list(LOG_SCHEMA)
+        return _hourly(
+            data_dir, "log", slots,
+            read_file=lambda p: _read_log_file(p, columns=names, window=None), schema=LOG_SCHEMA,
+        )
+    return _hourly(data_dir, "trace", slots, read_file=lambda p: _read_trace_file(p, window=None), schema=SPAN_SCHEMA)

@@ -1,0 +1,99 @@
+"""Choosing and opening the LLM backend from Settings, and counting what the calls cost.
+
+Usage::
+
+    with open_backend(settings) as llm:
+        reply = llm.chat(messages, json_schema=schema)
+
+``settings.llm.backend`` picks the backend; there is no fallback from one to the other, so a
+broken configuration fails loudly instead of silently answering with a different model.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rca.llm.base import LLMBackend, LLMError, LLMReply
+from rca.llm.models import ensure_model, model_spec
+from rca.llm.openai_backend import OpenAIBackend
+from rca.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def model_cache_dir(settings: Settings) -> Path:
+    """Where assembled embedded model files live."""
+    return settings.paths.cache_dir / "models"
+
+
+def build_backend(settings: Settings) -> LLMBackend:
+    """Create the configured backend; the caller must ``close()`` it (prefer ``open_backend``)."""
+    llm = settings.llm
+    if llm.backend == "openai":
+        return OpenAIBackend.from_settings(llm)
+    if llm.backend == "embedded":
+        from rca.llm.embedded import EmbeddedBackend  # keeps xllamacpp out of remote-only runs
+
+        spec = model_spec(llm.embedded_model)
+        model_path = ensure_model(spec, cache_dir=model_cache_dir(settings))
+        return EmbeddedBackend(
+            model_path=model_path,
+            model_name=spec.name,
+            n_ctx=llm.n_ctx,
+            threads=llm.threads,
+            timeout_s=llm.timeout_s,
+            temperature=llm.temperature,
+            max_tokens=llm.max_tokens,
+        )
+    raise LLMError(f"setting 'llm.backend' is {llm.backend!r}; expected 'embedded' or 'openai'")
+
+
+@contextmanager
+def open_backend(settings: Settings) -> Iterator[LLMBackend]:
+    """The configured backend for the duration of a ``with`` block, closed afterwards."""
+    backend = build_backend(settings)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+@dataclass
+class UsageLog:
+    """Running totals of LLM calls: count, prompt/completion tokens and seconds.
+
+    Thread-safe, so concurrent diagnoses can share one log.
+    """
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, reply: LLMReply) -> LLMReply:
+        """Add one reply to the totals and hand it back (so calls can be wrapped inline)."""
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += reply.prompt_tokens
+            self.completion_tokens += reply.completion_tokens
+            self.seconds += reply.latency_s
+        return reply
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, float | int]:
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "seconds": round(self.seconds, 3),
+            }

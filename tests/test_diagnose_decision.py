@@ -1,0 +1,128 @@
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from index.models import Candidate, EvidenceItem
+from rca.settings import load_settings
+from diagnose.cases import Case
+from diagnose.decide import DecisionError, decide
+from diagnose.pipeline import diagnose_case
+from diagnose.prompt import build_prompt, decision_schema
+from diagnose.runner import finished_uuids, run_cases
+from tests.fakes import RecordedBackend, StaticEvidence, StaticKnowledge
+
+T0 = datetime(2025, 6, 5, 16, 10, 2, tzinfo=timezone.utc)
+T1 = datetime(2025, 6, 5, 16, 31, 2, tzinfo=timezone.utc)
+
+
+def _candidates() -> list[Candidate]:
+    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="emailservice-1", text="pod_cpu_usage up 4.1x (z=9.3) on emailservice-1 from 16:11", magnitude=9.3, onset=datetime(2025, 6, 5, 16, 11, tzinfo=timezone.utc))
+    rrt = EvidenceItem(modality="metric", key="rrt", component="emailservice", text="rrt up 2.0x (z=5.0) on emailservice", magnitude=5.0)
+    edge = EvidenceItem(modality="trace", key="checkoutservice->emailservice", component="emailservice", text="checkoutservice->emailservice p95 up 3.0x", magnitude=6.0)
+    noise = EvidenceItem(modality="log", key="Injected error", component="adservice", text="Injected error x1.1 on adservice-0", magnitude=1.0)
+    return [
+        Candidate(component="emailservice", level="service", score=0.9, score_breakdown={"metric": 0.6, "trace": 0.3}, evidence=[cpu, rrt, edge]),
+        Candidate(component="checkoutservice", level="service", score=0.4, evidence=[edge]),
+        Candidate(component="adservice", level="service", score=0.1, evidence=[noise]),
+    ]
+
+
+def _case() -> Case:
+    return Case(uuid="345fbe93-80", description="x", start=T0, end=T1)
+
+
+def _reply(component="emailservice", fault_type="cpu stress", reason="cpu stress: pod_cpu_usage saturated") -> str:
+    return json.dumps({"component": component, "fault_type": fault_type, "reason": reason})
+
+
+def test_schema_enum_is_exactly_the_candidates() -> None:
+    schema = decision_schema(["a", "b"])
+    assert schema["properties"]["component"]["enum"] == ["a", "b"]
+    assert len(schema["properties"]["fault_type"]["enum"]) == 18
+
+
+def test_invalid_reply_gets_one_repair_quoting_the_error() -> None:
+    backend = RecordedBackend([_reply(component="frontend"), _reply()])
+    prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"])
+    assert outcome.decision.component == "emailservice"
+    assert outcome.repaired and outcome.calls == 2
+    repair_turn = backend.requests[1]["messages"][-1]["content"]
+    assert "component" in repair_turn and "emailservice, checkoutservice" in repair_turn
+
+
+def test_still_invalid_after_repair_raises() -> None:
+    backend = RecordedBackend(["not json", "{}"])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    with pytest.raises(DecisionError):
+        decide(backend, prompt, ["emailservice"])
+
+
+def test_self_consistency_majority_vote() -> None:
+    backend = RecordedBackend([_reply(component="checkoutservice"), _reply(), _reply()])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], samples=3)
+    assert outcome.decision.component == "emailservice"
+    assert outcome.votes == {"checkoutservice|cpu stress": 1, "emailservice|cpu stress": 2}
+    assert all(r["temperature"] > 0 for r in backend.requests)
+
+
+def test_prompt_budget_drops_evidence_not_candidates() -> None:
+    many = [c.model_copy(update={"evidence": c.evidence * 10}) for c in _candidates()]
+    prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=many, sops=[], max_tokens=1000)
+    assert prompt.approx_tokens <= 1000
+    assert prompt.dropped_evidence > 0
+    assert all(c.component in prompt.messages[1]["content"] for c in many)
+
+
+def test_static_prefix_identical_across_cases() -> None:
+    cat = StaticKnowledge().catalogue()
+    a = build_prompt(catalogue=cat, uuid="a", window="w1", candidates=_candidates(), sops=[], max_tokens=3000)
+    b = build_prompt(catalogue=cat, uuid="b", window="w2", candidates=_candidates()[1:], sops=[], max_tokens=3000)
+    assert a.messages[0] == b.messages[0]
+
+
+def test_case_answer_follows_the_model_and_shapes_the_trace() -> None:
+    settings = load_settings(environ={})
+    backend = RecordedBackend([_reply(component="checkoutservice", fault_type="pod failure", reason="errors")])
+    record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    answer = record.answer
+    assert answer.component == "checkoutservice"  # the model's choice stands, even against the index
+    assert record.agreed_with_index is False
+    assert answer.reason.startswith("pod failure on checkoutservice")
+    assert len(answer.reason.split()[:20]) <= 20 and "pod failure" in " ".join(answer.reason.split()[:20])
+    steps = answer.reasoning_trace
+    assert 2 <= len(steps) <= 5 and [s.step for s in steps] == list(range(1, len(steps) + 1))
+    assert all(len(s.observation) <= 100 for s in steps)
+    assert steps[0].observation.startswith("pod_cpu_usage") or steps[0].observation.startswith("rrt")
+    assert steps[1].observation.startswith("checkoutservice->emailservice")
+    assert steps[-1].action.startswith("decision")
+    assert answer.time == "2025-06-05 16:10:02"
+
+
+def test_agreement_and_time_from_onset() -> None:
+    settings = load_settings(environ={})
+    record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([_reply()]), evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    assert record.agreed_with_index is True
+    assert record.answer.time == "2025-06-05 16:11:00"
+    assert "pod_cpu_usage" in " ".join(record.answer.reason.split()[:20])
+    assert set(record.answer.to_submission(strict=True)) == {"uuid", "component", "reason", "reasoning_trace"}
+
+
+def test_batch_is_resumable_and_drops_torn_line(tmp_path: Path) -> None:
+    settings = load_settings(environ={})
+    out = tmp_path / "result.jsonl"
+    cases = [Case(uuid=f"c{i}", description="x", start=T0, end=T1) for i in range(3)]
+    out.write_text(json.dumps({"uuid": "c0"}) + "\n" + '{"uuid": "c1", "comp')  # c1 torn by a kill
+    backend = RecordedBackend([_reply(), _reply()])
+    summary = run_cases(
+        cases,
+        diagnose_one=lambda c: diagnose_case(c, settings=settings, llm=backend, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge()),
+        out_path=out, runs_dir=tmp_path / "runs", strict_format=False, show_progress=False,
+    )
+    assert summary.skipped == ["c0"] and sorted(summary.done) == ["c1", "c2"]
+    assert finished_uuids(out) == {"c0", "c1", "c2"}
+    run = json.loads((tmp_path / "runs" / "c2.json").read_text())
+    assert run["agreed_with_index"] is True and run["usage"]["calls"] == 1 and run["raw_responses"]
