@@ -1,9 +1,155 @@
-"""Command line of the diagnoser (placeholder until implemented)."""
+"""``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
+
+    diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
+    rca diagnose --all --out result.jsonl
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rca.clisupport import build_settings, fail, state
+from rca.logsetup import configure_logging
+from rca.llm.base import LLMError
+from rca.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
-def rca_diagnose() -> None:
-    """Diagnose cases."""
+def rca_diagnose(
+    ctx: typer.Context,
+    uuid: Optional[list[str]] = typer.Option(None, "--uuid", "-u", help="Case uuid (repeatable)."),
+    all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
+    input_file: Optional[Path] = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
+    print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
+    as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
+    strict: Optional[bool] = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
+    self_consistency: Optional[int] = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="embedded | openai."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML config file."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
+) -> None:
+    """Diagnose cases: candidates from the evidence index, SOPs from the knowledge base, the LLM decides."""
+    st = state(ctx)
+    if config is not None:
+        st.config_path = config
+    if verbose:
+        configure_logging(verbose)
+    elif ctx.parent is None:
+        configure_logging(st.verbosity)  # standalone `diagnose`: no root callback ran
+    llm_overrides: dict[str, object] = {"backend": backend, "openai_api_base": base_url, "concurrency": concurrency}
+    if model is not None:
+        llm_overrides["embedded_model" if (backend or "") != "openai" and model.startswith("qwen2.5-coder") else "llm_model"] = model
+    settings = build_settings(
+        ctx,
+        overrides={
+            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir},
+            "llm": llm_overrides,
+            "diagnose": {"strict_format": strict, "self_consistency": self_consistency},
+        },
+    )
+    cases = _select_cases(settings, uuid or [], all_cases)
+    try:
+        run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
+    except LLMError as exc:
+        fail(f"LLM backend failed: {exc}")
+    except (FileNotFoundError, LookupError) as exc:
+        fail(str(exc))
+
+
+def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
+    from diagnose.cases import CaseError, load_cases
+
+    if not uuids and not all_cases:
+        fail("give --uuid X (repeatable) or --all")
+    try:
+        cases = load_cases(settings.paths.input_file)
+    except (CaseError, OSError, ValueError) as exc:
+        fail(str(exc))
+    if all_cases:
+        return cases
+    by_uuid = {c.uuid: c for c in cases}
+    unknown = [u for u in uuids if u not in by_uuid]
+    if unknown:
+        fail(f"unknown uuid {', '.join(unknown)} in {settings.paths.input_file}")
+    return [by_uuid[u] for u in uuids]
+
+
+def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool) -> list:
+    """Diagnose ``cases``; returns the case records (empty with ``print_prompt``)."""
+    from diagnose.pipeline import diagnose_case, prepare_case
+    from diagnose.runner import run_cases, write_json_atomic
+    from diagnose.sources import IndexEvidence, KnowledgeBase
+    from rca.llm.factory import open_backend
+
+    evidence = IndexEvidence(settings.paths.index_dir)
+    knowledge = KnowledgeBase(settings)
+    console = Console()
+    if print_prompt:
+        for case in cases:
+            prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
+            console.print(prepared.prompt.render(), markup=False, highlight=False)
+            console.print(f"(~{prepared.prompt.approx_tokens} tokens)", markup=False)
+        return []
+
+    strict = settings.diagnose.strict_format
+    with open_backend(settings) as llm:
+        def one(case):
+            return diagnose_case(case, settings=settings, llm=llm, evidence=evidence, knowledge=knowledge)
+
+        if out is not None:
+            concurrency = settings.llm.concurrency if settings.llm.backend == "openai" else 1
+            summary = run_cases(
+                cases, diagnose_one=one, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
+                strict_format=strict, concurrency=concurrency, show_progress=not as_json,
+            )
+            records = summary.records
+            if summary.failed:
+                log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))
+        else:
+            records = []
+            for case in cases:
+                record = one(case)
+                write_json_atomic(settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json", record.to_json())
+                records.append(record)
+    _report(console, records, strict=strict, as_json=as_json)
+    if out is not None and summary.failed:
+        raise typer.Exit(1)
+    return records
+
+
+def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
+    if as_json:
+        for record in records:
+            typer.echo(json.dumps(record.answer.to_submission(strict=strict), ensure_ascii=False))
+        return
+    table = Table(title="diagnoses")
+    for column in ("uuid", "component", "reason", "index top", "agree", "calls", "tokens in/out", "s"):
+        table.add_column(column)
+    for r in records:
+        usage = r.to_json()["usage"]
+        table.add_row(
+            r.uuid, r.answer.component, r.answer.reason[:70], r.candidates[0].component,
+            "yes" if r.agreed_with_index else "NO", str(usage["calls"]),
+            f"{usage['prompt_tokens']}/{usage['completion_tokens']}", f"{r.timings_s.get('total_s', 0):.1f}",
+        )
+    console.print(table)
 
 
 def main() -> None:
-    raise SystemExit("diagnose: not implemented yet")
+    """Console script ``diagnose``: the same command as ``rca diagnose``."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(rca_diagnose)  # a single command: typer runs it without a sub-command name
+    app()

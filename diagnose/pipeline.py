@@ -117,14 +117,20 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
     return (shown or sop_metrics)[:limit]
 
 
-def diagnose_case(
-    case: Case,
-    *,
-    settings: Settings,
-    llm: LLMBackend,
-    evidence: EvidenceSource,
-    knowledge: KnowledgeSource,
-) -> CaseRecord:
+@dataclass
+class PreparedCase:
+    """Everything the model will see for a case, before any LLM call."""
+
+    case: Case
+    candidates: list[Candidate]
+    missing: list[str]
+    sops: list[SopExcerpt]
+    prompt: Prompt
+    timings_s: dict[str, float]
+
+
+def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource) -> PreparedCase:
+    """Window -> ranked candidates -> SOPs for their evidence -> a prompt within budget."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     result = evidence.query(start=case.start, end=case.end, top_k=settings.diagnose.top_candidates)
@@ -143,9 +149,23 @@ def diagnose_case(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.missing,
     )
+    return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops, prompt=prompt, timings_s=timings)
+
+
+def diagnose_case(
+    case: Case,
+    *,
+    settings: Settings,
+    llm: LLMBackend,
+    evidence: EvidenceSource,
+    knowledge: KnowledgeSource,
+) -> CaseRecord:
+    t0 = time.perf_counter()
+    prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
+    candidates, timings = prepared.candidates, prepared.timings_s
     t2 = time.perf_counter()
     names = [c.component for c in candidates]
-    outcome = decide(llm, prompt, names, samples=settings.diagnose.self_consistency, temperature=settings.llm.temperature)
+    outcome = decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency, temperature=settings.llm.temperature)
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
@@ -164,6 +184,6 @@ def diagnose_case(
     return CaseRecord(
         uuid=case.uuid,
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        answer=answer, candidates=candidates, missing=result.missing, sops=sops, prompt=prompt,
+        answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings,
     )

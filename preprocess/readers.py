@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -24,7 +24,7 @@ import polars as pl
 
 from preprocess import layout
 from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
-from rca.timeutil import as_utc, cst_day_bounds_utc, cst_hours_between, format_utc
+from rca.timeutil import as_utc, cst_hours_between, format_utc
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +265,9 @@ def _read_log_file(path: Path, *, columns: list[str], window: Window) -> pl.Data
         elif name == "service":
             pod = _null_string("k8_pod") if "k8_pod" in schema else pl.lit(None, pl.Utf8)
             exprs.append(pod.str.replace(_POD_ORDINAL, "").alias("service"))
+        elif name == "message":
+            # The message is content, not a label: a literal "null" line stays as written.
+            exprs.append(pl.col("message").cast(pl.Utf8) if "message" in schema else pl.lit(None, pl.Utf8).alias("message"))
         else:
             raw = _LOG_RAW[name]
             exprs.append((_null_string(raw) if raw in schema else pl.lit(None, pl.Utf8)).alias(name))
@@ -410,7 +413,6 @@ def read_day(day_dir: Path, family: str) -> ReadResult:
         return _infra(data_dir, [day], families=None, kpis=None, window=None)
     if family not in layout.HOURLY_DIRS:
         raise ValueError(f"unknown family {family!r}; expected apm, infra, log or trace")
-    start, _ = cst_day_bounds_utc(day)
     slots = [(day, hour) for hour in range(24)]
     if family == "log":
         names = list(LOG_SCHEMA)

@@ -155,7 +155,7 @@ class OpenAIBackend:
                     "endpoint %s attempt %d/%d failed (%s); retrying in %.2f s",
                     self.base_url, attempt, attempts_allowed, reason, delay,
                 )
-                time.sleep(delay)
+                _wait(delay)
             except openai.APIStatusError as exc:
                 # 400/401/404 ...: repeating the same request cannot help.
                 raise LLMError(f"endpoint {self.base_url} (model {self.model}) rejected the request: {_describe(exc)}") from exc
@@ -183,6 +183,11 @@ class OpenAIBackend:
             finish_reason=choice.finish_reason,
             extra=extra,
         )
+
+
+def _wait(seconds: float) -> None:
+    """Backoff pause; a function of its own so tests can record delays instead of waiting."""
+    time.sleep(seconds)
 
 
 def _describe(exc: openai.OpenAIError) -> str:

@@ -1,0 +1,198 @@
+"""On-disk evidence index: layout, manifest, atomic writes and window loads.
+
+Layout (schema version ``SCHEMA_VERSION``)::
+
+    <index_dir>/
+      manifest.json                      schema version + one entry per finished partition
+      log_templates.parquet              template_id, template (Drain3 clusters, all days)
+      log_miner_state.bin                Drain3 miner state (zlib + base64 jsonpickle)
+      day=<YYYY-MM-DD>/                  CST day, like the raw data directories
+        metric_series.parquet            time, component, kind, kpi, value         (per minute)
+        metric_placement.parquet         pod, node, first, last                    (pod -> node)
+        metric_change_points.parquet     component, kind, kpi, time, before, after (day level)
+        log_counts.parquet               time, pod, node, template_id, count       (per minute)
+        trace_edges.parquet              time, caller, callee, callee_pod, callee_node,
+                                         operation, count, errors, p50_us, p95_us, mean_us
+
+A partition is one (day, family) pair, family being ``metric``, ``log`` or ``trace``. Its
+manifest entry records the input fingerprint (name, size and mtime of every raw file),
+so the nightly job skips partitions whose inputs did not change. Every file is written
+to a temporary file in the same directory and moved into place with ``os.replace``;
+the manifest is rewritten last, so a kill never leaves a half partition marked done.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+from pydantic import BaseModel, Field
+
+from rca.timeutil import as_utc, cst_day_and_hour
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+TEMPLATES_NAME = "log_templates.parquet"
+MINER_STATE_NAME = "log_miner_state.bin"
+PARTITION_FAMILIES: tuple[str, ...] = ("metric", "log", "trace")
+# Family -> tables it writes into the day directory.
+FAMILY_TABLES: dict[str, tuple[str, ...]] = {
+    "metric": ("metric_series", "metric_placement", "metric_change_points"),
+    "log": ("log_counts",),
+    "trace": ("trace_edges",),
+}
+
+
+class IndexError_(RuntimeError):
+    """The index directory is unusable (wrong schema version, corrupt manifest)."""
+
+
+class PartitionEntry(BaseModel):
+    fingerprint: str
+    input_files: int
+    rows: dict[str, int] = Field(default_factory=dict)
+    missing_inputs: list[str] = Field(default_factory=list)
+    written_at: datetime
+
+
+class Manifest(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    partitions: dict[str, PartitionEntry] = Field(default_factory=dict)  # "<day>/<family>"
+
+
+def partition_key(day: str, family: str) -> str:
+    return f"{day}/{family}"
+
+
+def day_path(index_dir: Path, day: str) -> Path:
+    return Path(index_dir) / f"day={day}"
+
+
+def table_path(index_dir: Path, day: str, table: str) -> Path:
+    return day_path(index_dir, day) / f"{table}.parquet"
+
+
+def input_fingerprint(files: Iterable[Path]) -> str:
+    """Hash of (name, size, mtime) of every input file: cheap, and changes when a file does."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(p) for p in files):
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_manifest(index_dir: Path) -> Manifest:
+    path = Path(index_dir) / MANIFEST_NAME
+    if not path.exists():
+        return Manifest()
+    try:
+        manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise IndexError_(f"{path}: corrupt manifest: {exc}") from exc
+    if manifest.schema_version != SCHEMA_VERSION:
+        raise IndexError_(f"{path}: schema version {manifest.schema_version}, this code reads {SCHEMA_VERSION};"
+                          " rebuild the index")
+    return manifest
+
+
+def save_manifest(index_dir: Path, manifest: Manifest) -> None:
+    atomic_write_text(Path(index_dir) / MANIFEST_NAME, manifest.model_dump_json(indent=1))
+
+
+def record_partition(index_dir: Path, *, day: str, family: str, entry: PartitionEntry) -> None:
+    """Add one finished partition to the manifest (re-read first: last writer wins per key)."""
+    manifest = load_manifest(index_dir)
+    manifest.partitions[partition_key(day, family)] = entry
+    save_manifest(index_dir, manifest)
+
+
+def days_for_window(start: datetime, end: datetime) -> list[str]:
+    """CST days whose partitions hold any minute of [start, end]."""
+    start, end = as_utc(start), as_utc(end)
+    days = {cst_day_and_hour(start)[0], cst_day_and_hour(end)[0]}
+    cursor = start
+    while cursor < end:
+        days.add(cst_day_and_hour(cursor)[0])
+        cursor += timedelta(hours=12)
+    return sorted(days)
+
+
+def load_table(
+    index_dir: Path, *, table: str, start: datetime, end: datetime, schema: dict[str, pl.DataType],
+) -> tuple[pl.DataFrame, list[str]]:
+    """Rows of ``table`` with ``time`` in [start, end] from the covering day partitions.
+
+    Returns the frame and the list of missing partitions (named ``<day>/<table>``).
+    """
+    frames: list[pl.DataFrame] = []
+    missing: list[str] = []
+    lo, hi = as_utc(start), as_utc(end)
+    for day in days_for_window(lo, hi):
+        path = table_path(index_dir, day, table)
+        if not path.exists():
+            missing.append(f"{day}/{table}")
+            continue
+        frames.append(
+            pl.scan_parquet(path).filter(pl.col("time").is_between(pl.lit(lo), pl.lit(hi))).collect().cast(schema))
+    if not frames:
+        return pl.DataFrame(schema=schema), missing
+    return pl.concat(frames), missing
+
+
+def load_day_table(index_dir: Path, *, day: str, table: str, schema: dict[str, pl.DataType]) -> pl.DataFrame | None:
+    path = table_path(index_dir, day, table)
+    if not path.exists():
+        return None
+    return pl.read_parquet(path).cast(schema)
+
+
+def load_templates(index_dir: Path) -> pl.DataFrame:
+    path = Path(index_dir) / TEMPLATES_NAME
+    schema = {"template_id": pl.Int64, "template": pl.Utf8}
+    if not path.exists():
+        return pl.DataFrame(schema=schema)
+    return pl.read_parquet(path).cast(schema)
+
+
+def manifest_summary(index_dir: Path) -> dict[str, str]:
+    """Partition key -> ISO write time, for listings."""
+    manifest = load_manifest(index_dir)
+    return {key: entry.written_at.isoformat() for key, entry in sorted(manifest.partitions.items())}
+
+
+def dump_json(value: object) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, default=str)

@@ -1,0 +1,220 @@
+"""Trace detector: call edges from spans, per-edge latency / error anomalies, propagation.
+
+This module owns:
+
+* ``edge_stats``: per (minute, caller, callee, callee pod, callee node, operation) call
+  count, errors and latency p50 / p95 / mean, the stored trace feature. A call edge is a
+  span whose parent (``parent_span_id``) belongs to another service; its latency is the
+  caller-side client span when there is one (it includes the network). Client spans
+  with no server child in another service (the client-only services adservice,
+  currencyservice, paymentservice, or a callee that did not answer) become edges to
+  their ``peer_service`` with an unknown callee pod.
+* ``call_graph``: the networkx service call graph observed in those edges.
+* ``score_trace_window``: anomalous edges of a window against the baseline, including
+  edges that vanish (a dead callee pod).
+* ``propagation_scores``: personalised PageRank on the anomaly subgraph oriented from
+  caller to callee, so that the most downstream anomalous component collects the mass.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+import networkx as nx
+import numpy as np
+import polars as pl
+
+from preprocess.detect_metric import robust_location_scale
+from preprocess.schema import TIME
+
+log = logging.getLogger(__name__)
+
+EDGE_KEY: tuple[str, ...] = ("caller", "callee", "callee_pod", "callee_node", "operation")
+EDGE_STATS_SCHEMA: dict[str, pl.DataType] = {
+    "time": TIME,
+    "caller": pl.Utf8,
+    "callee": pl.Utf8,
+    "callee_pod": pl.Utf8,  # null when the callee is seen only from the client side
+    "callee_node": pl.Utf8,
+    "operation": pl.Utf8,
+    "count": pl.Int64,
+    "errors": pl.Int64,
+    "p50_us": pl.Float64,
+    "p95_us": pl.Float64,
+    "mean_us": pl.Float64,
+}
+TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "caller": pl.Utf8,
+    "callee": pl.Utf8,
+    "callee_pod": pl.Utf8,
+    "callee_node": pl.Utf8,
+    "operation": pl.Utf8,
+    "signal": pl.Utf8,  # latency | errors | silent
+    "z": pl.Float64,
+    "ratio": pl.Float64,  # p95 ratio for latency, error rate in window for errors
+    "window_calls": pl.Int64,
+    "onset": TIME,
+}
+Z_CAP = 50.0
+
+
+def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
+    """One row per cross-service call: time, edge key, latency_us, is_error."""
+    parents = spans.select(
+        "trace_id",
+        pl.col("span_id").alias("parent_span_id"),
+        pl.col("service").alias("caller"),
+        pl.col("span_kind").alias("parent_kind"),
+        pl.col("duration_us").alias("parent_duration_us"),
+        pl.col("is_error").alias("parent_error"),
+    )
+    crossing = (
+        spans.filter(pl.col("parent_span_id").is_not_null())
+        .join(parents, on=["trace_id", "parent_span_id"], how="inner")
+        .filter(pl.col("caller") != pl.col("service"))
+    )
+    server_side = crossing.select(
+        pl.col("start").alias("time"), "caller",
+        pl.col("service").alias("callee"), pl.col("pod").alias("callee_pod"),
+        pl.col("node").alias("callee_node"), "operation",
+        pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us"))
+        .otherwise(pl.col("duration_us")).alias("latency_us"),
+        (pl.col("is_error").fill_null(False) | pl.col("parent_error").fill_null(False)).alias("is_error"),
+    )
+    answered = crossing.select("trace_id", pl.col("parent_span_id").alias("span_id")).unique()
+    client_only = (
+        spans.filter((pl.col("span_kind") == "client") & pl.col("peer_service").is_not_null()
+                     & (pl.col("peer_service") != pl.col("service")))
+        .join(answered, on=["trace_id", "span_id"], how="anti")
+        .select(
+            pl.col("start").alias("time"), pl.col("service").alias("caller"),
+            pl.col("peer_service").alias("callee"),
+            pl.lit(None, pl.Utf8).alias("callee_pod"), pl.lit(None, pl.Utf8).alias("callee_node"),
+            "operation", pl.col("duration_us").alias("latency_us"),
+            pl.col("is_error").fill_null(False).alias("is_error"),
+        )
+    )
+    return pl.concat([server_side, client_only])
+
+
+def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
+    """Per-minute statistics of every call edge (the stored trace feature)."""
+    if spans.height == 0:
+        return pl.DataFrame(schema=EDGE_STATS_SCHEMA)
+    calls = call_edges(spans)
+    return (
+        calls.with_columns(pl.col("time").dt.truncate("1m"), pl.col("latency_us").cast(pl.Float64))
+        .group_by("time", *EDGE_KEY)
+        .agg(
+            pl.len().alias("count"),
+            pl.col("is_error").sum().alias("errors"),
+            pl.col("latency_us").quantile(0.5, "nearest").alias("p50_us"),
+            pl.col("latency_us").quantile(0.95, "nearest").alias("p95_us"),
+            pl.col("latency_us").mean().alias("mean_us"),
+        )
+        .sort("time", "caller", "callee")
+        .cast(EDGE_STATS_SCHEMA)
+    )
+
+
+def call_graph(stats: pl.DataFrame) -> nx.DiGraph:
+    """Service call graph (caller -> callee) with total calls as edge attribute."""
+    graph = nx.DiGraph()
+    totals = stats.group_by("caller", "callee").agg(pl.col("count").sum())
+    for caller, callee, count in totals.iter_rows():
+        graph.add_edge(caller, callee, calls=int(count))
+    return graph
+
+
+def score_trace_window(
+    stats: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    min_z: float = 4.0,
+    min_latency_ratio: float = 1.3,
+    min_error_rate_increase: float = 0.05,
+) -> pl.DataFrame:
+    """Anomalous edges of [start, end] against [baseline_start, start)."""
+    window_start = start.replace(second=0, microsecond=0)
+    sub = stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end))
+    if sub.height == 0:
+        return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
+    window_start_np = np.datetime64(window_start.replace(tzinfo=None), "us")
+    grouped = sub.group_by(*EDGE_KEY, maintain_order=True).agg(
+        pl.col("time"), pl.col("count"), pl.col("errors"), pl.col("p95_us"))
+    events: list[dict] = []
+    for row in grouped.iter_rows(named=True):
+        times = np.array(row["time"], dtype="datetime64[us]")
+        counts = np.array(row["count"], dtype=float)
+        errors = np.array(row["errors"], dtype=float)
+        p95 = np.array(row["p95_us"], dtype=float)
+        in_window = times >= window_start_np
+        base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
+        key = {k: row[k] for k in EDGE_KEY}
+        if base_calls >= 20 and win_calls < 0.1 * base_calls * _window_share(in_window, times, window_start_np, end):
+            events.append({**key, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
+                           "window_calls": int(win_calls), "onset": window_start})
+            continue
+        if in_window.sum() == 0 or (~in_window).sum() < 3:
+            continue
+        onset_index = int(np.flatnonzero(in_window)[0])
+        median, scale = robust_location_scale(p95[~in_window])
+        window_p95 = float(np.median(p95[in_window]))
+        latency_z = (window_p95 - median) / scale
+        if latency_z >= min_z and median > 0 and window_p95 / median >= min_latency_ratio:
+            events.append({**key, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
+                           "window_calls": int(win_calls),
+                           "onset": _onset(times, p95, in_window, threshold=median + 0.5 * (window_p95 - median),
+                                           fallback=onset_index)})
+        base_rate = errors[~in_window].sum() / max(base_calls, 1.0)
+        win_errors = errors[in_window].sum()
+        expected = base_rate * win_calls
+        error_z = (win_errors - expected) / np.sqrt(expected + 1.0)
+        win_rate = win_errors / max(win_calls, 1.0)
+        if error_z >= min_z and win_rate - base_rate >= min_error_rate_increase:
+            events.append({**key, "signal": "errors", "z": min(float(error_z), Z_CAP), "ratio": win_rate,
+                           "window_calls": int(win_calls),
+                           "onset": _onset(times, errors / np.maximum(counts, 1), in_window,
+                                           threshold=base_rate + 0.5 * (win_rate - base_rate), fallback=onset_index)})
+    if not events:
+        return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
+    return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
+
+
+def _window_share(in_window: np.ndarray, times: np.ndarray, window_start: np.datetime64, end: datetime) -> float:
+    """Window length relative to the baseline length (calls scale with time)."""
+    end_np = np.datetime64(end.replace(tzinfo=None), "us")
+    window_minutes = max(1.0, (end_np - window_start) / np.timedelta64(1, "m") + 1)
+    baseline_minutes = max(1.0, (window_start - times.min()) / np.timedelta64(1, "m")) if times.size else 1.0
+    return window_minutes / baseline_minutes
+
+
+def _onset(times: np.ndarray, values: np.ndarray, in_window: np.ndarray, *, threshold: float, fallback: int):
+    hits = np.flatnonzero(in_window & (values >= threshold))
+    index = int(hits[0]) if hits.size else fallback
+    return times[index].astype(datetime).replace(tzinfo=timezone.utc)
+
+
+def propagation_scores(events: pl.DataFrame, *, alpha: float = 0.85) -> dict[str, float]:
+    """Personalised PageRank of services over the anomaly subgraph, max-normalised to 1.
+
+    Edges point from caller to callee and are weighted by their anomaly z, so rank
+    flows down the call chain and settles on the most downstream anomalous service;
+    the personalisation is each service's strongest incoming anomaly.
+    """
+    if events.height == 0:
+        return {}
+    edges = events.group_by("caller", "callee").agg(pl.col("z").max())
+    graph = nx.DiGraph()
+    for caller, callee, z in edges.iter_rows():
+        graph.add_edge(caller, callee, weight=float(z))
+    incoming = {node: 0.0 for node in graph.nodes}
+    for _, callee, z in edges.iter_rows():
+        incoming[callee] = max(incoming[callee], float(z))
+    if sum(incoming.values()) <= 0:
+        return {}
+    rank = nx.pagerank(graph, alpha=alpha, personalization=incoming, weight="weight")
+    top = max(rank.values())
+    return {node: value / top for node, value in rank.items()}
