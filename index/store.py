@@ -51,7 +51,7 @@ FAMILY_TABLES: dict[str, tuple[str, ...]] = {
 }
 
 
-class IndexError_(RuntimeError):
+class IndexStoreError(RuntimeError):
     """The index directory is unusable (wrong schema version, corrupt manifest)."""
 
 
@@ -122,9 +122,9 @@ def load_manifest(index_dir: Path) -> Manifest:
     try:
         manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise IndexError_(f"{path}: corrupt manifest: {exc}") from exc
+        raise IndexStoreError(f"{path}: corrupt manifest: {exc}") from exc
     if manifest.schema_version != SCHEMA_VERSION:
-        raise IndexError_(f"{path}: schema version {manifest.schema_version}, this code reads {SCHEMA_VERSION};"
+        raise IndexStoreError(f"{path}: schema version {manifest.schema_version}, this code reads {SCHEMA_VERSION};"
                           " rebuild the index")
     return manifest
 

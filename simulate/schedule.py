@@ -6,7 +6,6 @@ pods, node, network edge) plus the ground-truth record to publish for it.
 from __future__ import annotations
 
 import json
-import secrets  # noqa: F401  (kept out: uuids come from the seeded generator, see _uuid)
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path

@@ -1,0 +1,296 @@
+"""Candidate ranking: detector events of one window -> scored service / pod / node candidates.
+
+Rules here rank and filter; they never decide (the LLM does). The steps:
+
+1. every event becomes an EvidenceItem attributed to the component it was seen on
+   (metric series owner, log-emitting pod, callee of an anomalous call edge, and any
+   service a bursting log template names);
+2. each component gets per-modality scores (strongest item plus diminishing extras);
+3. level logic: a service whose pods all deviate is a service candidate, a lone
+   deviating pod a pod candidate, a node whose own KPIs deviate or whose pods of several
+   services suffer together a node candidate; single-pod components (redis-cart,
+   TiDB) are answered by their service name, which the ground truth accepts;
+4. propagation: symptom evidence (latency, errors, log bursts) of a component whose
+   downstream (in the call graph observed in the traces) is anomalous is discounted,
+   so the most downstream anomalous component ranks first.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import networkx as nx
+import polars as pl
+
+from index.models import Candidate, EvidenceItem
+from preprocess.detect_log import template_keyword
+from rca.taxonomy import is_node, service_of
+
+MODALITY_WEIGHTS: dict[str, float] = {"metric": 1.0, "log": 0.8, "trace": 1.0}
+# APM KPIs are what callers feel (they propagate up the call graph); infra KPIs are local.
+_SYMPTOM_KINDS = frozenset({"apm_pod", "apm_service"})
+ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
+PROPAGATION_DISCOUNT = 0.6  # share of symptom score removed when downstream explains it
+MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
+
+
+def strength(z: float) -> float:
+    """Bounded, slowly growing evidence strength of a robust z (z=4 -> 0.69, z=50 -> 2.6)."""
+    return math.log1p(max(z, 0.0) / 4.0)
+
+
+@dataclass
+class _Item:
+    evidence: EvidenceItem
+    strength: float
+    symptom: bool
+
+
+@dataclass
+class _Component:
+    name: str
+    items: list[_Item] = field(default_factory=list)
+
+    def modality_scores(self, *, symptom_factor: float = 1.0) -> dict[str, float]:
+        scores: dict[str, float] = {}
+        for modality, weight in MODALITY_WEIGHTS.items():
+            values = sorted((i.strength * (symptom_factor if i.symptom else 1.0)
+                             for i in self.items if i.evidence.modality == modality), reverse=True)
+            scores[modality] = weight * sum(v * 0.5 ** rank for rank, v in enumerate(values[:4]))
+        return scores
+
+    def score(self, *, symptom_factor: float = 1.0) -> float:
+        return sum(self.modality_scores(symptom_factor=symptom_factor).values())
+
+    def symptom_share(self) -> float:
+        total = sum(i.strength for i in self.items)
+        return sum(i.strength for i in self.items if i.symptom) / total if total else 0.0
+
+
+def _hhmm(value: datetime | None) -> str:
+    return value.strftime("%H:%M") if value is not None else "?"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+def metric_items(events: pl.DataFrame) -> list[tuple[str, _Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        kpi, component, direction = row["kpi"], row["component"], row["direction"]
+        if direction == "silent":
+            text = f"{kpi} went silent on {component} from {_hhmm(row['onset'])}"
+        else:
+            ratio = f"{row['ratio']:.2g}x " if row["ratio"] is not None else f"from 0 to {row['window_value']:.3g} "
+            text = f"{kpi} {direction} {ratio}(z={row['z']:.1f}) on {component} from {_hhmm(row['onset'])}"
+        evidence = EvidenceItem(modality="metric", key=kpi, component=component, text=_clip(text),
+                                direction=direction, magnitude=round(row["z"], 2), ratio=row["ratio"],
+                                onset=row["onset"])
+        items.append((component, _Item(evidence, strength(row["z"]), row["kind"] in _SYMPTOM_KINDS)))
+    return items
+
+
+def log_items(events: pl.DataFrame, *, known_services: set[str]) -> list[tuple[str, _Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        pod, template = row["component"], row["template"] or ""
+        keyword = "log stream" if row["direction"] == "silent" else template_keyword(template)
+        if row["direction"] == "silent":
+            text = f"log stream went silent on {pod} ({row['window_count']} lines vs {row['baseline_count']} before)"
+        elif row["direction"] == "new":
+            text = f"{keyword} x{row['window_count']} (new) on {pod} from {_hhmm(row['onset'])}"
+        else:
+            text = f"{keyword} x{row['window_count']} ({row['ratio']:.1f}x, z={row['z']:.1f}) on {pod} from {_hhmm(row['onset'])}"
+        evidence = EvidenceItem(modality="log", key=keyword, component=pod, text=_clip(text),
+                                direction=row["direction"], magnitude=round(row["z"], 2), ratio=row["ratio"],
+                                onset=row["onset"])
+        # Silence is local (the pod stopped); a burst is a symptom that may come from downstream.
+        item_strength = strength(row["z"])
+        items.append((pod, _Item(evidence, item_strength, row["direction"] != "silent")))
+        own_service = service_of(pod)
+        for service in known_services:
+            if service != own_service and service in template:
+                mention = evidence.model_copy(update={"component": service})
+                items.append((service, _Item(mention, MENTION_WEIGHT * item_strength, False)))
+    return items
+
+
+def trace_items(events: pl.DataFrame, *, propagation: dict[str, float]) -> list[tuple[str, _Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        edge = f"{row['caller']}->{row['callee']}"
+        target = row["callee_pod"] or row["callee"]
+        if row["signal"] == "latency":
+            detail = f"p95 {row['ratio']:.1f}x (z={row['z']:.1f})"
+        elif row["signal"] == "errors":
+            detail = f"errors {100 * row['ratio']:.0f}% (z={row['z']:.1f})"
+        else:
+            detail = "calls stopped"
+        text = f"{edge} {detail} to {target} from {_hhmm(row['onset'])}"
+        direction = "silent" if row["signal"] == "silent" else "up"
+        evidence = EvidenceItem(modality="trace", key=edge, component=target, text=_clip(text),
+                                direction=direction, magnitude=round(row["z"], 2), ratio=row["ratio"],
+                                onset=row["onset"])
+        # The callee is the suspect; how much depends on whether the anomaly flows on downstream.
+        weight = 0.4 + 0.6 * propagation.get(row["callee"], 0.0)
+        item = _Item(evidence, weight * strength(row["z"]), True)
+        items.append((target, item))
+        if row["callee_pod"]:
+            items.append((row["callee"], item))
+        if row["callee_node"]:
+            node_evidence = evidence.model_copy(update={"component": row["callee_node"]})
+            items.append((row["callee_node"], _Item(node_evidence, 0.3 * item.strength, True)))
+    return items
+
+
+def rank_candidates(
+    *,
+    metric_events: pl.DataFrame,
+    log_events: pl.DataFrame,
+    trace_events: pl.DataFrame,
+    propagation: dict[str, float],
+    graph: nx.DiGraph,
+    placement: pl.DataFrame,
+    known_pods: set[str],
+    top_k: int,
+    max_evidence: int = 6,
+) -> list[Candidate]:
+    """Ranked candidates (service, pod and node level) with evidence and score breakdown."""
+    pods_by_service: dict[str, set[str]] = defaultdict(set)
+    for pod in known_pods:
+        pods_by_service[service_of(pod)].add(pod)
+    known_services = set(pods_by_service) | {n for n in graph.nodes}
+    # Nodes that host application pods: control-plane nodes never do, so they never compete.
+    worker_nodes = set(placement.get_column("node").drop_nulls().to_list()) if placement.height else set()
+
+    components: dict[str, _Component] = {}
+
+    def add(name: str, item: _Item) -> None:
+        components.setdefault(name, _Component(name)).items.append(item)
+
+    for name, item in metric_items(metric_events) + log_items(log_events, known_services=known_services) \
+            + trace_items(trace_events, propagation=propagation):
+        add(name, item)
+
+    raw = {name: comp.score() for name, comp in components.items()}
+    service_strength = _service_strength(raw, pods_by_service)
+    factors = _propagation_factors(graph, service_strength)
+
+    scored: list[Candidate] = []
+    for service in sorted(known_services | {service_of(n) for n in components if not is_node(n)}):
+        if is_node(service):
+            continue
+        pods = sorted(pods_by_service.get(service, set()))
+        factor = factors.get(service, 1.0)
+        direct = components.get(service)
+        direct_scores = direct.modality_scores(symptom_factor=factor) if direct else {}
+        pod_scores = {p: components[p].score(symptom_factor=factor) if p in components else 0.0 for p in pods}
+        deviating = [p for p, s in pod_scores.items() if s >= ANOMALOUS_POD_SCORE]
+        if len(pods) <= 1:
+            # Single-pod component: its pod evidence is the service's evidence.
+            merged = _merge_breakdowns([direct_scores] + [components[p].modality_scores(symptom_factor=factor)
+                                                          for p in pods if p in components])
+            scored.append(_candidate(service, "service", merged, factor,
+                                     [components[n] for n in [service, *pods] if n in components], max_evidence))
+            continue
+        share = len(deviating) / len(pods)
+        mean_pod = sum(pod_scores.values()) / len(pods)
+        service_breakdown = {k: 0.5 * v for k, v in direct_scores.items()}
+        service_breakdown["pods"] = mean_pod * (0.5 + share) if share == 1.0 else mean_pod * share * 0.5
+        scored.append(_candidate(service, "service", service_breakdown, factor,
+                                 [components[n] for n in [service, *pods] if n in components], max_evidence))
+        for pod in pods:
+            if pod not in components:
+                continue
+            breakdown = components[pod].modality_scores(symptom_factor=factor)
+            breakdown["service"] = 0.3 * sum(direct_scores.values())
+            if share == 1.0:
+                breakdown["level"] = -0.3 * sum(breakdown.values())
+            scored.append(_candidate(pod, "pod", breakdown, factor, [components[pod]], max_evidence))
+
+    for node in sorted(worker_nodes | {n for n in components if is_node(n)}):
+        if worker_nodes and node not in worker_nodes:
+            continue
+        breakdown = components[node].modality_scores() if node in components else {}
+        breakdown["co_located"] = _co_located_score(node, placement, components)
+        if sum(breakdown.values()) <= 0:
+            continue
+        scored.append(_candidate(node, "node", breakdown, 1.0,
+                                 [components[node]] if node in components else [], max_evidence))
+
+    scored = [c for c in scored if c.score > 0]
+    scored.sort(key=lambda c: (-c.score, c.component))
+    return scored[:top_k]
+
+
+def _service_strength(raw: dict[str, float], pods_by_service: dict[str, set[str]]) -> dict[str, float]:
+    """Strongest evidence of a service or any of its pods (for the downstream test)."""
+    result: dict[str, float] = {}
+    for name, value in raw.items():
+        if is_node(name):
+            continue
+        service = service_of(name)
+        result[service] = max(result.get(service, 0.0), value)
+    for service in pods_by_service:
+        result.setdefault(service, 0.0)
+    return result
+
+
+def _propagation_factors(graph: nx.DiGraph, service_strength: dict[str, float]) -> dict[str, float]:
+    """Multiplier of each service's symptom evidence: < 1 when something downstream is anomalous."""
+    factors: dict[str, float] = {}
+    for service, own in service_strength.items():
+        if service not in graph or own <= 0:
+            continue
+        downstream = max((service_strength.get(d, 0.0) for d in nx.descendants(graph, service)), default=0.0)
+        factors[service] = 1.0 - PROPAGATION_DISCOUNT * min(1.0, downstream / own)
+    return factors
+
+
+def _co_located_score(node: str, placement: pl.DataFrame, components: dict[str, _Component]) -> float:
+    """Evidence that pods of several services on this node suffer together (local KPIs only)."""
+    if placement.height == 0:
+        return 0.0
+    pods = placement.filter(pl.col("node") == node).get_column("pod").unique().to_list()
+    local: dict[str, float] = {}
+    for pod in pods:
+        comp = components.get(pod)
+        if comp is None:
+            continue
+        value = sum(i.strength for i in comp.items if not i.symptom and i.evidence.modality == "metric")
+        if value > 0:
+            local[service_of(pod)] = max(local.get(service_of(pod), 0.0), value)
+    if len(local) < 2:
+        return 0.0
+    return 0.5 * sum(sorted(local.values(), reverse=True)[:3]) / 3 * len(local) ** 0.5
+
+
+def _merge_breakdowns(parts: list[dict[str, float]]) -> dict[str, float]:
+    merged: dict[str, float] = defaultdict(float)
+    for part in parts:
+        for key, value in part.items():
+            merged[key] += value
+    return dict(merged)
+
+
+def _candidate(name: str, level: str, breakdown: dict[str, float], factor: float,
+               sources: list[_Component], max_evidence: int) -> Candidate:
+    items = sorted((i for comp in sources for i in comp.items), key=lambda i: -i.strength)
+    seen: set[str] = set()
+    evidence: list[EvidenceItem] = []
+    for item in items:
+        if item.evidence.text in seen:
+            continue
+        seen.add(item.evidence.text)
+        evidence.append(item.evidence)
+        if len(evidence) == max_evidence:
+            break
+    breakdown = {k: round(v, 3) for k, v in breakdown.items() if v != 0}
+    if factor < 1.0:
+        breakdown["propagation_factor"] = round(factor, 3)
+    score = sum(v for k, v in breakdown.items() if k != "propagation_factor")
+    return Candidate(component=name, level=level, score=round(score, 4), score_breakdown=breakdown,
+                     evidence=evidence)

@@ -1,0 +1,84 @@
+"""The embedded llama.cpp backend: the one-model guard, load errors, and a real 0.5B model run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rca.llm import embedded
+from rca.llm.base import LLMError
+from rca.llm.embedded import EmbeddedBackend
+from rca.llm.factory import UsageLog, open_backend
+from rca.settings import LLMSettings, Settings
+
+
+def _open(model_path: Path) -> EmbeddedBackend:
+    return EmbeddedBackend(model_path=model_path, model_name="m", n_ctx=512, threads=1)
+
+
+def test_missing_model_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(LLMError, match=r"embedded model file .*nothing\.gguf does not exist"):
+        _open(tmp_path / "nothing.gguf")
+
+
+def test_second_model_in_process_is_refused(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    # Pretend a model is open, without paying for loading one.
+    assert embedded._ONE_MODEL_PER_PROCESS.acquire(blocking=False)
+    try:
+        with pytest.raises(LLMError, match="already loaded in this process"):
+            _open(model)
+    finally:
+        embedded._ONE_MODEL_PER_PROCESS.release()
+
+
+def test_unloadable_file_is_an_error_and_releases_the_guard(tmp_path: Path) -> None:
+    model = tmp_path / "garbage.gguf"
+    model.write_bytes(b"this is not a gguf file" * 100)
+    with pytest.raises(LLMError, match="could not load"):
+        _open(model)
+    assert embedded._ONE_MODEL_PER_PROCESS.acquire(blocking=False)  # free again
+    embedded._ONE_MODEL_PER_PROCESS.release()
+
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "component": {"type": "string", "enum": ["checkoutservice", "cartservice", "tidb-pd"]},
+        "reason": {"type": "string", "enum": ["network delay", "cpu stress", "pod failure"]},
+    },
+    "required": ["component", "reason"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.slow
+def test_real_small_model_answers_schema_valid_json() -> None:
+    # Uses the real cache dir: the 0.5B model is assembled there once and reused.
+    settings = Settings(llm=LLMSettings(embedded_model="qwen2.5-coder-0.5b", n_ctx=1024, max_tokens=60))
+    usage = UsageLog()
+    with open_backend(settings) as llm:
+        assert llm.name == "embedded"
+        with pytest.raises(LLMError, match="already loaded"):
+            with open_backend(settings):
+                pass
+        reply = usage.record(
+            llm.chat(
+                [
+                    {"role": "system", "content": "You are an SRE. Answer in JSON."},
+                    {"role": "user", "content": "checkoutservice p99 latency rose 40x, network packets delayed. "
+                                                "Which component and reason?"},
+                ],
+                json_schema=ANSWER_SCHEMA,
+            )
+        )
+    answer = json.loads(reply.text)
+    assert answer["component"] in ANSWER_SCHEMA["properties"]["component"]["enum"]
+    assert answer["reason"] in ANSWER_SCHEMA["properties"]["reason"]["enum"]
+    assert set(answer) == {"component", "reason"}
+    assert reply.prompt_tokens > 10 and reply.completion_tokens > 0
+    assert usage.calls == 1
+    with pytest.raises(LLMError, match="closed"):
+        llm.chat([{"role": "user", "content": "hi"}])
