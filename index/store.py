@@ -23,13 +23,12 @@ the manifest is rewritten last, so a kill never leaves a half partition marked d
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import polars as pl
 from pydantic import BaseModel, Field
@@ -89,30 +88,35 @@ def input_fingerprint(files: Iterable[Path]) -> str:
     return digest.hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
+def _atomic_replace(path: Path, write: Callable[[str], None]) -> None:
+    """Write through ``write(temp_path)`` in the target directory, then ``os.replace`` into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the index is read by other users' tools
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    _atomic_replace(path, write)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
+    _atomic_replace(path, lambda tmp: frame.write_parquet(tmp, compression="zstd", statistics=True))
 
 
 def load_manifest(index_dir: Path) -> Manifest:
@@ -186,13 +190,3 @@ def load_templates(index_dir: Path) -> pl.DataFrame:
     if not path.exists():
         return pl.DataFrame(schema=schema)
     return pl.read_parquet(path).cast(schema)
-
-
-def manifest_summary(index_dir: Path) -> dict[str, str]:
-    """Partition key -> ISO write time, for listings."""
-    manifest = load_manifest(index_dir)
-    return {key: entry.written_at.isoformat() for key, entry in sorted(manifest.partitions.items())}
-
-
-def dump_json(value: object) -> str:
-    return json.dumps(value, indent=1, sort_keys=True, default=str)

@@ -125,7 +125,12 @@ def parse_document(text: str, *, source: str, expected_id: str | None = None) ->
         raw = tomllib.loads("\n".join(front_lines))
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_LINE.search(str(exc))
-        line = int(match.group(1)) + 1 if match else None  # +1 for the opening fence
+        if match:
+            line = int(match.group(1)) + 1  # +1 for the opening fence
+        elif "end of document" in str(exc):
+            line = len(front_lines) + 1  # the last front-matter line
+        else:
+            line = None
         raise DocumentError(source=source, line=line, message=f"invalid TOML front matter: {exc}") from exc
 
     try:

@@ -89,9 +89,14 @@ class Embedder:
             raise TypeError("embed() takes a sequence of strings, not a single string")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [self._embed_batch(list(texts[i:i + self.batch_size]))
-                 for i in range(0, len(texts), self.batch_size)]
-        return np.vstack(parts)
+        # Batch texts of similar length together: padding to the longest text of a batch
+        # is what costs time, so sort by length and restore the order afterwards.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            vectors[batch] = self._embed_batch([texts[i] for i in batch])
+        return vectors
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         with self._lock:

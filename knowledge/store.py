@@ -23,7 +23,10 @@ from rca.settings import Settings
 log = logging.getLogger(__name__)
 
 # Bump when chunking changes so that every document is re-embedded once.
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"
+# Sections describing *other* faults (look-alikes) are returned with the document but not
+# embedded: their wording would pull queries about those other faults to this document.
+UNINDEXED_SECTION_PREFIXES = ("look-alike",)
 
 _CLIENTS: dict[Path, chromadb.ClientAPI] = {}
 _CLIENTS_LOCK = threading.Lock()
@@ -69,6 +72,8 @@ def document_chunks(document: SopDocument, *, index_hash: str) -> list[Chunk]:
         header_lines.append(f"Reason: {meta.reason_template}")
     chunks = [Chunk(f"{meta.id}#0", "\n".join(header_lines), {**base, "section": "header", "position": 0})]
     for position, section in enumerate(document.sections, start=1):
+        if section.heading.lower().startswith(UNINDEXED_SECTION_PREFIXES):
+            continue
         text = f"{meta.title} - {section.heading}\n{section.text}"
         chunks.append(Chunk(f"{meta.id}#{position}", text, {**base, "section": section.heading, "position": position}))
     return chunks

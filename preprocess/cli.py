@@ -1,4 +1,75 @@
-"""Command line of the preprocess package (placeholder until implemented)."""
-import typer
+"""``rca preprocess``: build or refresh the evidence index from raw telemetry (the nightly job).
 
-app = typer.Typer(no_args_is_help=True)
+    rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--force]
+
+Shows a progress bar and a summary table; exits 1 when any partition failed (the
+others are still written), 2 on bad arguments.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from index.store import PARTITION_FAMILIES, IndexStoreError
+from preprocess import layout
+from preprocess.nightly import PartitionOutcome, run_nightly
+from rca.clisupport import build_settings, fail
+
+app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
+                  add_completion=False)
+
+
+@app.callback(invoke_without_command=True)
+def preprocess(
+    ctx: typer.Context,
+    data_dir: Path = typer.Option(None, "--data-dir", help="Raw data root holding YYYY-MM-DD day directories."),
+    index_dir: Path = typer.Option(None, "--index-dir", help="Evidence index directory (created if absent)."),
+    dates: list[str] = typer.Option(None, "--date", help="CST day to build (repeatable)."),
+    all_days: bool = typer.Option(False, "--all", help="Every day directory under --data-dir."),
+    workers: int = typer.Option(None, "--workers", min=1, help="Processes for metric/trace partitions."),
+    force: bool = typer.Option(False, "--force", help="Rebuild partitions even when inputs are unchanged."),
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = build_settings(ctx, {"paths": {"data_dir": data_dir, "index_dir": index_dir},
+                                    "preprocess": {"workers": workers}})
+    if bool(dates) == all_days:
+        fail("give either --date YYYY-MM-DD (repeatable) or --all")
+    data_root, index_root = settings.paths.data_dir, settings.paths.index_dir
+    if not data_root.is_dir():
+        fail(f"{data_root}: data directory not found")
+    days = layout.list_days(data_root) if all_days else sorted(set(dates))
+    if not days:
+        fail(f"{data_root}: no YYYY-MM-DD day directories")
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("preprocess", total=len(days) * len(PARTITION_FAMILIES))
+
+        def advance(description: str) -> None:
+            progress.update(task, advance=1, description=description)
+
+        try:
+            outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
+                                   workers=settings.preprocess.workers, on_partition_done=advance)
+        except (FileNotFoundError, IndexStoreError) as exc:
+            fail(str(exc))
+    Console().print(_summary(outcomes))
+    if any(o.status == "failed" for o in outcomes):
+        raise typer.Exit(1)
+
+
+def _summary(outcomes: list[PartitionOutcome]) -> Table:
+    table = Table(title="preprocess summary")
+    for column in ("day", "family", "status", "rows", "seconds", "errors"):
+        table.add_column(column)
+    for o in sorted(outcomes, key=lambda o: (o.day, PARTITION_FAMILIES.index(o.family))):
+        rows = ", ".join(f"{k}={v}" for k, v in o.rows.items())
+        errors = "; ".join(o.errors)[:160]
+        table.add_row(o.day, o.family, o.status, rows, f"{o.seconds:.1f}", errors)
+    return table

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
-import tempfile
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +26,7 @@ import polars as pl
 from drain3 import TemplateMiner
 from drain3.template_miner_config import TemplateMinerConfig
 
+from index.store import atomic_write_bytes
 from preprocess.schema import TIME
 
 log = logging.getLogger(__name__)
@@ -125,20 +124,6 @@ class LogTemplateMiner:
     def templates(self) -> pl.DataFrame:
         rows = [(c.cluster_id, c.get_template()) for c in self._miner.drain.clusters]
         return pl.DataFrame(rows, schema=TEMPLATE_SCHEMA, orient="row").sort("template_id")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:

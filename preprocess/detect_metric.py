@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import polars as pl
@@ -173,15 +173,16 @@ def score_metric_window(
     if sub.height == 0:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)
-    grouped = sub.group_by("component", "kind", "kpi", maintain_order=True).agg(
-        pl.col("time"), pl.col("value"))
+    grouped = sub.sort("time").group_by("component", "kind", "kpi", maintain_order=True).agg(
+        pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
+    window_start_us = epoch_us(window_start)
     events: list[dict] = []
     for row in grouped.iter_rows(named=True):
-        times = np.array(row["time"], dtype="datetime64[us]")
+        times = np.array(row["time_us"], dtype=np.int64)
         values = np.array(row["value"], dtype=float)
         finite = np.isfinite(values)
         times, values = times[finite], values[finite]
-        in_window = times >= np.datetime64(window_start.replace(tzinfo=None), "us")
+        in_window = times >= window_start_us
         base, win = values[~in_window], values[in_window]
         if base.size < thresholds.min_baseline_points:
             continue
@@ -192,17 +193,17 @@ def score_metric_window(
         direction, z, level, median = event
         onset_index = change_point_onset(values, first_window_index=base.size) if direction != "silent" else None
         if onset_index is not None and onset_index < times.size:
-            onset = times[onset_index]
+            onset = from_epoch_us(times[onset_index])
         elif win.size:
-            onset = times[base.size + _first_exceeding(win, median, direction)]
+            onset = from_epoch_us(times[base.size + _first_exceeding(win, median, direction)])
         else:
-            onset = np.datetime64(window_start.replace(tzinfo=None), "us")
+            onset = window_start
         events.append({
             "component": row["component"], "kind": row["kind"], "kpi": row["kpi"],
             "direction": direction, "z": min(z, Z_CAP),
             "ratio": (level / median) if median != 0 else None,
             "baseline": median, "window_value": level,
-            "onset": onset.astype(datetime).replace(tzinfo=start.tzinfo),
+            "onset": onset,
         })
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
@@ -280,6 +281,15 @@ def day_change_points(series: pl.DataFrame, *, penalty_scale: float = 10.0, min_
     if not rows:
         return pl.DataFrame(schema=CHANGE_POINT_SCHEMA)
     return pl.DataFrame(rows, schema=CHANGE_POINT_SCHEMA)
+
+
+def epoch_us(value: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (the integer form used in loops)."""
+    return int(round(value.timestamp() * 1_000_000))
+
+
+def from_epoch_us(value: int) -> datetime:
+    return datetime.fromtimestamp(int(value) / 1_000_000, tz=timezone.utc)
 
 
 def baseline_start_for(start: datetime, *, baseline_minutes: int) -> datetime:

@@ -18,13 +18,13 @@ This module owns:
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import datetime
 
 import networkx as nx
 import numpy as np
 import polars as pl
 
-from preprocess.detect_metric import robust_location_scale
+from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
 from preprocess.schema import TIME
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,9 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         pl.col("node").alias("callee_node"), "operation",
         pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us"))
         .otherwise(pl.col("duration_us")).alias("latency_us"),
-        (pl.col("is_error").fill_null(False) | pl.col("parent_error").fill_null(False)).alias("is_error"),
+        # The caller's client span stands for this call; any other parent's error is its own.
+        (pl.col("is_error").fill_null(False)
+         | ((pl.col("parent_kind") == "client") & pl.col("parent_error").fill_null(False))).alias("is_error"),
     )
     answered = crossing.select("trace_id", pl.col("parent_span_id").alias("span_id")).unique()
     client_only = (
@@ -141,19 +143,21 @@ def score_trace_window(
     sub = stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end))
     if sub.height == 0:
         return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
-    window_start_np = np.datetime64(window_start.replace(tzinfo=None), "us")
-    grouped = sub.group_by(*EDGE_KEY, maintain_order=True).agg(
-        pl.col("time"), pl.col("count"), pl.col("errors"), pl.col("p95_us"))
+    window_start_us = epoch_us(window_start)
+    grouped = sub.sort("time").group_by(*EDGE_KEY, maintain_order=True).agg(
+        pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"))
+    baseline_minutes = max(1.0, (window_start - baseline_start).total_seconds() / 60)
+    window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
     events: list[dict] = []
     for row in grouped.iter_rows(named=True):
-        times = np.array(row["time"], dtype="datetime64[us]")
+        times = np.array(row["time_us"], dtype=np.int64)
         counts = np.array(row["count"], dtype=float)
         errors = np.array(row["errors"], dtype=float)
         p95 = np.array(row["p95_us"], dtype=float)
-        in_window = times >= window_start_np
+        in_window = times >= window_start_us
         base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
         key = {k: row[k] for k in EDGE_KEY}
-        if base_calls >= 20 and win_calls < 0.1 * base_calls * _window_share(in_window, times, window_start_np, end):
+        if base_calls >= 20 and win_calls < 0.1 * base_calls * window_minutes / baseline_minutes:
             events.append({**key, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
                            "window_calls": int(win_calls), "onset": window_start})
             continue
@@ -183,18 +187,10 @@ def score_trace_window(
     return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
 
 
-def _window_share(in_window: np.ndarray, times: np.ndarray, window_start: np.datetime64, end: datetime) -> float:
-    """Window length relative to the baseline length (calls scale with time)."""
-    end_np = np.datetime64(end.replace(tzinfo=None), "us")
-    window_minutes = max(1.0, (end_np - window_start) / np.timedelta64(1, "m") + 1)
-    baseline_minutes = max(1.0, (window_start - times.min()) / np.timedelta64(1, "m")) if times.size else 1.0
-    return window_minutes / baseline_minutes
-
-
 def _onset(times: np.ndarray, values: np.ndarray, in_window: np.ndarray, *, threshold: float, fallback: int):
     hits = np.flatnonzero(in_window & (values >= threshold))
     index = int(hits[0]) if hits.size else fallback
-    return times[index].astype(datetime).replace(tzinfo=timezone.utc)
+    return from_epoch_us(times[index])
 
 
 def propagation_scores(events: pl.DataFrame, *, alpha: float = 0.85) -> dict[str, float]:

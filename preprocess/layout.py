@@ -77,10 +77,11 @@ def hour_files(data_dir: Path, family: str, day: str, hour: int) -> tuple[list[P
     folder = day_dir(data_dir, day) / sub
     stem = f"{prefix}_{day}_{hour:02d}"
     found = sorted(folder.glob(f"{stem}*.parquet")) if folder.is_dir() else []
-    # Guard against a glob like "..._1*" matching hour 10-19 when the name has no separator.
-    found = [p for p in found if not p.name[len(stem):len(stem) + 1].isdigit()]
     if not found:
         return [], [f"{family} {day} hour {hour:02d} (no {folder}/{stem}*.parquet)"]
+    if len(found) > 1:
+        # Several exports of one hour are all read; their rows may overlap.
+        log.warning("%d %s files for %s hour %02d: %s", len(found), family, day, hour, [p.name for p in found])
     return found, []
 
 
@@ -98,7 +99,8 @@ def _key_from_name(name: str, *, prefix: str, day: str) -> tuple[str, bool] | No
         if marker <= 0:
             return None
     key = middle[:marker]
-    key = re.sub(r"[_-]?deleted[_-]?", "", key) if deleted else key
+    # "deleted" appears as "_deleted", "-deleted" or " (deleted)" around the key.
+    key = re.sub(r"[\s_-]*\(?deleted\)?[\s_-]*", "", key).strip() if deleted else key
     return key, deleted
 
 

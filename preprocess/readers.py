@@ -89,6 +89,8 @@ def _utc_time(name: str, dtype: pl.DataType, *, path: Path) -> pl.Expr:
         # Only UTC offsets are stripped: any other offset fails to parse instead of being misread.
         cleaned = col.str.strip_chars().str.replace(r"(Z|[+-]00:?00)$", "").str.replace("T", " ", literal=True)
         return cleaned.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="us", time_zone="UTC", strict=True)
+    if dtype == pl.Null:  # an all-null column, as an empty export writes it
+        return col.cast(pl.Datetime("us", "UTC"))
     if isinstance(dtype, pl.Datetime):
         zoned = col.dt.replace_time_zone("UTC") if dtype.time_zone is None else col.dt.convert_time_zone("UTC")
         return zoned.dt.cast_time_unit("us")
@@ -307,6 +309,7 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
         parent = pl.lit(None, pl.Utf8)
 
     kind = _tag(tags, "span.kind").str.to_lowercase()
+    # status.code is a numeric string ('0'); a non-numeric value becomes null, not an error.
     status = _tag(tags, "status.code").cast(pl.Int64, strict=False)
     http_status = _tag(tags, "http.status_code").cast(pl.Int64, strict=False)
     error_tag = _tag(tags, "error").str.to_lowercase() == "true"
@@ -314,7 +317,8 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
     operation = pl.col("operationName").cast(pl.Utf8)
     # Client spans name their callee: rpc.service 'hipstershop.AdService' -> 'adservice',
     # db.system=redis -> 'redis-cart', else the operation 'hipstershop.X/Method' ('/...' too).
-    from_rpc = _tag(tags, "rpc.service").str.extract(r"([A-Za-z0-9]+)$", 1).str.to_lowercase()
+    # Only the hipstershop package names a component: 'grpc.health.v1.Health' is not a service.
+    from_rpc = _tag(tags, "rpc.service").str.extract(r"^hipstershop\.([A-Za-z0-9]+)$", 1).str.to_lowercase()
     from_db = pl.when(_tag(tags, "db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
     from_operation = operation.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1).str.to_lowercase()
     return [
@@ -330,7 +334,12 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
         pl.col("time"),
         pl.col("duration").cast(pl.Int64).alias("duration_us"),
         status.alias("status_code"),
-        (error_tag.fill_null(False) | (status.fill_null(0) != 0) | (http_status.fill_null(0) >= 500)).alias("is_error"),
+        (
+            error_tag.fill_null(False)
+            | otel_error.fill_null(False)
+            | (status.fill_null(0) != 0)
+            | (http_status.fill_null(0) >= 500)
+        ).alias("is_error"),
     ]
 
 

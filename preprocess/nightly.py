@@ -1,0 +1,254 @@
+"""The nightly job: raw telemetry of CST days -> evidence index partitions.
+
+One partition is a (CST day, family) pair, family ``metric`` (APM + infra + TiDB),
+``log`` or ``trace``. The job is
+
+* incremental: a partition whose input fingerprint (name, size, mtime of every raw
+  file) equals the manifest's is skipped;
+* idempotent: rebuilding a partition rewrites the same files;
+* resumable: every partition is written atomically and recorded in the manifest only
+  after its files are in place, so a kill loses at most the partition in progress;
+* tolerant: an unreadable file is reported by name, the rest of the partition (other
+  hours, other families) is still built, and the partition records what was skipped.
+
+Log templates are mined by one Drain3 miner whose state lives in the index directory,
+so log partitions are built one after another in day order; metric and trace
+partitions may run in worker processes.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable
+
+import polars as pl
+
+from index import store
+from preprocess import layout
+from preprocess.detect_log import LOG_COUNT_SCHEMA, LogTemplateMiner, log_counts
+from preprocess.detect_metric import day_change_points, metric_series, placement
+from preprocess.detect_trace import EDGE_STATS_SCHEMA, edge_stats
+from preprocess.readers import ReaderError, read_day, read_logs, read_traces
+from rca.timeutil import cst_day_bounds_utc
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[str], None]
+
+
+@dataclass
+class PartitionOutcome:
+    day: str
+    family: str
+    status: str  # written | skipped | failed
+    rows: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def family_inputs(data_dir: Path, day: str, family: str) -> tuple[list[Path], list[str]]:
+    """Raw files a partition is built from, and descriptions of expected files that are absent."""
+    files: list[Path] = []
+    missing: list[str] = []
+    if family == "metric":
+        for level in layout.APM_LEVELS:
+            found, absent = layout.apm_files(data_dir, day, level)
+            files += [m.path for m in found]
+            missing += absent
+        for infra_family in layout.INFRA_FAMILIES:
+            found, absent = layout.infra_files(data_dir, day, infra_family)
+            files += [m.path for m in found]
+            missing += absent
+    elif family in ("log", "trace"):
+        for hour in range(24):
+            found, absent = layout.hour_files(data_dir, family, day, hour)
+            files += found
+            missing += absent
+    else:
+        raise ValueError(f"unknown partition family {family!r}; expected one of {store.PARTITION_FAMILIES}")
+    return files, missing
+
+
+def _hour_windows(day: str) -> list[tuple[datetime, datetime]]:
+    """UTC [start, end] of the 24 CST hours of ``day`` (end inclusive, 1 µs before the next hour)."""
+    day_start, _ = cst_day_bounds_utc(day)
+    return [(day_start + timedelta(hours=h), day_start + timedelta(hours=h + 1) - timedelta(microseconds=1))
+            for h in range(24)]
+
+
+def build_metric_partition(*, data_dir: Path, index_dir: Path, day: str) -> tuple[dict[str, int], list[str]]:
+    """Read APM and infra of one day, write series, placement and change points."""
+    errors: list[str] = []
+    frames: dict[str, pl.DataFrame | None] = {}
+    for source in ("apm", "infra"):
+        try:
+            frames[source] = read_day(layout.day_dir(data_dir, day), source).frame
+        except ReaderError as exc:
+            errors.append(str(exc))
+            frames[source] = None
+    series = metric_series(apm=frames["apm"], infra=frames["infra"])
+    tables = {
+        "metric_series": series,
+        "metric_placement": placement(frames["infra"]),
+        "metric_change_points": day_change_points(series),
+    }
+    for table, frame in tables.items():
+        store.atomic_write_parquet(frame, store.table_path(index_dir, day, table))
+    return {table: frame.height for table, frame in tables.items()}, errors
+
+
+def build_trace_partition(*, data_dir: Path, index_dir: Path, day: str) -> tuple[dict[str, int], list[str]]:
+    """Per-minute call-edge statistics of one day, read hour by hour to bound memory."""
+    errors: list[str] = []
+    parts: list[pl.DataFrame] = []
+    spans_read = 0
+    for start, end in _hour_windows(day):
+        try:
+            spans = read_traces(data_dir, start=start, end=end).frame
+        except ReaderError as exc:
+            errors.append(str(exc))
+            continue
+        spans_read += spans.height
+        parts.append(edge_stats(spans))
+    frame = pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)
+    store.atomic_write_parquet(frame, store.table_path(index_dir, day, "trace_edges"))
+    return {"trace_edges": frame.height, "spans_read": spans_read}, errors
+
+
+def build_log_partition(
+    *, data_dir: Path, index_dir: Path, day: str, miner: LogTemplateMiner,
+) -> tuple[dict[str, int], list[str]]:
+    """Per-minute (pod, template) counts of one day; saves miner state and template table."""
+    errors: list[str] = []
+    parts: list[pl.DataFrame] = []
+    lines_read = 0
+    for start, end in _hour_windows(day):
+        try:
+            logs = read_logs(data_dir, start=start, end=end).frame
+        except ReaderError as exc:
+            errors.append(str(exc))
+            continue
+        lines_read += logs.height
+        parts.append(log_counts(logs, miner=miner))
+    frame = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
+    # Miner state and templates first: a kill before the manifest update only re-mines
+    # this day, and the restored miner assigns the same template ids again.
+    miner.save()
+    store.atomic_write_parquet(miner.templates(), Path(index_dir) / store.TEMPLATES_NAME)
+    store.atomic_write_parquet(frame, store.table_path(index_dir, day, "log_counts"))
+    return {"log_counts": frame.height, "lines_read": lines_read}, errors
+
+
+def _build(family: str, *, data_dir: Path, index_dir: Path, day: str,
+           miner: LogTemplateMiner | None = None) -> tuple[dict[str, int], list[str]]:
+    if family == "metric":
+        return build_metric_partition(data_dir=data_dir, index_dir=index_dir, day=day)
+    if family == "trace":
+        return build_trace_partition(data_dir=data_dir, index_dir=index_dir, day=day)
+    if miner is None:
+        raise ValueError("log partitions need the shared template miner")
+    return build_log_partition(data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
+
+
+def run_nightly(
+    *,
+    data_dir: Path,
+    index_dir: Path,
+    days: list[str] | None = None,
+    families: tuple[str, ...] = store.PARTITION_FAMILIES,
+    force: bool = False,
+    workers: int = 1,
+    on_partition_done: ProgressCallback | None = None,
+) -> list[PartitionOutcome]:
+    """Build every stale partition of ``days`` (all day directories when None)."""
+    data_dir, index_dir = Path(data_dir), Path(index_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"{data_dir}: data directory not found")
+    index_dir.mkdir(parents=True, exist_ok=True)
+    available = layout.list_days(data_dir)
+    wanted = available if days is None else days
+    unknown = [d for d in wanted if d not in available]
+    if unknown:
+        raise FileNotFoundError(f"{data_dir}: no day directory for {', '.join(unknown)}")
+
+    manifest = store.load_manifest(index_dir)
+    todo: list[tuple[str, str, list[Path], list[str], str]] = []
+    outcomes: list[PartitionOutcome] = []
+    for day in wanted:
+        for family in families:
+            files, missing = family_inputs(data_dir, day, family)
+            fingerprint = store.input_fingerprint(files)
+            entry = manifest.partitions.get(store.partition_key(day, family))
+            tables_present = all(store.table_path(index_dir, day, t).exists() for t in store.FAMILY_TABLES[family])
+            if not force and entry is not None and entry.fingerprint == fingerprint and tables_present:
+                outcomes.append(PartitionOutcome(day=day, family=family, status="skipped", rows=entry.rows))
+                _notify(on_partition_done, outcomes[-1])
+                continue
+            todo.append((day, family, files, missing, fingerprint))
+
+    def finish(day: str, family: str, files: list[Path], missing: list[str], fingerprint: str,
+               started: float, rows: dict[str, int], errors: list[str]) -> None:
+        store.record_partition(index_dir, day=day, family=family, entry=store.PartitionEntry(
+            fingerprint=fingerprint, input_files=len(files), rows=rows, missing_inputs=missing + errors,
+            written_at=datetime.now(timezone.utc)))
+        outcome = PartitionOutcome(day=day, family=family, status="written", rows=rows,
+                                   seconds=time.monotonic() - started, errors=errors)
+        for error in errors:
+            log.error("%s %s: %s", day, family, error)
+        outcomes.append(outcome)
+        _notify(on_partition_done, outcome)
+
+    log_tasks = [t for t in todo if t[1] == "log"]
+    other_tasks = [t for t in todo if t[1] != "log"]
+    miner = LogTemplateMiner(state_path=index_dir / store.MINER_STATE_NAME) if log_tasks else None
+
+    if workers > 1 and other_tasks:
+        with ProcessPoolExecutor(max_workers=workers - 1) as pool:
+            futures: list[tuple[tuple, float, Future]] = [
+                (task, time.monotonic(), pool.submit(_build, task[1], data_dir=data_dir, index_dir=index_dir, day=task[0]))
+                for task in other_tasks
+            ]
+            for task in log_tasks:  # the miner is not shared: logs run here, in day order
+                _run_one(task, data_dir=data_dir, index_dir=index_dir, miner=miner, finish=finish, outcomes=outcomes,
+                         on_partition_done=on_partition_done)
+            for task, started, future in futures:
+                try:
+                    rows, errors = future.result()
+                except (ReaderError, OSError, pl.exceptions.PolarsError, ValueError) as exc:
+                    _failed(task, exc, outcomes, on_partition_done)
+                    continue
+                finish(*task, started, rows, errors)
+    else:
+        for task in sorted(todo, key=lambda t: (t[0], store.PARTITION_FAMILIES.index(t[1]))):
+            _run_one(task, data_dir=data_dir, index_dir=index_dir, miner=miner, finish=finish, outcomes=outcomes,
+                     on_partition_done=on_partition_done)
+    return outcomes
+
+
+def _run_one(task: tuple, *, data_dir: Path, index_dir: Path, miner: LogTemplateMiner | None, finish: Callable,
+             outcomes: list[PartitionOutcome], on_partition_done: ProgressCallback | None) -> None:
+    day, family = task[0], task[1]
+    started = time.monotonic()
+    try:
+        rows, errors = _build(family, data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
+    except (ReaderError, OSError, pl.exceptions.PolarsError, ValueError) as exc:
+        _failed(task, exc, outcomes, on_partition_done)
+        return
+    finish(*task, started, rows, errors)
+
+
+def _failed(task: tuple, exc: Exception, outcomes: list[PartitionOutcome],
+            on_partition_done: ProgressCallback | None) -> None:
+    day, family = task[0], task[1]
+    log.error("%s %s: partition failed: %s", day, family, exc)
+    outcomes.append(PartitionOutcome(day=day, family=family, status="failed", errors=[str(exc)]))
+    _notify(on_partition_done, outcomes[-1])
+
+
+def _notify(callback: ProgressCallback | None, outcome: PartitionOutcome) -> None:
+    if callback is not None:
+        callback(f"{outcome.day} {outcome.family} {outcome.status}")

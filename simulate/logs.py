@@ -1,0 +1,267 @@
+"""Filebeat log lines of one hour, derived from the hour's spans plus fault and noise lines.
+
+Wording follows the real error templates (reference error_log_templates.csv): Go services
+log JSON (``severity``, ``message``, ``error``, ``http.*``), Node.js pino JSON, Python JSON,
+adservice log4j text. Callers name the failing service in their error lines, so a fault
+downstream is visible in the logs of every caller up the call graph.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulate.effects import GRPC_CODE, ErrorKind
+from simulate.requests import CST_OFFSET_S, SpanBatch
+from simulate.schedule import Fault
+from simulate.topology import DNS_SERVER, SERVICE_PORT, Placement, pod_ip, pods_of, service_ip
+
+GRPC_NAME = {0: "OK", 1: "Canceled", 2: "Unknown", 4: "DeadlineExceeded", 13: "Internal", 14: "Unavailable"}
+# What frontend / checkoutservice say when a call to a service fails (Go handlers).
+WHAT_FAILED = {
+    "cartservice": "could not retrieve cart", "productcatalogservice": "could not retrieve products",
+    "currencyservice": "could not retrieve currencies", "recommendationservice": "failed to get product recommendations",
+    "shippingservice": "failed to get shipping quote", "checkoutservice": "failed to complete the order",
+    "paymentservice": "failed to charge card", "emailservice": "failed to send order confirmation",
+    "adservice": "failed to get ads", "frontend": "request failed",
+}
+JVM_RULES = {
+    "jvm gc": "adservice--gc (GCHelper.triggerFullGC)",
+    "jvm latency": "adservice-getRandomAds-latency (delay 3000ms)",
+    "jvm exception": "adservice-getrandomads-exception (Caught ThrowException)",
+    "jvm cpu": "adservice--stress (cpu fullload)",
+}
+
+
+@dataclass
+class LogRows:
+    """Column arrays of one hour's log file (already sorted by time)."""
+
+    timestamp_us: np.ndarray
+    namespace: np.ndarray
+    pod: np.ndarray
+    node: np.ndarray
+    message: np.ndarray
+
+
+def rpc_detail(kind: int, origin: str) -> str:
+    """The ``rpc error: code = ... desc = ...`` text of a failed call to ``origin``."""
+    ip = service_ip(origin) if origin else "10.233.0.1"
+    port = SERVICE_PORT.get(origin, 8080)
+    k = ErrorKind(kind)
+    code = GRPC_NAME[GRPC_CODE.get(k, 2)]
+    desc = {
+        ErrorKind.REFUSED: f'connection error: desc = "transport: Error while dialing: dial tcp {ip}:{port}: connect: connection refused"',
+        ErrorKind.DEADLINE: "context deadline exceeded",
+        ErrorKind.UNAVAILABLE: "transport is closing",
+        ErrorKind.CANCELED: "context canceled",
+        ErrorKind.DNS: f'connection error: desc = "transport: Error while dialing: dial tcp: lookup {origin} on {DNS_SERVER}: server misbehaving"',
+        ErrorKind.INJECTED: "",
+        ErrorKind.INTERNAL: f"{origin}: runtime error: invalid memory address or nil pointer dereference",
+        ErrorKind.REGION: "Error 9005 (HY000): Region is unavailable",
+        ErrorKind.PD_TIMEOUT: "Error 9001 (HY000): PD server timeout",
+        ErrorKind.TIDB_REFUSED: f"dial tcp {pod_ip('tidb-tidb-0')}:4000: connect: connection refused",
+        ErrorKind.IO_TIMEOUT: f'connection error: desc = "transport: Error while dialing: dial tcp {ip}:{port}: i/o timeout"',
+    }.get(k, "")
+    return f"rpc error: code = {code} desc = {desc}"
+
+
+def _iso_ms(us: np.ndarray) -> np.ndarray:
+    text = np.datetime_as_string(us.astype("datetime64[us]").astype("datetime64[ms]"), unit="ms")
+    return np.char.add(text.astype(str), "Z")
+
+
+def _go_json(fields: dict[str, object]) -> str:
+    return json.dumps(fields, separators=(",", ":"))
+
+
+class _Sink:
+    """Collects log lines as parallel lists."""
+
+    def __init__(self) -> None:
+        self.t: list[np.ndarray] = []
+        self.pod: list[np.ndarray] = []
+        self.node: list[np.ndarray] = []
+        self.msg: list[np.ndarray] = []
+
+    def add(self, t_us: np.ndarray, pod: np.ndarray, node: np.ndarray, messages: list[str]) -> None:
+        if len(messages):
+            self.t.append(np.asarray(t_us, dtype=np.int64))
+            self.pod.append(np.asarray(pod, dtype=object))
+            self.node.append(np.asarray(node, dtype=object))
+            self.msg.append(np.array(messages, dtype=object))
+
+
+def _req_ids(rng: np.random.Generator, n: int) -> list[str]:
+    raw = rng.integers(0, 2**63 - 1, size=(n, 2), dtype=np.int64)
+    return [f"{a:016x}"[:8] + "-" + f"{a:016x}"[8:12] + "-4" + f"{b:016x}"[:3] + "-a" + f"{b:016x}"[3:6] + "-"
+            + f"{b:016x}"[6:16] + "00" for a, b in raw.tolist()]
+
+
+def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placement, hour_start_s: int,
+                    info_share: float, verbose_frontend: bool, rng: np.random.Generator) -> LogRows:
+    sink = _Sink()
+    iso = _iso_ms(spans.start_us + spans.dur_us)
+
+    # Frontend access lines, one per request (plus "request started" at full scale).
+    root = np.nonzero(spans.http_method != "")[0]
+    ids = _req_ids(rng, len(root))
+    sessions = _req_ids(rng, len(root))
+    took = (spans.dur_us[root] // 1000).tolist()
+    paths = [p.replace("{id}", "OLJCESPC7Z") for p in spans.http_path[root].tolist()]
+    done = [_go_json({"http.req.id": rid, "http.req.method": m, "http.req.path": p,
+                      "http.resp.bytes": 1200 + (int(tk) * 37) % 9000, "http.resp.status": int(st),
+                      "http.resp.took_ms": int(tk), "message": "request complete", "session": ses,
+                      "severity": "debug", "timestamp": ts})
+            for rid, ses, m, p, st, tk, ts in zip(ids, sessions, spans.http_method[root].tolist(), paths,
+                                                   spans.http_status[root].tolist(), took, iso[root].tolist())]
+    sink.add(spans.start_us[root] + spans.dur_us[root], spans.pod[root], spans.node[root], done)
+    if verbose_frontend:
+        started = [_go_json({"http.req.id": rid, "http.req.method": m, "http.req.path": p, "message": "request started",
+                             "session": ses, "severity": "debug", "timestamp": ts})
+                   for rid, ses, m, p, ts in zip(ids, sessions, spans.http_method[root].tolist(), paths,
+                                                 _iso_ms(spans.start_us[root]).tolist())]
+        sink.add(spans.start_us[root], spans.pod[root], spans.node[root], started)
+    failed_roots = root[spans.err_kind[root] > 0]
+    errs = [_go_json({"error": f"{WHAT_FAILED.get(fc, 'request failed')}: {rpc_detail(k, oc)}", "http.req.id": rid,
+                      "http.req.method": m, "http.req.path": p.replace("{id}", "OLJCESPC7Z"),
+                      "message": "request error", "severity": "error", "timestamp": ts})
+            for rid, fc, k, oc, m, p, ts in zip(_req_ids(rng, len(failed_roots)), spans.fail_callee[failed_roots].tolist(),
+                                                spans.origin_kind[failed_roots].tolist(),
+                                                spans.origin_callee[failed_roots].tolist(),
+                                                spans.http_method[failed_roots].tolist(),
+                                                spans.http_path[failed_roots].tolist(), iso[failed_roots].tolist())]
+    sink.add(spans.start_us[failed_roots] + spans.dur_us[failed_roots], spans.pod[failed_roots],
+             spans.node[failed_roots], errs)
+
+    # Ads failures are tolerated by frontend: a warning, never a failed request.
+    ads = np.nonzero((spans.callee == "adservice") & (spans.err_kind > 0))[0]
+    warn = [_go_json({"error": f"failed to get ads: {rpc_detail(k, 'adservice')}", "http.req.id": rid,
+                      "http.req.method": "GET", "http.req.path": "/product/OLJCESPC7Z",
+                      "message": "failed to retrieve ads", "severity": "warning", "timestamp": ts})
+            for rid, k, ts in zip(_req_ids(rng, len(ads)), spans.err_kind[ads].tolist(), iso[ads].tolist())]
+    sink.add(spans.start_us[ads] + spans.dur_us[ads], spans.pod[ads], spans.node[ads], warn)
+    injected = ads[spans.err_kind[ads] == ErrorKind.INJECTED]
+    _callee_lines(sink, spans, injected, placement, lambda i: (
+        f'Exception in thread "grpc-default-executor-{i % 97}" java.lang.Error: Injected error'))
+
+    # Error lines of intermediate callers (checkoutservice, cartservice, recommendationservice ...).
+    mid = np.nonzero((spans.kind == "server") & (spans.err_kind > 0) & (spans.service != "frontend"))[0]
+    lines = [_service_error(svc, fc, k, oc, ts) for svc, fc, k, oc, ts in
+             zip(spans.service[mid].tolist(), spans.fail_callee[mid].tolist(), spans.origin_kind[mid].tolist(),
+                 spans.origin_callee[mid].tolist(), iso[mid].tolist())]
+    sink.add(spans.start_us[mid] + spans.dur_us[mid], spans.pod[mid], spans.node[mid], lines)
+
+    # Everyday info lines of the services (sampled by info_share to set the volume).
+    info = np.nonzero(((spans.kind == "server") & (spans.service != "frontend")
+                       | np.isin(spans.callee, ["currencyservice", "paymentservice", "adservice"])
+                       & (spans.kind == "client")) & (spans.err_kind == 0))[0]
+    info = info[rng.random(len(info)) < info_share]
+    client_side = spans.kind[info] == "client"
+    own = info[~client_side]
+    sink.add(spans.start_us[own], spans.pod[own], spans.node[own],
+             [_service_info(svc, op, ts) for svc, op, ts in zip(spans.service[own].tolist(),
+                                                                spans.operation[own].tolist(), iso[own].tolist())])
+    callee_info = info[client_side]
+    _callee_lines(sink, spans, callee_info, placement, None)
+
+    _fault_lines(sink, faults, placement=placement, hour_start_s=hour_start_s, rng=rng)
+
+    if not sink.t:
+        return LogRows(*(np.array([], dtype=d) for d in (np.int64, object, object, object, object)))
+    t = np.concatenate(sink.t)
+    order = np.argsort(t, kind="stable")
+    pods = np.concatenate(sink.pod)[order]
+    namespace = np.full(len(t), "hipstershop", dtype=object)
+    return LogRows(t[order], namespace, pods, np.concatenate(sink.node)[order], np.concatenate(sink.msg)[order])
+
+
+def _callee_lines(sink: _Sink, spans: SpanBatch, idx: np.ndarray, placement: Placement, text) -> None:
+    """Lines logged by the called pod of client-only services (they have no server span)."""
+    if len(idx) == 0:
+        return
+    t = spans.start_us[idx] + spans.dur_us[idx] // 2
+    pods = spans.callee_pod[idx]
+    minute = ((t / 1e6 + CST_OFFSET_S) % 86400 // 60).astype(int)
+    nodes = np.array([placement.node_at(str(p), int(m)) for p, m in zip(pods.tolist(), minute.tolist())], dtype=object)
+    iso = _iso_ms(t).tolist()
+    if text is None:
+        messages = [_callee_info(str(p), ts) for p, ts in zip(pods.tolist(), iso)]
+    else:
+        messages = [text(i) for i in range(len(idx))]
+    sink.add(t, pods, nodes, messages)
+
+
+def _callee_info(pod: str, ts: str) -> str:
+    if pod.startswith("currencyservice"):
+        return json.dumps({"severity": "info", "time": ts, "pid": 1, "hostname": pod, "name": "currencyservice-server",
+                           "message": "conversion request successful"}, separators=(",", ":"))
+    if pod.startswith("paymentservice"):
+        return json.dumps({"severity": "info", "time": ts, "pid": 1, "hostname": pod, "name": "paymentservice-charge",
+                           "message": "Transaction processed: visa ending 4432     Amount: USD41.99"},
+                          separators=(",", ":"))
+    return f"{ts.replace('T', ' ')[:-1]} INFO  [grpc-default-executor-2] hipstershop.AdService - received ad request (context_words=[clothing])"
+
+
+def _service_info(service: str, operation: str, ts: str) -> str:
+    method = operation.rsplit("/", 1)[-1]
+    if service == "cartservice":
+        return f"{method}Async called with userId=5b8e1d3c-a4f0-4c4b-9e6a-0d2f3c1e7a90"
+    if service == "redis":
+        return f"redis {operation} ok"
+    if service in ("recommendationservice", "emailservice"):
+        text = ("[Recv ListRecommendations] product_ids=['OLJCESPC7Z', '66VCHSJNUP']" if service.startswith("rec")
+                else "A request to send order confirmation email to someone@example.com has been received.")
+        return json.dumps({"timestamp": ts, "severity": "INFO", "name": f"{service}-server", "message": text},
+                          separators=(",", ":"))
+    return _go_json({"message": f"[{method}] received request", "severity": "info", "timestamp": ts})
+
+
+def _service_error(service: str, fail_callee: str, kind: int, origin: str, ts: str) -> str:
+    detail = rpc_detail(kind, origin)
+    if service == "productcatalogservice" and kind in (ErrorKind.REGION, ErrorKind.PD_TIMEOUT, ErrorKind.TIDB_REFUSED):
+        return _go_json({"message": f"failed to query product catalog: {detail.split('desc = ', 1)[1]}",
+                         "severity": "error", "timestamp": ts})
+    if service == "cartservice":
+        return (f"Error status code 'FailedPrecondition' with detail 'Can't access cart storage. "
+                f"StackExchange.Redis.RedisTimeoutException: Timeout awaiting response (outbound=0KiB, inbound=0KiB, "
+                f"5000ms elapsed, timeout is 5000ms), command=HGET, serverEndpoint=redis-cart:6379' ({detail})")
+    if service in ("recommendationservice", "emailservice"):
+        return json.dumps({"timestamp": ts, "severity": "ERROR", "name": f"{service}-server",
+                           "message": "<_InactiveRpcError of RPC that terminated with: status = StatusCode.UNAVAILABLE "
+                                      f'details = "failed to connect to all addresses" ({detail})>'},
+                          separators=(",", ":"))
+    if kind == ErrorKind.INTERNAL and origin == service:
+        return _go_json({"message": "panic: runtime error: invalid memory address or nil pointer dereference",
+                         "severity": "error", "timestamp": ts})
+    return _go_json({"message": f"{WHAT_FAILED.get(fail_callee, 'call failed')}: {detail}",
+                     "severity": "warning", "timestamp": ts})
+
+
+def _fault_lines(sink: _Sink, faults: list[Fault], *, placement: Placement, hour_start_s: int,
+                 rng: np.random.Generator) -> None:
+    """Lines written by the fault itself: chaos agent output in adservice, restarts of killed pods."""
+    for f in faults:
+        start, end = max(f.start.timestamp(), hour_start_s), min(f.end.timestamp(), hour_start_s + 3600)
+        if f.fault_type in JVM_RULES and end > start:
+            per_pod = max(1, int((end - start) // 20))
+            for pod in f.pods:
+                t = np.sort(rng.uniform(start, end, per_pod)) * 1e6
+                minute = int(((start + CST_OFFSET_S) % 86400) // 60)
+                node = placement.node_at(pod, minute)
+                iso = _iso_ms(t.astype(np.int64)).tolist()
+                msgs = [f"{ts.replace('T', ' ')[:-1]} WARN  [TransformListener] "
+                        f"java.lang.reflect.InvocationTargetException applying rule {JVM_RULES[f.fault_type]}"
+                        for ts in iso]
+                sink.add(t.astype(np.int64), np.full(len(t), pod, dtype=object), np.full(len(t), node, dtype=object),
+                         msgs)
+        if f.fault_type in ("pod kill", "pod failure", "code error") and not f.service.startswith("tidb-"):
+            restart = f.start.timestamp() + 40 if f.fault_type == "pod kill" else f.end.timestamp() + 5
+            if hour_start_s <= restart < hour_start_s + 3600:
+                for pod in (f.pods or pods_of(f.service)):
+                    node = placement.node_at(pod, int(((restart + CST_OFFSET_S) % 86400) // 60))
+                    sink.add(np.array([int(restart * 1e6)]), np.array([pod], dtype=object),
+                             np.array([node], dtype=object),
+                             [_go_json({"message": f"starting grpc server at :{SERVICE_PORT.get(f.service, 8080)}",
+                                        "severity": "info"})])

@@ -1,0 +1,221 @@
+"""One hour of k6 load on frontend turned into per-request span trees (vectorised with numpy).
+
+For every request template (topology.TEMPLATES) all traces of the hour are built at once as
+(traces x template nodes) arrays: pods are chosen per service, fault effects applied per call,
+connections refused drop the callee's subtree, errors propagate to the callers, and durations
+are summed bottom-up so parents always contain their children. The result is a flat
+``SpanBatch`` (one row per span) plus ``CallRecords`` for the APM aggregation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from rca.taxonomy import CLIENT_ONLY_SERVICES
+from simulate.effects import (CHRONIC_INJECTED_SHARE, POD_ID, CallEffect, ErrorKind, edge_effects,
+                              server_effects)
+from simulate.schedule import Fault
+from simulate.topology import ALL_PODS, TEMPLATES, Placement, RequestTemplate, pods_of
+
+CST_OFFSET_S = 8 * 3600
+
+
+@dataclass
+class SpanBatch:
+    """Flat spans of one hour; object arrays hold strings."""
+
+    trace_hi: np.ndarray  # uint64, high half of the 128-bit trace id
+    trace_lo: np.ndarray
+    span_id: np.ndarray  # uint64
+    parent_id: np.ndarray  # uint64, 0 for roots
+    service: np.ndarray  # process.serviceName
+    pod: np.ndarray
+    node: np.ndarray
+    kind: np.ndarray  # server | client
+    operation: np.ndarray
+    callee: np.ndarray  # service called (client spans) or serving (server spans)
+    callee_pod: np.ndarray  # pod called (client spans) or serving (server spans)
+    start_us: np.ndarray  # int64 µs since epoch
+    dur_us: np.ndarray  # int64 µs
+    err_kind: np.ndarray  # int8 ErrorKind, own or propagated from a child
+    fail_callee: np.ndarray  # service whose failure this span reports ("" when ok)
+    origin_kind: np.ndarray  # int8 ErrorKind at the origin of the failure
+    origin_callee: np.ndarray  # service where the failure originated
+    http_path: np.ndarray  # root spans: request path; "" otherwise
+    http_method: np.ndarray
+    http_status: np.ndarray  # int16, root spans only
+
+    def __len__(self) -> int:
+        return len(self.span_id)
+
+
+@dataclass
+class CallRecords:
+    """Calls that reached a pod (for APM): time, pod id (topology.ALL_PODS), latency, error kind."""
+
+    t_s: np.ndarray
+    pod_id: np.ndarray
+    dur_us: np.ndarray
+    err_kind: np.ndarray
+
+
+def minute_load(*, minutes_s: np.ndarray, traces_per_hour: float) -> np.ndarray:
+    """Expected traces per minute: diurnal k6 load, low in the Beijing night."""
+    cst_hour = ((minutes_s + CST_OFFSET_S) % 86400) / 3600.0
+    diurnal = 1.0 + 0.35 * np.sin(2 * np.pi * (cst_hour - 9.0) / 24.0)
+    return traces_per_hour / 60.0 * diurnal
+
+
+def _children(template: RequestTemplate) -> list[list[int]]:
+    kids: list[list[int]] = [[] for _ in template.nodes]
+    for j, node in enumerate(template.nodes):
+        if node.parent >= 0:
+            kids[node.parent].append(j)
+    return kids
+
+
+def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: list[Fault], placement: Placement,
+                    pods_on_node: dict[str, tuple[str, ...]], strength: float,
+                    rng: np.random.Generator) -> tuple[dict[str, np.ndarray], CallRecords]:
+    n, nodes = len(t0_us), template.nodes
+    s_count = len(nodes)
+    t_s = t0_us / 1e6
+    services = sorted({nd.service for nd in nodes if nd.service != "redis"} | {nd.callee for nd in nodes})
+    chosen = {svc: np.array([POD_ID[p] for p in pods_of(svc)], dtype=np.int16)[
+        rng.integers(0, len(pods_of(svc)), n)] for svc in services}
+    kids = _children(template)
+
+    own = np.zeros((n, s_count))
+    present = np.zeros((n, s_count), dtype=bool)
+    refused = np.zeros((n, s_count), dtype=bool)
+    kind = np.zeros((n, s_count), dtype=np.int8)
+    proc_pod = np.zeros((n, s_count), dtype=np.int16)
+    callee_pod = np.zeros((n, s_count), dtype=np.int16)
+    for j, nd in enumerate(nodes):
+        eff = CallEffect.neutral(n)
+        if nd.kind == "server":
+            proc_pod[:, j] = chosen[nd.service]
+            callee_pod[:, j] = chosen[nd.service]
+            server_effects(eff, faults, t_s=t_s, service=nd.service, pods=chosen[nd.service],
+                           pods_on_node=pods_on_node, strength=strength)
+        else:
+            caller = "cartservice" if nd.service == "redis" else nd.service
+            proc_pod[:, j] = chosen["redis-cart"] if nd.service == "redis" else chosen[caller]
+            callee_pod[:, j] = chosen[nd.callee]
+            edge_effects(eff, faults, t_s=t_s, caller=caller, caller_pods=chosen[caller], callee=nd.callee,
+                         callee_pods=chosen[nd.callee], strength=strength, rng=rng)
+            if nd.callee in CLIENT_ONLY_SERVICES:
+                server_effects(eff, faults, t_s=t_s, service=nd.callee, pods=chosen[nd.callee],
+                               pods_on_node=pods_on_node, strength=strength)
+            if nd.callee == "adservice":
+                eff.fail(np.ones(n, dtype=bool), CHRONIC_INJECTED_SHARE, ErrorKind.INJECTED)
+        parent_ok = np.ones(n, dtype=bool) if nd.parent < 0 else present[:, nd.parent] & ~refused[:, nd.parent]
+        present[:, j] = parent_ok
+        refused[:, j] = parent_ok & (rng.random(n) < eff.refused_p)
+        failed = parent_ok & ~refused[:, j] & (rng.random(n) < eff.err_p)
+        kind[:, j] = np.where(refused[:, j], np.int8(ErrorKind.REFUSED), np.where(failed, eff.err_kind, 0))
+        own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * eff.mult + eff.add_us
+
+    # Bottom-up: durations, error propagation (adservice failures are tolerated by frontend).
+    dur = np.zeros((n, s_count))
+    kind_out = kind.copy()
+    fail_callee = np.full((n, s_count), "", dtype=object)
+    origin_callee = np.full((n, s_count), "", dtype=object)
+    for j in reversed(range(s_count)):
+        nd = nodes[j]
+        total = own[:, j].copy()
+        for c in kids[j]:
+            total += np.where(present[:, c], dur[:, c], 0.0)
+            if nodes[c].kind == "client" and nodes[c].callee == "adservice":
+                continue
+            child_fail = present[:, c] & (kind_out[:, c] > 0) & (kind_out[:, j] == 0)
+            kind_out[:, j] = np.where(child_fail, kind_out[:, c], kind_out[:, j])
+            direct = nodes[c].callee if nodes[c].kind == "client" else fail_callee[:, c]
+            fail_callee[:, j] = np.where(child_fail, direct, fail_callee[:, j])
+            origin_callee[:, j] = np.where(child_fail, origin_callee[:, c], origin_callee[:, j])
+        own_fail = kind[:, j] > 0
+        if nd.kind == "client":
+            fail_callee[:, j] = np.where(own_fail, nd.callee, fail_callee[:, j])
+            origin_callee[:, j] = np.where(own_fail, nd.callee, origin_callee[:, j])
+        else:
+            origin_callee[:, j] = np.where(own_fail, nd.service, origin_callee[:, j])
+        dur[:, j] = np.where(refused[:, j], rng.uniform(400, 3000, n), total)
+
+    # Top-down: start times, children run one after another inside their parent.
+    start = np.zeros((n, s_count))
+    start[:, 0] = t0_us
+    for j in range(s_count):
+        cursor = start[:, j] + (nodes[j].mean_us * 0.05 if nodes[j].kind == "server" else nodes[j].mean_us * 0.4)
+        for c in kids[j]:
+            start[:, c] = cursor
+            cursor = cursor + np.where(present[:, c], dur[:, c], 0.0) + 30.0
+
+    ids = rng.integers(1, 2**63 - 1, size=(n, s_count), dtype=np.int64).astype(np.uint64)
+    trace_hi = rng.integers(1, 2**63 - 1, size=n, dtype=np.int64).astype(np.uint64)
+    trace_lo = rng.integers(1, 2**63 - 1, size=n, dtype=np.int64).astype(np.uint64)
+    parent_idx = np.array([nd.parent for nd in nodes])
+    parent_ids = np.where(parent_idx[None, :] >= 0, ids[:, np.maximum(parent_idx, 0)], np.uint64(0))
+
+    rows, cols = np.nonzero(present)
+    pod_names = np.array(ALL_PODS, dtype=object)
+    minute_of_day = (((start[rows, cols] / 1e6 + CST_OFFSET_S) % 86400) // 60).astype(int)
+    proc = pod_names[proc_pod[rows, cols]]
+    node_names = np.empty(len(rows), dtype=object)
+    for pod in np.unique(proc):
+        sel = proc == pod
+        node_names[sel] = placement.node_at(str(pod), minute_of_day[sel])
+    col_attr = lambda attr: np.array([getattr(nd, attr) for nd in nodes], dtype=object)[cols]  # noqa: E731
+    is_root = cols == 0
+    root_kind = kind_out[rows, 0]
+    status = np.where(root_kind > 0, 500, template.status)
+    flat = {
+        "trace_hi": trace_hi[rows], "trace_lo": trace_lo[rows], "span_id": ids[rows, cols],
+        "parent_id": parent_ids[rows, cols], "service": col_attr("service"), "pod": proc, "node": node_names,
+        "kind": col_attr("kind"), "operation": col_attr("operation"), "callee": col_attr("callee"),
+        "callee_pod": pod_names[callee_pod[rows, cols]],
+        "start_us": start[rows, cols].astype(np.int64), "dur_us": np.maximum(dur[rows, cols], 20).astype(np.int64),
+        "err_kind": kind_out[rows, cols], "fail_callee": fail_callee[rows, cols],
+        "origin_kind": kind_out[rows, cols], "origin_callee": origin_callee[rows, cols],
+        "http_path": np.where(is_root, template.path, ""), "http_method": np.where(is_root, template.method, ""),
+        "http_status": np.where(is_root, status[rows], 0).astype(np.int16),
+    }
+    flat["http_path"] = flat["http_path"].astype(object)
+    flat["http_method"] = flat["http_method"].astype(object)
+
+    # APM sees a call at the serving pod unless the connection was refused.
+    served = present & ~refused
+    calls_mask = served & np.array([nd.kind == "client" or j == 0 for j, nd in enumerate(nodes)])[None, :]
+    r2, c2 = np.nonzero(calls_mask)
+    calls = CallRecords(t_s=start[r2, c2] / 1e6, pod_id=callee_pod[r2, c2].astype(np.int16),
+                        dur_us=dur[r2, c2], err_kind=kind_out[r2, c2])
+    return flat, calls
+
+
+def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[Fault], placement: Placement,
+                  pods_on_node: dict[str, tuple[str, ...]], strength: float,
+                  rng: np.random.Generator) -> tuple[SpanBatch, CallRecords]:
+    """All spans whose trace starts in the UTC hour beginning at ``hour_start``."""
+    base = int(hour_start.timestamp())
+    minutes_s = base + 60 * np.arange(60)
+    counts = rng.poisson(minute_load(minutes_s=minutes_s, traces_per_hour=traces_per_hour))
+    weights = np.array([t.weight for t in TEMPLATES])
+    per_template = rng.multinomial(counts, weights / weights.sum())  # (60, templates)
+    flats: list[dict[str, np.ndarray]] = []
+    call_parts: list[CallRecords] = []
+    for k, template in enumerate(TEMPLATES):
+        minute_idx = np.repeat(np.arange(60), per_template[:, k])
+        if len(minute_idx) == 0:
+            continue
+        t0_us = (base + 60 * minute_idx + rng.uniform(0, 60, len(minute_idx))) * 1e6
+        flat, calls = _build_template(template, t0_us=t0_us, faults=faults, placement=placement,
+                                      pods_on_node=pods_on_node, strength=strength, rng=rng)
+        flats.append(flat)
+        call_parts.append(calls)
+    merged = {key: np.concatenate([f[key] for f in flats]) for key in flats[0]}
+    order = np.argsort(merged["start_us"], kind="stable")
+    batch = SpanBatch(**{key: value[order] for key, value in merged.items()})
+    calls = CallRecords(*(np.concatenate([getattr(c, f) for c in call_parts])
+                          for f in ("t_s", "pod_id", "dur_us", "err_kind")))
+    return batch, calls

@@ -1,0 +1,112 @@
+"""Log detector: masking, template mining with persisted state, bursts vs chronic noise."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+
+from preprocess.detect_log import LogTemplateMiner, extract_and_mask, log_counts, score_log_window, template_keyword
+from preprocess.schema import LOG_SCHEMA
+
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
+BASELINE_START = T0 + timedelta(minutes=5)
+
+NOISE = 'Exception in thread "grpc-default-executor-{n}" java.lang.Error: Injected error'
+INFO = '{{"severity":"info","message":"request complete","http.req.id":"{n:08x}-aaaa-bbbb-cccc-0123456789ab","took_ms":{n}}}'
+FAULT = ('{{"severity":"error","message":"request error","error":"could not retrieve cart: rpc error: code = '
+         'Unavailable desc = dial tcp 10.233.{n}.4:7070: connect: connection refused"}}')
+
+
+def _logs(rows: list[tuple[int, str, str]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [(T0 + timedelta(minutes=m, seconds=7), "hipstershop", pod, pod.rsplit("-", 1)[0], "aiops-k8s-01", msg)
+         for m, pod, msg in rows], schema=LOG_SCHEMA, orient="row")
+
+
+def _day(*, fault: str | None, seed: int = 0) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for minute in range(60):
+        for _ in range(rng.poisson(20)):
+            rows.append((minute, "adservice-0", NOISE.format(n=int(rng.integers(1, 99)))))
+        for _ in range(rng.poisson(8)):
+            rows.append((minute, "frontend-0", INFO.format(n=int(rng.integers(1, 10**6)))))
+        if fault == "burst" and 35 <= minute <= 50:
+            rows += [(minute, "frontend-1", FAULT.format(n=int(rng.integers(1, 250))))] * 6
+    return _logs(rows)
+
+
+def test_masking_collapses_variable_parts():
+    frame = pl.DataFrame({"message": [INFO.format(n=5), INFO.format(n=123456), FAULT.format(n=9), NOISE.format(n=3)]})
+    masked = frame.select(extract_and_mask(pl.col("message"))).to_series().to_list()
+    assert masked[0] == masked[1] == "request complete"
+    assert "<IP>" in masked[2] and "connection refused" in masked[2] and masked[2].startswith("request error: ")
+    assert "<NUM>" in masked[3] and "Injected error" in masked[3]
+
+
+def test_burst_is_found_and_chronic_noise_is_not():
+    miner = LogTemplateMiner(state_path=None)
+    counts = log_counts(_day(fault="burst"), miner=miner)
+    events = score_log_window(counts, miner.templates(), start=WINDOW_START, end=WINDOW_END,
+                              baseline_start=BASELINE_START)
+    assert events.get_column("component").to_list() == ["frontend-1"]
+    event = events.row(0, named=True)
+    assert event["direction"] == "new" and "connection refused" in event["template"]
+    assert event["onset"] == T0 + timedelta(minutes=35)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noise_only_gives_no_event(seed):
+    miner = LogTemplateMiner(state_path=None)
+    counts = log_counts(_day(fault=None, seed=seed), miner=miner)
+    events = score_log_window(counts, miner.templates(), start=WINDOW_START, end=WINDOW_END,
+                              baseline_start=BASELINE_START)
+    assert events.height == 0
+
+
+def test_rate_increase_of_known_template_is_a_burst():
+    rows = [(m, "adservice-1", NOISE.format(n=m)) for m in range(60) for _ in range(2 if m < 35 or m > 50 else 30)]
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
+                              end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.height == 1 and events.item(0, "direction") == "up" and events.item(0, "ratio") > 10
+
+
+def test_silent_pod_is_reported():
+    rows = [(m, "cartservice-2", INFO.format(n=m)) for m in range(35) for _ in range(5)]
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
+                              end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.get_column("direction").to_list() == ["silent"]
+    assert events.item(0, "component") == "cartservice-2"
+
+
+def test_template_ids_are_stable_across_runs(tmp_path):
+    state = tmp_path / "miner.bin"
+    first = LogTemplateMiner(state_path=state)
+    counts_one = log_counts(_day(fault=None), miner=first)
+    first.save()
+    ids_before = dict(first.templates().iter_rows())
+
+    second = LogTemplateMiner(state_path=state)
+    counts_two = log_counts(_day(fault="burst", seed=1), miner=second)
+    ids_after = dict(second.templates().iter_rows())
+    assert set(ids_before) < set(ids_after)  # old ids kept, the fault template is new
+    assert set(counts_one.get_column("template_id")) <= set(counts_two.get_column("template_id"))
+    new_ids = set(ids_after) - set(ids_before)
+    assert any("connection refused" in ids_after[i] for i in new_ids)
+
+
+def test_corrupt_miner_state_names_the_file(tmp_path):
+    state = tmp_path / "miner.bin"
+    state.write_bytes(b"not a state")
+    with pytest.raises(ValueError, match="miner.bin"):
+        LogTemplateMiner(state_path=state)
+
+
+def test_template_keyword_drops_masks():
+    assert template_keyword("request error: could not retrieve cart <*> <IP> refused") == \
+        "request error: could not retrieve cart refused"

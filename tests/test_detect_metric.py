@@ -1,0 +1,113 @@
+"""Metric detector on synthetic series with known truth."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+
+from preprocess.detect_metric import SERIES_SCHEMA, day_change_points, metric_series, score_metric_window
+from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA
+
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
+BASELINE_START = T0 + timedelta(minutes=5)
+
+
+def _series(values: list[float | None], *, component: str = "emailservice-1", kpi: str = "pod_cpu_usage") -> pl.DataFrame:
+    rows = [(T0 + timedelta(minutes=i), component, "infra_pod", kpi, v) for i, v in enumerate(values) if v is not None]
+    return pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row")
+
+
+def _noise(seed: int, level: float = 10.0) -> np.ndarray:
+    return level + np.random.default_rng(seed).normal(0, 0.05 * level, 60)
+
+
+def _step(factor: float):
+    def shape(v: np.ndarray) -> list[float]:
+        v = v.copy()
+        v[35:51] *= factor
+        return list(v)
+    return shape
+
+
+def _spike(v: np.ndarray) -> list[float]:
+    v = v.copy()
+    v[38:40] = 5 * v[38:40]
+    return list(v)
+
+
+def _silence(v: np.ndarray) -> list[float | None]:
+    return [x if i < 35 else None for i, x in enumerate(v)]
+
+
+def _zeros(v: np.ndarray) -> list[float]:
+    return [x if i < 35 else 0.0 for i, x in enumerate(v)]
+
+
+@pytest.mark.parametrize(("shape", "direction"), [
+    (_step(4.0), "up"), (_step(0.25), "down"), (_spike, "up"), (_silence, "silent"), (_zeros, "silent"),
+])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_detects_injected_change(shape, direction, seed):
+    events = score_metric_window(_series(shape(_noise(seed))), start=WINDOW_START, end=WINDOW_END,
+                                 baseline_start=BASELINE_START)
+    assert events.height == 1
+    event = events.row(0, named=True)
+    assert event["direction"] == direction
+    assert event["component"] == "emailservice-1" and event["kpi"] == "pod_cpu_usage"
+    assert event["z"] >= 4
+    # Onset within two minutes of the injected change.
+    onset_delta = abs((event["onset"] - (T0 + timedelta(minutes=35 if shape is not _spike else 38))).total_seconds())
+    assert onset_delta <= 180
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_noise_only_gives_no_event(seed):
+    events = score_metric_window(_series(list(_noise(seed))), start=WINDOW_START, end=WINDOW_END,
+                                 baseline_start=BASELINE_START)
+    assert events.height == 0
+
+
+def test_zero_baseline_counter_rising_is_an_event_but_single_blip_is_not():
+    errors = [0.0] * 60
+    for i in range(36, 50):
+        errors[i] = 12.0
+    assert score_metric_window(_series(errors, kpi="error"), start=WINDOW_START, end=WINDOW_END,
+                               baseline_start=BASELINE_START).height == 1
+    blip = [0.0] * 60
+    blip[40] = 1.0
+    assert score_metric_window(_series(blip, kpi="error"), start=WINDOW_START, end=WINDOW_END,
+                               baseline_start=BASELINE_START).height == 0
+
+
+def test_day_change_points_find_the_step():
+    values = list(_noise(5))
+    values = values * 3  # 180 minutes
+    rows = [(T0 + timedelta(minutes=i), "n", "infra_node", "node_cpu_usage_rate", v * (3 if 90 <= i < 120 else 1))
+            for i, v in enumerate(values)]
+    points = day_change_points(pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row"))
+    times = sorted(points.get_column("time").to_list())
+    assert len(times) == 2
+    assert abs((times[0] - (T0 + timedelta(minutes=90))).total_seconds()) <= 120
+    assert abs((times[1] - (T0 + timedelta(minutes=120))).total_seconds()) <= 120
+
+
+def test_metric_series_from_canonical_frames():
+    apm = pl.DataFrame({
+        "time": [T0, T0 + timedelta(minutes=1)], "object_type": ["pod", "pod"], "object_id": ["frontend-0"] * 2,
+        **{k: [1.0, 2.0] for k in APM_SCHEMA if k not in ("time", "object_type", "object_id")},
+    }, schema=APM_SCHEMA)
+    infra = pl.DataFrame({
+        "time": [T0, T0], "family": ["infra_node"] * 2, "kpi_key": ["node_disk_read_bytes_total"] * 2,
+        "component": ["aiops-k8s-01"] * 2, "node": ["aiops-k8s-01"] * 2, "instance": [None, None],
+        "device": ["sda", "sdb"], "mountpoint": [None, None], "namespace": [None, None],
+        "type": [None, None], "sql_type": [None, None], "value": [5.0, 9.0],
+    }, schema=INFRA_SCHEMA)
+    series = metric_series(apm=apm, infra=infra)
+    node = series.filter(pl.col("component") == "aiops-k8s-01")
+    assert node.height == 1 and node.item(0, "value") == 9.0  # devices collapse to the worst one
+    rrt = series.filter((pl.col("component") == "frontend-0") & (pl.col("kpi") == "rrt"))
+    assert rrt.get_column("value").to_list() == [1.0, 2.0]
+    assert set(series.get_column("kind").unique()) == {"apm_pod", "infra_node"}

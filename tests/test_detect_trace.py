@@ -1,0 +1,91 @@
+"""Trace detector: call edges, anomalous edges against baseline, propagation ranking."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+
+from preprocess.detect_trace import call_graph, edge_stats, propagation_scores, score_trace_window
+from preprocess.schema import SPAN_SCHEMA
+
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
+BASELINE_START = T0 + timedelta(minutes=5)
+
+
+def synthetic_spans(*, fault: str | None, seed: int = 0, minutes: int = 60, per_minute: int = 20) -> pl.DataFrame:
+    """frontend -> cartservice -> redis-cart, frontend -> adservice (client only)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for minute in range(minutes):
+        faulty = fault is not None and 35 <= minute <= 50
+        for n in range(per_minute):
+            trace = f"{minute:04d}{n:04d}".ljust(32, "0")
+            start = T0 + timedelta(minutes=minute, seconds=n)
+            cart_pod = f"cartservice-{n % 3}"
+            redis_ms = rng.normal(1700, 100) * (8 if faulty and fault == "redis_latency" else 1)
+            cart_ms = rng.normal(500, 50) + redis_ms
+            cart_error = faulty and fault == "cart_pod_errors" and cart_pod == "cartservice-1"
+            ad_ms = rng.normal(3000, 200) * (5 if faulty and fault == "ad_latency" else 1)
+            def span(sid, parent, op, service, pod, kind, peer, dur, err=False):
+                rows.append((trace, sid, parent, op, service, pod, "aiops-k8s-01", kind, peer, start,
+                             int(dur), 2 if err else 0, err))
+            span("a" * 15 + "1", None, "GET /cart", "frontend", "frontend-0", "server", None, cart_ms + ad_ms + 900)
+            span("a" * 15 + "2", "a" * 15 + "1", "hipstershop.CartService/GetCart", "frontend", "frontend-0",
+                 "client", "cartservice", cart_ms + 300, cart_error)
+            span("a" * 15 + "3", "a" * 15 + "2", "POST /hipstershop.CartService/GetCart", "cartservice", cart_pod,
+                 "server", None, cart_ms, cart_error)
+            span("a" * 15 + "4", "a" * 15 + "3", "HGET", "redis-cart", "redis-cart-0", "server", None, redis_ms)
+            span("a" * 15 + "5", "a" * 15 + "1", "hipstershop.AdService/GetAds", "frontend", "frontend-0",
+                 "client", "adservice", ad_ms)
+    return pl.DataFrame(rows, schema=SPAN_SCHEMA, orient="row")
+
+
+def _score(spans: pl.DataFrame) -> pl.DataFrame:
+    return score_trace_window(edge_stats(spans), start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+
+
+def test_edges_cover_server_and_client_only_callees():
+    stats = edge_stats(synthetic_spans(fault=None, minutes=2))
+    graph = call_graph(stats)
+    assert set(graph.edges) == {("frontend", "cartservice"), ("cartservice", "redis-cart"), ("frontend", "adservice")}
+    ads = stats.filter(pl.col("callee") == "adservice")
+    assert ads.get_column("callee_pod").null_count() == ads.height
+    assert stats.filter(pl.col("callee") == "cartservice").get_column("callee_pod").n_unique() == 3
+    assert stats.get_column("count").sum() == 2 * 20 * 3
+
+
+@pytest.mark.parametrize(("fault", "callee", "signal", "callee_pod"), [
+    ("redis_latency", "redis-cart", "latency", "redis-cart-0"),
+    ("ad_latency", "adservice", "latency", None),
+    ("cart_pod_errors", "cartservice", "errors", "cartservice-1"),
+])
+def test_anomalous_edge_found(fault, callee, signal, callee_pod):
+    events = _score(synthetic_spans(fault=fault))
+    top = events.row(0, named=True)
+    assert (top["callee"], top["signal"], top["callee_pod"]) == (callee, signal, callee_pod)
+    assert abs((top["onset"] - WINDOW_START).total_seconds()) <= 120
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_noise_only_gives_no_event(seed):
+    assert _score(synthetic_spans(fault=None, seed=seed)).height == 0
+
+
+def test_propagation_favours_most_downstream_component():
+    events = _score(synthetic_spans(fault="redis_latency"))
+    # Redis latency shows in both frontend->cartservice and cartservice->redis-cart.
+    assert {"cartservice", "redis-cart"} <= set(events.get_column("callee"))
+    ranks = propagation_scores(events)
+    assert max(ranks, key=ranks.get) == "redis-cart"
+    assert ranks["redis-cart"] > ranks["cartservice"]
+
+
+def test_vanished_edge_is_silent():
+    spans = synthetic_spans(fault=None)
+    dead = spans.filter(~((pl.col("pod") == "cartservice-2") & (pl.col("start") >= WINDOW_START)))
+    events = _score(dead)
+    silent = events.filter(pl.col("signal") == "silent")
+    assert "cartservice-2" in silent.get_column("callee_pod").to_list()

@@ -1,0 +1,117 @@
+"""Nightly job: partitions, manifest, incremental skip, resume after a kill, bad input, CLI."""
+from __future__ import annotations
+
+import json
+import os
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from index import store
+from preprocess import nightly
+from preprocess.nightly import run_nightly
+from rca.cli import _register, app as rca_app
+from tests.layout_fixtures import write_day
+
+DAY = "2025-06-06"
+
+
+@pytest.fixture(scope="module")
+def raw_day(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("raw")
+    write_day(data_dir, DAY)
+    return data_dir
+
+
+def _copy_tree(src, dst):
+    for root, _, files in os.walk(src):
+        for name in files:
+            source = os.path.join(root, name)
+            target = os.path.join(dst, os.path.relpath(source, src))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(source, "rb") as a, open(target, "wb") as b:
+                b.write(a.read())
+
+
+def test_builds_every_partition_then_skips_unchanged(raw_day, tmp_path):
+    first = run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    assert sorted((o.family, o.status) for o in first) == [("log", "written"), ("metric", "written"),
+                                                           ("trace", "written")]
+    manifest = json.loads((tmp_path / store.MANIFEST_NAME).read_text())
+    assert manifest["schema_version"] == store.SCHEMA_VERSION
+    assert set(manifest["partitions"]) == {f"{DAY}/metric", f"{DAY}/log", f"{DAY}/trace"}
+    for family, tables in store.FAMILY_TABLES.items():
+        for table in tables:
+            assert store.table_path(tmp_path, DAY, table).exists()
+    series = pl.read_parquet(store.table_path(tmp_path, DAY, "metric_series"))
+    assert {"apm_pod", "apm_service", "infra_pod", "infra_node", "infra_tidb", "infra_tikv", "infra_pd"} == \
+        set(series.get_column("kind").unique())
+    placement = pl.read_parquet(store.table_path(tmp_path, DAY, "metric_placement"))
+    assert set(placement.filter(pl.col("pod") == "cartservice-1").get_column("node")) == {"aiops-k8s-02", "aiops-k8s-03"}
+    edges = pl.read_parquet(store.table_path(tmp_path, DAY, "trace_edges"))
+    assert ("frontend", "cartservice") in set(edges.select("caller", "callee").iter_rows())
+
+    second = run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    assert {o.status for o in second} == {"skipped"}
+    forced = run_nightly(data_dir=raw_day, index_dir=tmp_path, force=True, families=("trace",))
+    assert [o.status for o in forced] == ["written"]
+    assert pl.read_parquet(store.table_path(tmp_path, DAY, "trace_edges")).equals(edges)  # idempotent
+
+
+def test_changed_input_rebuilds_only_its_partition(raw_day, tmp_path):
+    data = tmp_path / "data"
+    _copy_tree(raw_day, data)
+    index = tmp_path / "index"
+    run_nightly(data_dir=data, index_dir=index)
+    hour_file = next((data / DAY / "log-parquet").glob("*_05-*.parquet"))
+    frame = pl.read_parquet(hour_file)
+    pl.concat([frame, frame.head(5)]).write_parquet(hour_file)
+    outcomes = {o.family: o.status for o in run_nightly(data_dir=data, index_dir=index)}
+    assert outcomes == {"metric": "skipped", "log": "written", "trace": "skipped"}
+
+
+def test_kill_during_a_partition_keeps_finished_ones(raw_day, tmp_path, monkeypatch):
+    def killed(**_):
+        raise KeyboardInterrupt  # stands for SIGKILL/Ctrl-C in the middle of the trace partition
+
+    monkeypatch.setattr(nightly, "build_trace_partition", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    manifest = store.load_manifest(tmp_path)
+    assert set(manifest.partitions) == {f"{DAY}/metric", f"{DAY}/log"}
+    assert not list(tmp_path.rglob("*.tmp"))
+    monkeypatch.undo()
+    resumed = {o.family: o.status for o in run_nightly(data_dir=raw_day, index_dir=tmp_path)}
+    assert resumed == {"metric": "skipped", "log": "skipped", "trace": "written"}
+
+
+def test_unreadable_file_is_named_and_the_rest_continues(raw_day, tmp_path):
+    data = tmp_path / "data"
+    _copy_tree(raw_day, data)
+    bad = next((data / DAY / "trace-parquet").glob("*_07-*.parquet"))
+    bad.write_bytes(b"this is not parquet")
+    outcomes = {o.family: o for o in run_nightly(data_dir=data, index_dir=tmp_path / "index")}
+    assert {f: o.status for f, o in outcomes.items()} == {"metric": "written", "log": "written", "trace": "written"}
+    assert len(outcomes["trace"].errors) == 1 and bad.name in outcomes["trace"].errors[0]
+    assert outcomes["trace"].rows["trace_edges"] > 0
+    entry = store.load_manifest(tmp_path / "index").partitions[f"{DAY}/trace"]
+    assert any(bad.name in m for m in entry.missing_inputs)
+
+
+def test_unknown_day_is_a_clear_error(raw_day, tmp_path):
+    with pytest.raises(FileNotFoundError, match="2030-01-01"):
+        run_nightly(data_dir=raw_day, index_dir=tmp_path, days=["2030-01-01"])
+
+
+def test_cli_runs_and_prints_summary(raw_day, tmp_path):
+    _register()
+    runner = CliRunner()
+    result = runner.invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(tmp_path), "--all"])
+    assert result.exit_code == 0, result.output
+    assert "preprocess summary" in result.output and "written" in result.output
+    again = runner.invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(tmp_path),
+                                    "--date", DAY])
+    assert again.exit_code == 0 and "skipped" in again.output
+    neither = runner.invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(tmp_path)])
+    assert neither.exit_code == 2

@@ -1,0 +1,147 @@
+"""Evidence index: round trip through the store and ranking of synthetic incidents with known truth."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+
+from index import store
+from index.models import WindowQueryResult
+from index.query import query_window
+from preprocess.detect_log import LOG_COUNT_SCHEMA
+from preprocess.detect_metric import SERIES_SCHEMA
+from preprocess.detect_trace import EDGE_STATS_SCHEMA
+
+DAY = "2025-06-06"  # CST day: UTC 2025-06-05 16:00 .. 2025-06-06 16:00
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+MINUTES = 120
+FAULT_START, FAULT_END = 70, 90
+PODS = {"frontend": 3, "cartservice": 3, "checkoutservice": 3, "emailservice": 3, "redis-cart": 1}
+NODE_OF = {"frontend-0": "aiops-k8s-01", "frontend-1": "aiops-k8s-02", "frontend-2": "aiops-k8s-03",
+           "cartservice-0": "aiops-k8s-01", "cartservice-1": "aiops-k8s-02", "cartservice-2": "aiops-k8s-03",
+           "checkoutservice-0": "aiops-k8s-02", "checkoutservice-1": "aiops-k8s-03", "checkoutservice-2": "aiops-k8s-01",
+           "emailservice-0": "aiops-k8s-03", "emailservice-1": "aiops-k8s-01", "emailservice-2": "aiops-k8s-02",
+           "redis-cart-0": "aiops-k8s-03"}
+NODES = ("aiops-k8s-01", "aiops-k8s-02", "aiops-k8s-03", "k8s-master1")
+EDGES = (("frontend", "cartservice"), ("frontend", "checkoutservice"), ("checkoutservice", "emailservice"),
+         ("checkoutservice", "cartservice"), ("cartservice", "redis-cart"))
+
+
+def _pods(service: str) -> list[str]:
+    return [f"{service}-{i}" for i in range(PODS[service])]
+
+
+def _affected(fault: str) -> dict:
+    """Which components a fault touches: pods with local CPU, services whose latency rises, nodes."""
+    return {
+        "service_cpu": dict(cpu={"emailservice-0", "emailservice-1", "emailservice-2"}, slow={"emailservice"}, node=None),
+        "pod_cpu": dict(cpu={"cartservice-1"}, slow={"cartservice-1"}, node=None),
+        "node_cpu": dict(cpu=set(), slow=set(), node="aiops-k8s-02"),
+        "redis_latency": dict(cpu=set(), slow={"redis-cart"}, node=None),
+    }[fault]
+
+
+def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
+    rng = np.random.default_rng(seed)
+    hit = _affected(fault)
+    series, edges, counts = [], [], []
+    callees_of: dict[str, list[str]] = {}
+    for caller, callee in EDGES:
+        callees_of.setdefault(caller, []).append(callee)
+
+    def component_slow(name: str) -> bool:
+        """A service or pod is slow when it is hit or anything it calls is slow."""
+        service = name.rsplit("-", 1)[0] if name[-1].isdigit() else name
+        hit_here = name in hit["slow"] or service in hit["slow"]
+        below = any(component_slow(c) or any(p in hit["slow"] for p in _pods(c)) for c in callees_of.get(service, []))
+        return hit_here or below
+
+    for m in range(MINUTES):
+        t = T0 + timedelta(minutes=m)
+        faulty = FAULT_START <= m <= FAULT_END
+        for service in PODS:
+            for pod in _pods(service):
+                cpu = rng.normal(0.2, 0.01) * (5 if faulty and pod in hit["cpu"] else 1)
+                series.append((t, pod, "infra_pod", "pod_cpu_usage", cpu))
+                slow = faulty and component_slow(pod)
+                rrt = rng.normal(1000, 40) * (4 if slow else 1)
+                series.append((t, pod, "apm_pod", "rrt", rrt))
+                counts.append((t, pod, NODE_OF[pod], 1, int(rng.poisson(30))))
+            svc_slow = faulty and component_slow(service)
+            series.append((t, service, "apm_service", "rrt", rng.normal(1000, 40) * (3 if svc_slow else 1)))
+        for node in NODES:
+            cpu = rng.normal(30, 1) * (2.5 if faulty and node == hit["node"] else 1)
+            series.append((t, node, "infra_node", "node_cpu_usage_rate", cpu))
+        for caller, callee in EDGES:
+            for pod in _pods(callee):
+                slow = faulty and component_slow(pod)
+                p95 = rng.normal(2000, 80) * (5 if slow else 1)
+                edges.append((t, caller, callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2, p95, p95 / 1.5))
+    placement = pl.DataFrame([(p, n, T0, T0 + timedelta(minutes=MINUTES)) for p, n in NODE_OF.items()],
+                             schema={"pod": pl.Utf8, "node": pl.Utf8, "first": store_time(), "last": store_time()},
+                             orient="row")
+    return {
+        "metric_series": pl.DataFrame(series, schema=SERIES_SCHEMA, orient="row"),
+        "metric_placement": placement,
+        "metric_change_points": pl.DataFrame(schema={"component": pl.Utf8}),
+        "log_counts": pl.DataFrame(counts, schema=LOG_COUNT_SCHEMA, orient="row"),
+        "trace_edges": pl.DataFrame(edges, schema=EDGE_STATS_SCHEMA, orient="row"),
+    }
+
+
+def store_time() -> pl.DataType:
+    return pl.Datetime("us", "UTC")
+
+
+def write_world(index_dir, tables: dict[str, pl.DataFrame]) -> None:
+    for table, frame in tables.items():
+        store.atomic_write_parquet(frame, store.table_path(index_dir, DAY, table))
+    store.atomic_write_parquet(pl.DataFrame({"template_id": [1], "template": ["request complete"]}),
+                               index_dir / store.TEMPLATES_NAME)
+
+
+def _query(index_dir) -> WindowQueryResult:
+    return query_window(index_dir, start=T0 + timedelta(minutes=FAULT_START, seconds=5),
+                        end=T0 + timedelta(minutes=FAULT_END, seconds=5), top_k=5)
+
+
+@pytest.mark.parametrize(("fault", "truth", "level"), [
+    ("service_cpu", "emailservice", "service"),
+    ("pod_cpu", "cartservice-1", "pod"),
+    ("node_cpu", "aiops-k8s-02", "node"),
+    ("redis_latency", "redis-cart", "service"),
+])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_query_ranks_root_cause_first(tmp_path, fault, truth, level, seed):
+    write_world(tmp_path, build_world(fault, seed=seed))
+    result = _query(tmp_path)
+    top = result.candidates[0]
+    assert (top.component, top.level) == (truth, level), [(c.component, c.score) for c in result.candidates]
+    assert top.evidence and all(len(e.text) <= 100 and e.text.startswith(e.key) for e in top.evidence)
+    assert sum(v for k, v in top.score_breakdown.items() if k != "propagation_factor") == pytest.approx(top.score, abs=1e-2)
+    assert "k8s-master1" not in [c.component for c in result.candidates]
+
+
+def test_quiet_window_has_weak_candidates(tmp_path):
+    write_world(tmp_path, build_world("service_cpu", seed=3))
+    quiet = query_window(tmp_path, start=T0 + timedelta(minutes=40), end=T0 + timedelta(minutes=60))
+    assert all(c.score < 1.0 for c in quiet.candidates)
+
+
+def test_missing_partitions_are_listed(tmp_path):
+    result = query_window(tmp_path, start=T0 + timedelta(minutes=40), end=T0 + timedelta(minutes=60))
+    assert result.candidates == []
+    assert f"{DAY}/metric_series" in result.missing and f"{DAY}/trace_edges" in result.missing
+
+
+def test_window_crossing_cst_midnight_reads_two_days(tmp_path):
+    assert store.days_for_window(datetime(2025, 6, 6, 15, 50, tzinfo=timezone.utc),
+                                 datetime(2025, 6, 6, 16, 10, tzinfo=timezone.utc)) == ["2025-06-06", "2025-06-07"]
+
+
+def test_foreign_schema_version_is_refused(tmp_path):
+    (tmp_path / store.MANIFEST_NAME).write_text('{"schema_version": 99, "partitions": {}}')
+    with pytest.raises(store.IndexStoreError, match="schema version 99"):
+        _query(tmp_path)
