@@ -81,5 +81,6 @@ def print_qa(report: QAReport, console: Console) -> None:
         a = report.agreement
         pearson = "-" if a.pearson is None else f"{a.pearson:.3f}"
         auc = "-" if a.auc is None else f"{a.auc:.3f}"
+        threshold = "-" if a.best_threshold is None else f"{a.best_threshold:.3f}"
         console.print(f"agreement with {a.n} labels: Pearson {pearson}, AUC {auc}, best F1 {a.best_f1:.3f}"
-                      f" (threshold {a.best_threshold})")
+                      f" (score >= {threshold})")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from knowledge.documents import DocumentError, docs_dir, load_documents, read_document, validate_directory
+from knowledge.embedding import EmbeddingModelError
 from knowledge.retrieval import retrieve
 from knowledge.store import reindex
 from rca.clisupport import build_settings, fail
@@ -51,6 +52,8 @@ def validate(ctx: typer.Context,
     """Validate documents; every problem names the file, field and line."""
     settings = build_settings(ctx)
     target = path or docs_dir(settings)
+    if not target.exists():
+        fail(f"{target}: no such file or directory")
     if target.is_dir():
         problems = validate_directory(target)
         count = len(list(target.glob("*.md")))
@@ -90,10 +93,19 @@ def add(ctx: typer.Context, file: Path = typer.Argument(..., help="Markdown docu
             load_documents(Path(scratch))
         except DocumentError as exc:
             fail(f"adding {file} would break the document set: {exc}")
+    previous = target.read_bytes() if target.exists() else None
     staged = directory / f".{target.name}.tmp"
     shutil.copy2(file, staged)
     os.replace(staged, target)
-    report = reindex(settings)
+    try:
+        report = reindex(settings)
+    except (DocumentError, EmbeddingModelError) as exc:
+        # Put the directory back as it was; the index catches up on the next reindex.
+        if previous is None:
+            target.unlink()
+        else:
+            target.write_bytes(previous)
+        fail(f"{file}: added document could not be indexed, nothing changed: {exc}")
     typer.echo(f"added {document.id} -> {target} (embedded {report.chunks_embedded} chunks)")
 
 
@@ -105,7 +117,10 @@ def remove(ctx: typer.Context, doc_id: str = typer.Argument(..., help="Document 
     if not path.is_file():
         fail(f"no document with id '{doc_id}' in {docs_dir(settings)}")
     path.unlink()
-    report = reindex(settings)
+    try:
+        report = reindex(settings)
+    except (DocumentError, EmbeddingModelError) as exc:
+        fail(f"{doc_id} deleted from {docs_dir(settings)} but the index was not updated: {exc}")
     typer.echo(f"removed {doc_id} (index: {len(report.removed)} document(s) deleted)")
 
 
@@ -116,7 +131,7 @@ def search(ctx: typer.Context, text: str = typer.Argument(..., help="Evidence su
     settings = build_settings(ctx)
     try:
         hits = retrieve(settings, text, k=k)
-    except DocumentError as exc:
+    except (DocumentError, EmbeddingModelError) as exc:
         fail(str(exc))
     table = Table("rank", "score", "id", "fault type", "best section")
     for rank, hit in enumerate(hits, start=1):
@@ -130,7 +145,7 @@ def reindex_command(ctx: typer.Context) -> None:
     settings = build_settings(ctx)
     try:
         report = reindex(settings)
-    except DocumentError as exc:
+    except (DocumentError, EmbeddingModelError) as exc:
         fail(str(exc))
     typer.echo(f"added {len(report.added)}, updated {len(report.updated)}, removed {len(report.removed)}, "
                f"unchanged {len(report.unchanged)}; embedded {report.chunks_embedded} chunks "

@@ -139,7 +139,8 @@ def reindex(settings: Settings, *, documents: list[SopDocument] | None = None) -
             collection.delete(where={"doc_id": document.id})
         chunks = document_chunks(document, index_hash=index_hash)
         vectors = embedder.embed([chunk.text for chunk in chunks])
-        collection.add(
+        # upsert, not add: a concurrent reindex of the same directory must not fail on duplicate ids.
+        collection.upsert(
             ids=[chunk.chunk_id for chunk in chunks],
             documents=[chunk.text for chunk in chunks],
             metadatas=[chunk.metadata for chunk in chunks],

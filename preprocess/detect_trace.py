@@ -29,10 +29,13 @@ from preprocess.schema import TIME
 
 log = logging.getLogger(__name__)
 
-EDGE_KEY: tuple[str, ...] = ("caller", "callee", "callee_pod", "callee_node", "operation")
+EDGE_KEY: tuple[str, ...] = ("caller", "caller_pod", "callee", "callee_pod", "callee_node", "operation")
+# Callee-side analysis pools the caller pods: the suspect is the callee.
+CALLEE_KEY: tuple[str, ...] = ("caller", "callee", "callee_pod", "callee_node", "operation")
 EDGE_STATS_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
     "caller": pl.Utf8,
+    "caller_pod": pl.Utf8,
     "callee": pl.Utf8,
     "callee_pod": pl.Utf8,  # null when the callee is seen only from the client side
     "callee_node": pl.Utf8,
@@ -55,6 +58,14 @@ TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "window_calls": pl.Int64,
     "onset": TIME,
 }
+FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "caller": pl.Utf8,
+    "caller_pod": pl.Utf8,
+    "callees": pl.List(pl.Utf8),  # callees whose calls from this pod went wrong, strongest first
+    "signal": pl.Utf8,  # errors | latency
+    "z": pl.Float64,  # strongest per-callee z
+    "onset": TIME,
+}
 Z_CAP = 50.0
 
 
@@ -64,6 +75,7 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         "trace_id",
         pl.col("span_id").alias("parent_span_id"),
         pl.col("service").alias("caller"),
+        pl.col("pod").alias("caller_pod"),
         pl.col("span_kind").alias("parent_kind"),
         pl.col("duration_us").alias("parent_duration_us"),
         pl.col("is_error").alias("parent_error"),
@@ -74,7 +86,7 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("caller") != pl.col("service"))
     )
     server_side = crossing.select(
-        pl.col("start").alias("time"), "caller",
+        pl.col("start").alias("time"), "caller", "caller_pod",
         pl.col("service").alias("callee"), pl.col("pod").alias("callee_pod"),
         pl.col("node").alias("callee_node"), "operation",
         pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us"))
@@ -89,7 +101,7 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
                      & (pl.col("peer_service") != pl.col("service")))
         .join(answered, on=["trace_id", "span_id"], how="anti")
         .select(
-            pl.col("start").alias("time"), pl.col("service").alias("caller"),
+            pl.col("start").alias("time"), pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
             pl.col("peer_service").alias("callee"),
             pl.lit(None, pl.Utf8).alias("callee_pod"), pl.lit(None, pl.Utf8).alias("callee_node"),
             "operation", pl.col("duration_us").alias("latency_us"),
@@ -138,13 +150,63 @@ def score_trace_window(
     min_latency_ratio: float = 1.3,
     min_error_rate_increase: float = 0.05,
 ) -> pl.DataFrame:
-    """Anomalous edges of [start, end] against [baseline_start, start)."""
-    window_start = start.replace(second=0, microsecond=0)
-    sub = stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end))
-    if sub.height == 0:
+    """Anomalous callee edges of [start, end] against [baseline_start, start), caller pods pooled."""
+    events = _edge_anomalies(stats, key=CALLEE_KEY, start=start, end=end, baseline_start=baseline_start,
+                             min_z=min_z, min_latency_ratio=min_latency_ratio,
+                             min_error_rate_increase=min_error_rate_increase)
+    if not events:
         return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
+    return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
+
+
+def caller_fanout(
+    stats: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    min_callees: int = 2,
+    min_z: float = 4.0,
+) -> pl.DataFrame:
+    """Caller pods whose calls to several different callees went wrong at once.
+
+    When one pod's outgoing calls fail or slow down towards many services (DNS failure,
+    network fault at the source) the callees are victims, not causes: the pattern points
+    at the caller pod.
+    """
+    key = ("caller", "caller_pod", "callee")
+    events = _edge_anomalies(stats.filter(pl.col("caller_pod").is_not_null()), key=key, start=start, end=end,
+                             baseline_start=baseline_start, min_z=min_z, min_latency_ratio=1.3,
+                             min_error_rate_increase=0.05)
+    schema = {**{k: pl.Utf8 for k in key}, "signal": pl.Utf8, "z": pl.Float64, "onset": TIME}
+    frame = pl.DataFrame([{k: e[k] for k in schema} for e in events if e["signal"] != "silent"], schema=schema)
+    fanout = (
+        frame.sort("z", descending=True)
+        .group_by("caller", "caller_pod", "signal")
+        .agg(pl.col("callee").unique(maintain_order=True).alias("callees"), pl.col("z").max(), pl.col("onset").min())
+        .filter(pl.col("callees").list.len() >= min_callees)
+    )
+    return fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(FANOUT_EVENT_SCHEMA).sort("z", descending=True)
+
+
+def _edge_anomalies(
+    stats: pl.DataFrame,
+    *,
+    key: tuple[str, ...],
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    min_z: float,
+    min_latency_ratio: float,
+    min_error_rate_increase: float,
+) -> list[dict]:
+    """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
+    window_start = start.replace(second=0, microsecond=0)
+    sub = _pool(stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), key)
+    if sub.height == 0:
+        return []
     window_start_us = epoch_us(window_start)
-    grouped = sub.sort("time").group_by(*EDGE_KEY, maintain_order=True).agg(
+    grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"))
     baseline_minutes = max(1.0, (window_start - baseline_start).total_seconds() / 60)
     window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
@@ -156,35 +218,43 @@ def score_trace_window(
         p95 = np.array(row["p95_us"], dtype=float)
         in_window = times >= window_start_us
         base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
-        key = {k: row[k] for k in EDGE_KEY}
+        edge = {k: row[k] for k in key}
         if base_calls >= 20 and win_calls < 0.1 * base_calls * window_minutes / baseline_minutes:
-            events.append({**key, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
+            events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
                            "window_calls": int(win_calls), "onset": window_start})
             continue
         if in_window.sum() == 0 or (~in_window).sum() < 3:
             continue
-        onset_index = int(np.flatnonzero(in_window)[0])
+        first_in_window = int(np.flatnonzero(in_window)[0])
         median, scale = robust_location_scale(p95[~in_window])
         window_p95 = float(np.median(p95[in_window]))
         latency_z = (window_p95 - median) / scale
         if latency_z >= min_z and median > 0 and window_p95 / median >= min_latency_ratio:
-            events.append({**key, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
+            events.append({**edge, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, p95, in_window, threshold=median + 0.5 * (window_p95 - median),
-                                           fallback=onset_index)})
+                                           fallback=first_in_window)})
         base_rate = errors[~in_window].sum() / max(base_calls, 1.0)
         win_errors = errors[in_window].sum()
         expected = base_rate * win_calls
         error_z = (win_errors - expected) / np.sqrt(expected + 1.0)
         win_rate = win_errors / max(win_calls, 1.0)
         if error_z >= min_z and win_rate - base_rate >= min_error_rate_increase:
-            events.append({**key, "signal": "errors", "z": min(float(error_z), Z_CAP), "ratio": win_rate,
+            events.append({**edge, "signal": "errors", "z": min(float(error_z), Z_CAP), "ratio": win_rate,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, errors / np.maximum(counts, 1), in_window,
-                                           threshold=base_rate + 0.5 * (win_rate - base_rate), fallback=onset_index)})
-    if not events:
-        return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
-    return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
+                                           threshold=base_rate + 0.5 * (win_rate - base_rate),
+                                           fallback=first_in_window)})
+    return events
+
+
+def _pool(stats: pl.DataFrame, key: tuple[str, ...]) -> pl.DataFrame:
+    """Per-minute stats merged over the columns not in ``key`` (p95 as a call-weighted mean)."""
+    return stats.group_by("time", *key).agg(
+        pl.col("count").sum(),
+        pl.col("errors").sum(),
+        ((pl.col("p95_us") * pl.col("count")).sum() / pl.col("count").sum()).alias("p95_us"),
+    )
 
 
 def _onset(times: np.ndarray, values: np.ndarray, in_window: np.ndarray, *, threshold: float, fallback: int):

@@ -101,6 +101,8 @@ def _req_ids(rng: np.random.Generator, n: int) -> list[str]:
 
 def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placement, hour_start_s: int,
                     info_share: float, verbose_frontend: bool, rng: np.random.Generator) -> LogRows:
+    """Log rows of one hour. ``verbose_frontend`` (full scale) adds "request started" and a
+    closing line per handled call, as the real services log both ends of a request."""
     sink = _Sink()
     iso = _iso_ms(spans.start_us + spans.dur_us)
 
@@ -160,11 +162,13 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
     info = info[rng.random(len(info)) < info_share]
     client_side = spans.kind[info] == "client"
     own = info[~client_side]
-    sink.add(spans.start_us[own], spans.pod[own], spans.node[own],
-             [_service_info(svc, op, ts) for svc, op, ts in zip(spans.service[own].tolist(),
-                                                                spans.operation[own].tolist(), iso[own].tolist())])
-    callee_info = info[client_side]
-    _callee_lines(sink, spans, callee_info, placement, None)
+    phases = ("received", "completed") if verbose_frontend else ("received",)
+    for phase in phases:
+        t_own = spans.start_us[own] + (spans.dur_us[own] if phase == "completed" else 0)
+        sink.add(t_own, spans.pod[own], spans.node[own],
+                 [_service_info(svc, op, ts, phase) for svc, op, ts in
+                  zip(spans.service[own].tolist(), spans.operation[own].tolist(), _iso_ms(t_own).tolist())])
+        _callee_lines(sink, spans, info[client_side], placement, None)
 
     _fault_lines(sink, faults, placement=placement, hour_start_s=hour_start_s, rng=rng)
 
@@ -204,9 +208,11 @@ def _callee_info(pod: str, ts: str) -> str:
     return f"{ts.replace('T', ' ')[:-1]} INFO  [grpc-default-executor-2] hipstershop.AdService - received ad request (context_words=[clothing])"
 
 
-def _service_info(service: str, operation: str, ts: str) -> str:
+def _service_info(service: str, operation: str, ts: str, phase: str) -> str:
     method = operation.rsplit("/", 1)[-1]
     if service == "cartservice":
+        if phase == "completed":
+            return f"{method}Async completed for userId=5b8e1d3c-a4f0-4c4b-9e6a-0d2f3c1e7a90"
         return f"{method}Async called with userId=5b8e1d3c-a4f0-4c4b-9e6a-0d2f3c1e7a90"
     if service == "redis":
         return f"redis {operation} ok"
@@ -215,7 +221,7 @@ def _service_info(service: str, operation: str, ts: str) -> str:
                 else "A request to send order confirmation email to someone@example.com has been received.")
         return json.dumps({"timestamp": ts, "severity": "INFO", "name": f"{service}-server", "message": text},
                           separators=(",", ":"))
-    return _go_json({"message": f"[{method}] received request", "severity": "info", "timestamp": ts})
+    return _go_json({"message": f"[{method}] {phase} request", "severity": "info", "timestamp": ts})
 
 
 def _service_error(service: str, fail_callee: str, kind: int, origin: str, ts: str) -> str:

@@ -70,7 +70,7 @@ def test_qa_command_with_cached_keywords(tmp_path: Path, monkeypatch) -> None:
     from judge.qa import evaluation_model_id
     from rca.settings import load_settings
 
-    model_id = evaluation_model_id(load_settings(environ={}).llm)
+    model_id = evaluation_model_id(load_settings().llm)  # as the command builds it
     KeywordCache(cache_dir / "qa_keywords.json", model_id=model_id).put(
         rows[0]["answer"], ["pod failure", "cartservice"], dropped=[])
     out = tmp_path / "qa.json"
@@ -78,3 +78,9 @@ def test_qa_command_with_cached_keywords(tmp_path: Path, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert report["score"] == pytest.approx(0.6 * 0.5 + 0.4 * 1.0)
+
+
+def test_standalone_judge_bad_config_fails_cleanly(tmp_path: Path) -> None:
+    result = runner.invoke(judge_cli._standalone, ["-d", str(tmp_path), "--config", str(tmp_path / "missing.toml")])
+    assert result.exit_code == 2
+    assert "config file not found" in result.output

@@ -1,0 +1,52 @@
+"""Retrieval quality on the shipped documents: realistic summaries find their fault type."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from knowledge.evaluation import evaluate_retrieval, load_queries
+from knowledge.retrieval import retrieve
+from rca.settings import PathSettings, Settings
+from rca.taxonomy import FAULT_TYPES
+
+QUERIES = Path(__file__).parent / "test_kb_queries.json"
+log = logging.getLogger(__name__)
+
+
+@pytest.fixture(scope="module")
+def kb_shipped(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(paths=PathSettings(kb_dir=tmp_path_factory.mktemp("kb-shipped")))
+
+
+def test_query_set_covers_every_fault_type() -> None:
+    queries = load_queries(QUERIES)
+    assert set(queries) == set(FAULT_TYPES)
+    assert all(len(summaries) >= 3 for summaries in queries.values())
+
+
+def test_right_document_in_top3(kb_shipped: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    result = evaluate_retrieval(kb_shipped, load_queries(QUERIES), k=3)
+    with capsys.disabled():
+        print(f"\nKB retrieval: {len(result.outcomes)} queries, top1={result.top1:.3f}, top3={result.top_k:.3f}")
+    for miss in result.misses():
+        log.warning("retrieval miss for %s: %r -> %s", miss.fault_type, miss.query, miss.retrieved)
+    assert result.top_k >= 0.95
+    assert result.top1 >= 0.7
+
+
+@pytest.mark.parametrize(("summary", "guide"), [
+    ("adservice throws java.lang.Error Injected error every hour and frontend warns ads retrieval failed; is it a fault?",
+     "guide-background-noise"),
+    ("should I answer the node, the pod or the whole service when pods of several services on one host degrade?",
+     "guide-locating-level"),
+])
+def test_guides_are_retrievable(kb_shipped: Settings, summary: str, guide: str) -> None:
+    assert guide in [hit.id for hit in retrieve(kb_shipped, summary, k=3)]
+
+
+def test_hints_steer_retrieval(kb_shipped: Settings) -> None:
+    summary = "latency of frontend calls up, some errors"
+    hinted = retrieve(kb_shipped, summary, hints=["adservice", "GCHelper", "adservice--gc"], k=1)
+    assert hinted[0].fault_type == "jvm gc"
