@@ -17,7 +17,7 @@ from index.models import WindowQueryResult
 from index.rank import rank_candidates
 from preprocess.detect_log import LOG_COUNT_SCHEMA, score_log_window
 from preprocess.detect_metric import SERIES_SCHEMA, score_metric_window
-from preprocess.detect_trace import EDGE_STATS_SCHEMA, call_graph, propagation_scores, score_trace_window
+from preprocess.detect_trace import EDGE_STATS_SCHEMA, call_graph, caller_fanout, propagation_scores, score_trace_window
 from rca.taxonomy import service_of
 from rca.timeutil import as_utc
 
@@ -59,11 +59,12 @@ def query_window(
     log_events = score_log_window(counts, store.load_templates(index_dir), start=start, end=end,
                                   baseline_start=baseline_start)
     trace_events = score_trace_window(edges, start=start, end=end, baseline_start=baseline_start)
+    fanout_events = caller_fanout(edges, start=start, end=end, baseline_start=baseline_start)
     graph = call_graph(edges)
     known_pods = _known_pods(series, counts, edges, placement)
 
     candidates = rank_candidates(
-        metric_events=metric_events, log_events=log_events, trace_events=trace_events,
+        metric_events=metric_events, log_events=log_events, trace_events=trace_events, fanout_events=fanout_events,
         propagation=propagation_scores(trace_events), graph=graph, placement=placement,
         known_pods=known_pods, top_k=top_k,
     )

@@ -29,11 +29,24 @@ from preprocess.detect_log import template_keyword
 from rca.taxonomy import is_node, service_of
 
 MODALITY_WEIGHTS: dict[str, float] = {"metric": 1.0, "log": 0.8, "trace": 1.0}
-# APM KPIs are what callers feel (they propagate up the call graph); infra KPIs are local.
+# APM KPIs and the TiDB service KPIs are what callers feel (they propagate up the call
+# graph); resource KPIs (CPU, memory, disk, network, process counts) are local.
 _SYMPTOM_KINDS = frozenset({"apm_pod", "apm_service"})
+_SYMPTOM_KPIS = frozenset({
+    "duration_99th", "duration_95th", "duration_avg", "failed_query_ops", "qps", "slow_query",
+    "connection_count", "transaction_retry", "statement_avg_queries", "grpc_qps",
+})
+# Storage calls never appear in traces (data-contract §7); they join the observed call
+# graph when both ends exist in the data, so TiDB faults are not blamed on their caller.
+STORAGE_CALLS: tuple[tuple[str, str], ...] = (
+    ("productcatalogservice", "tidb-tidb"), ("tidb-tidb", "tidb-pd"), ("tidb-tidb", "tidb-tikv"),
+)
 ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
-PROPAGATION_DISCOUNT = 0.6  # share of symptom score removed when downstream explains it
+PROPAGATION_DISCOUNT = 0.75  # share of symptom score removed when downstream explains it
+CLEAR_ANOMALY = 2.0  # downstream cause score at which the full discount applies
+UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
 MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
+FANOUT_VICTIM_WEIGHT = 0.3  # callee edge evidence kept when the caller pod fans out failures
 
 
 def strength(z: float) -> float:
@@ -43,9 +56,21 @@ def strength(z: float) -> float:
 
 @dataclass
 class _Item:
+    """One evidence item with its strength and role.
+
+    role: ``local`` (the component's own resources or liveness), ``symptom`` (what a
+    caller would also feel: latency, errors, log bursts) or ``edge`` (calls into the
+    component went wrong). Symptom and edge evidence is discounted when something
+    downstream is anomalous; local and edge evidence make a component a cause.
+    """
+
     evidence: EvidenceItem
     strength: float
-    symptom: bool
+    role: str = "symptom"
+
+    @property
+    def symptom(self) -> bool:
+        return self.role != "local"
 
 
 @dataclass
@@ -64,9 +89,9 @@ class _Component:
     def score(self, *, symptom_factor: float = 1.0) -> float:
         return sum(self.modality_scores(symptom_factor=symptom_factor).values())
 
-    def symptom_share(self) -> float:
-        total = sum(i.strength for i in self.items)
-        return sum(i.strength for i in self.items if i.symptom) / total if total else 0.0
+    def cause_score(self) -> float:
+        """Strongest evidence that the component itself is broken (not merely feeling it)."""
+        return max((i.strength for i in self.items if i.role != "symptom"), default=0.0)
 
 
 def _hhmm(value: datetime | None) -> str:
@@ -89,7 +114,9 @@ def metric_items(events: pl.DataFrame) -> list[tuple[str, _Item]]:
         evidence = EvidenceItem(modality="metric", key=kpi, component=component, text=_clip(text),
                                 direction=direction, magnitude=round(row["z"], 2), ratio=row["ratio"],
                                 onset=row["onset"])
-        items.append((component, _Item(evidence, strength(row["z"]), row["kind"] in _SYMPTOM_KINDS)))
+        symptom = row["kind"] in _SYMPTOM_KINDS or kpi in _SYMPTOM_KPIS
+        role = "local" if direction == "silent" or not symptom else "symptom"
+        items.append((component, _Item(evidence, strength(row["z"]), role)))
     return items
 
 
@@ -109,16 +136,33 @@ def log_items(events: pl.DataFrame, *, known_services: set[str]) -> list[tuple[s
                                 onset=row["onset"])
         # Silence is local (the pod stopped); a burst is a symptom that may come from downstream.
         item_strength = strength(row["z"])
-        items.append((pod, _Item(evidence, item_strength, row["direction"] != "silent")))
+        items.append((pod, _Item(evidence, item_strength, "local" if row["direction"] == "silent" else "symptom")))
         own_service = service_of(pod)
         for service in known_services:
             if service != own_service and service in template:
                 mention = evidence.model_copy(update={"component": service})
-                items.append((service, _Item(mention, MENTION_WEIGHT * item_strength, False)))
+                items.append((service, _Item(mention, MENTION_WEIGHT * item_strength, "edge")))
     return items
 
 
-def trace_items(events: pl.DataFrame, *, propagation: dict[str, float]) -> list[tuple[str, _Item]]:
+def fanout_items(events: pl.DataFrame) -> list[tuple[str, _Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        callees = row["callees"]
+        edge = f"{row['caller']}->{callees[0]}"
+        others = f" +{len(callees) - 1} more" if len(callees) > 1 else ""
+        text = (f"{edge}{others}: {row['signal']} on calls from {row['caller_pod']} (z={row['z']:.1f}) "
+                f"from {_hhmm(row['onset'])}")
+        evidence = EvidenceItem(modality="trace", key=edge, component=row["caller_pod"], text=_clip(text),
+                                direction="up", magnitude=round(row["z"], 2), onset=row["onset"])
+        # Failing towards many services at once is the caller pod's own problem.
+        boost = 1.0 + 0.25 * (len(callees) - 1)
+        items.append((row["caller_pod"], _Item(evidence, boost * strength(row["z"]), "local")))
+    return items
+
+
+def trace_items(events: pl.DataFrame, *, propagation: dict[str, float],
+                fanout_callers: set[tuple[str, str]]) -> list[tuple[str, _Item]]:
     items = []
     for row in events.iter_rows(named=True):
         edge = f"{row['caller']}->{row['callee']}"
@@ -136,13 +180,15 @@ def trace_items(events: pl.DataFrame, *, propagation: dict[str, float]) -> list[
                                 onset=row["onset"])
         # The callee is the suspect; how much depends on whether the anomaly flows on downstream.
         weight = 0.4 + 0.6 * propagation.get(row["callee"], 0.0)
-        item = _Item(evidence, weight * strength(row["z"]), True)
+        if (row["caller"], row["signal"]) in fanout_callers:
+            weight *= FANOUT_VICTIM_WEIGHT
+        item = _Item(evidence, weight * strength(row["z"]), "edge")
         items.append((target, item))
         if row["callee_pod"]:
             items.append((row["callee"], item))
         if row["callee_node"]:
             node_evidence = evidence.model_copy(update={"component": row["callee_node"]})
-            items.append((row["callee_node"], _Item(node_evidence, 0.3 * item.strength, True)))
+            items.append((row["callee_node"], _Item(node_evidence, 0.3 * item.strength, "symptom")))
     return items
 
 
@@ -151,6 +197,7 @@ def rank_candidates(
     metric_events: pl.DataFrame,
     log_events: pl.DataFrame,
     trace_events: pl.DataFrame,
+    fanout_events: pl.DataFrame,
     propagation: dict[str, float],
     graph: nx.DiGraph,
     placement: pl.DataFrame,
@@ -162,7 +209,13 @@ def rank_candidates(
     pods_by_service: dict[str, set[str]] = defaultdict(set)
     for pod in known_pods:
         pods_by_service[service_of(pod)].add(pod)
-    known_services = set(pods_by_service) | {n for n in graph.nodes}
+    known_services = set(pods_by_service) | {n for n in graph.nodes} | {
+        c for c in metric_events.get_column("component").unique() if c not in known_pods and not is_node(c)}
+    graph = graph.copy()
+    for caller, callee in STORAGE_CALLS:
+        if caller in known_services and callee in known_services:
+            graph.add_edge(caller, callee)
+    fanout_callers = {(c, s) for c, s in fanout_events.select("caller", "signal").iter_rows()}
     # Nodes that host application pods: control-plane nodes never do, so they never compete.
     worker_nodes = set(placement.get_column("node").drop_nulls().to_list()) if placement.height else set()
 
@@ -171,13 +224,13 @@ def rank_candidates(
     def add(name: str, item: _Item) -> None:
         components.setdefault(name, _Component(name)).items.append(item)
 
-    for name, item in metric_items(metric_events) + log_items(log_events, known_services=known_services) \
-            + trace_items(trace_events, propagation=propagation):
+    for name, item in (metric_items(metric_events) + log_items(log_events, known_services=known_services)
+                       + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers)
+                       + fanout_items(fanout_events)):
         add(name, item)
 
-    raw = {name: comp.score() for name, comp in components.items()}
-    service_strength = _service_strength(raw, pods_by_service)
-    factors = _propagation_factors(graph, service_strength)
+    cause = _service_cause(components, pods_by_service)
+    factors = _propagation_factors(graph, cause)
 
     scored: list[Candidate] = []
     for service in sorted(known_services | {service_of(n) for n in components if not is_node(n)}):
@@ -199,7 +252,11 @@ def rank_candidates(
         share = len(deviating) / len(pods)
         mean_pod = sum(pod_scores.values()) / len(pods)
         service_breakdown = {k: 0.5 * v for k, v in direct_scores.items()}
-        service_breakdown["pods"] = mean_pod * (0.5 + share) if share == 1.0 else mean_pod * share * 0.5
+        if share == 1.0:
+            service_breakdown["pods"] = mean_pod
+            service_breakdown["uniform"] = UNIFORM_BONUS
+        else:
+            service_breakdown["pods"] = mean_pod * share * 0.5
         scored.append(_candidate(service, "service", service_breakdown, factor,
                                  [components[n] for n in [service, *pods] if n in components], max_evidence))
         for pod in pods:
@@ -208,7 +265,7 @@ def rank_candidates(
             breakdown = components[pod].modality_scores(symptom_factor=factor)
             breakdown["service"] = 0.3 * sum(direct_scores.values())
             if share == 1.0:
-                breakdown["level"] = -0.3 * sum(breakdown.values())
+                breakdown["level"] = -0.4 * sum(breakdown.values())
             scored.append(_candidate(pod, "pod", breakdown, factor, [components[pod]], max_evidence))
 
     for node in sorted(worker_nodes | {n for n in components if is_node(n)}):
@@ -226,27 +283,25 @@ def rank_candidates(
     return scored[:top_k]
 
 
-def _service_strength(raw: dict[str, float], pods_by_service: dict[str, set[str]]) -> dict[str, float]:
-    """Strongest evidence of a service or any of its pods (for the downstream test)."""
-    result: dict[str, float] = {}
-    for name, value in raw.items():
+def _service_cause(components: dict[str, _Component], pods_by_service: dict[str, set[str]]) -> dict[str, float]:
+    """Strongest cause evidence (local or edge) of each service or any of its pods."""
+    result: dict[str, float] = {service: 0.0 for service in pods_by_service}
+    for name, comp in components.items():
         if is_node(name):
             continue
         service = service_of(name)
-        result[service] = max(result.get(service, 0.0), value)
-    for service in pods_by_service:
-        result.setdefault(service, 0.0)
+        result[service] = max(result.get(service, 0.0), comp.cause_score())
     return result
 
 
-def _propagation_factors(graph: nx.DiGraph, service_strength: dict[str, float]) -> dict[str, float]:
-    """Multiplier of each service's symptom evidence: < 1 when something downstream is anomalous."""
+def _propagation_factors(graph: nx.DiGraph, cause: dict[str, float]) -> dict[str, float]:
+    """Multiplier of each service's symptom evidence: < 1 when something downstream is broken."""
     factors: dict[str, float] = {}
-    for service, own in service_strength.items():
-        if service not in graph or own <= 0:
+    for service in cause:
+        if service not in graph:
             continue
-        downstream = max((service_strength.get(d, 0.0) for d in nx.descendants(graph, service)), default=0.0)
-        factors[service] = 1.0 - PROPAGATION_DISCOUNT * min(1.0, downstream / own)
+        downstream = max((cause.get(d, 0.0) for d in nx.descendants(graph, service)), default=0.0)
+        factors[service] = 1.0 - PROPAGATION_DISCOUNT * min(1.0, downstream / CLEAR_ANOMALY)
     return factors
 
 

@@ -85,17 +85,23 @@ def server_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, ser
         if ft == "node cpu stress" or ft == "blip node cpu" or ft == "node memory stress":
             on = active & _pod_mask(pods, pods_on_node.get(f.node, ()))
             eff.mult = np.where(on, eff.mult * (1 + (0.6 if ft == "node cpu stress" else 0.25) * strength), eff.mult)
+            eff.add_us = np.where(on, eff.add_us + (4_000 if ft == "node cpu stress" else 1_500) * strength,
+                                  eff.add_us)
             continue
         hit = active & _pod_mask(pods, f.pods)
         if not hit.any():
             continue
+        # CPU starvation also queues requests in the pod: a fixed delay on top of slower work.
         if ft == "cpu stress":
             eff.mult = np.where(hit, eff.mult * (1 + 2.0 * strength), eff.mult)
+            eff.add_us = np.where(hit, eff.add_us + 15_000 * strength, eff.add_us)
         elif ft == "memory stress":
             eff.mult = np.where(hit, eff.mult * (1 + 0.6 * strength), eff.mult)
+            eff.add_us = np.where(hit, eff.add_us + 4_000 * strength, eff.add_us)
             eff.fail(hit, 0.03 * strength, ErrorKind.UNAVAILABLE)
         elif ft == "jvm cpu":
             eff.mult = np.where(hit, eff.mult * (1 + 4.0 * strength), eff.mult)
+            eff.add_us = np.where(hit, eff.add_us + 20_000 * strength, eff.add_us)
         elif ft == "jvm gc":
             eff.mult = np.where(hit, eff.mult * (1 + 6.0 * strength), eff.mult)
             eff.fail(hit, 0.15 * strength, ErrorKind.DEADLINE)

@@ -116,6 +116,8 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
         refused[:, j] = parent_ok & (rng.random(n) < eff.refused_p)
         failed = parent_ok & ~refused[:, j] & (rng.random(n) < eff.err_p)
         kind[:, j] = np.where(refused[:, j], np.int8(ErrorKind.REFUSED), np.where(failed, eff.err_kind, 0))
+        # A name that does not resolve never reaches the callee either: treat it like a refusal.
+        refused[:, j] |= failed & (eff.err_kind == ErrorKind.DNS)
         own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * eff.mult + eff.add_us
 
     # Bottom-up: durations, error propagation (adservice failures are tolerated by frontend).

@@ -78,7 +78,8 @@ def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
             for pod in _pods(callee):
                 slow = faulty and component_slow(pod)
                 p95 = rng.normal(2000, 80) * (5 if slow else 1)
-                edges.append((t, caller, callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2, p95, p95 / 1.5))
+                edges.append((t, caller, f"{caller}-0", callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2, p95,
+                              p95 / 1.5))
     placement = pl.DataFrame([(p, n, T0, T0 + timedelta(minutes=MINUTES)) for p, n in NODE_OF.items()],
                              schema={"pod": pl.Utf8, "node": pl.Utf8, "first": store_time(), "last": store_time()},
                              orient="row")

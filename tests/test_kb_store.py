@@ -1,7 +1,6 @@
 """Chroma indexing: incremental by content hash, add/remove, search, CLI curation."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -118,7 +117,8 @@ def test_fault_catalogue_requires_every_fault_type(kb_small: Settings) -> None:
 @pytest.fixture
 def kb_cli(kb_small: Settings, monkeypatch: pytest.MonkeyPatch):
     from rca import cli
-    cli._register() if not cli.app.registered_groups else None
+    if not cli.app.registered_groups:  # sub-commands are attached lazily by rca.cli.main()
+        cli._register()
     monkeypatch.setenv("RCA_PATHS__KB_DIR", str(kb_small.paths.kb_dir))
     monkeypatch.setenv("RCA_KNOWLEDGE__DOCS_DIR", str(kb_small.knowledge.docs_dir))
     runner = CliRunner()

@@ -148,3 +148,23 @@ def test_pod_kill_leaves_a_gap_in_pod_metrics(replay) -> None:
     assert series["value"].max() >= 1
     apm = read_apm(out, start=start - timedelta(minutes=5), end=start + timedelta(minutes=5), level="pod").frame
     assert apm.filter(pl.col("object_id") == pods[0]).height < apm.filter(pl.col("object_id") == "frontend-0").height
+
+
+def _node_cpu_shift(tmp: Path, difficulty: float) -> float:
+    record = {"fault_category": "node fault", "fault_type": "node cpu stress", "instance_type": "node",
+              "service": "", "instance": "aiops-k8s-03", "source": "", "destination": "",
+              "start_time": "2025-06-06T03:10:00Z", "end_time": "2025-06-06T03:25:00Z", "uuid": "bbbb0001-1",
+              "key_observations": [], "key_metrics": [], "fault_description": []}
+    schedule = tmp / f"gt_{difficulty}.jsonl"
+    schedule.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    out = tmp / f"out_{difficulty}"
+    simulate(SimulationOptions(out_dir=out, schedule=schedule, seed=1, difficulty=difficulty))
+    start, end, b0, b1 = _windows(record)
+    frame = read_infra(out, start=b0, end=end, families=["infra_node"], kpis=["node_cpu_usage_rate"]).frame
+    return _ratio(frame.filter(pl.col("component") == "aiops-k8s-03"), start, end, b0, b1)
+
+
+def test_difficulty_shrinks_the_effect(tmp_path: Path) -> None:
+    easy, hard = _node_cpu_shift(tmp_path, 1.0), _node_cpu_shift(tmp_path, 4.0)
+    assert easy > 2.0
+    assert 1.0 < hard < easy

@@ -78,8 +78,6 @@ def test_infra_schema_null_strings_and_time_variants(release: Path) -> None:
     encodings = set()
     for path in (release / "2025-06-06" / "metric-parquet").rglob("infra_*.parquet"):
         table = pq.read_table(path)
-        kpi = path.name.split("_", 2)[2].rsplit("_", 1)[0].replace("tikv_", "").replace("pd_", "", 1) \
-            if path.parent.name == "other" else None
         assert table.column_names[:11] == INFRA_LABELS, path
         assert table.column_names[-2:] == ["sql_type", "type"]
         value_column = table.column_names[11]
@@ -89,7 +87,6 @@ def test_infra_schema_null_strings_and_time_variants(release: Path) -> None:
         assert table.column("cf").null_count == 0 and table.column("cf")[0].as_py() == "null"
         first = table.column("time")[0].as_py()
         encodings.add("Z" if first.endswith("Z") else ("+00:00" if first.endswith("+00:00") else "naive"))
-        del kpi
     assert encodings == {"Z", "+00:00", "naive"}
 
 
