@@ -173,6 +173,7 @@ def score_metric_window(
     if sub.height == 0:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)
+    expected_baseline_minutes = max(1, int((window_start - baseline_start).total_seconds() // 60))
     grouped = sub.sort("time").group_by("component", "kind", "kpi", maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
     window_start_us = epoch_us(window_start)
@@ -187,7 +188,7 @@ def score_metric_window(
         if base.size < thresholds.min_baseline_points:
             continue
         event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
-                           thresholds=thresholds)
+                           expected_baseline_minutes=expected_baseline_minutes, thresholds=thresholds)
         if event is None:
             continue
         direction, z, level, median = event
@@ -211,19 +212,21 @@ def score_metric_window(
 
 
 def _score_one(
-    *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, thresholds: MetricThresholds,
+    *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, expected_baseline_minutes: int,
+    thresholds: MetricThresholds,
 ) -> tuple[str, float, float, float] | None:
     median, scale = robust_location_scale(base)
-    # Went silent: the series was alive in the baseline but is mostly missing now,
-    # or it sits flat at zero where the baseline was clearly non-zero.
+    # Went silent: a series that was dense and non-zero in the baseline is now mostly
+    # missing, or mostly zero. Sparse or often-zero series (idle pods) never qualify.
+    dense_baseline = base.size >= 0.9 * expected_baseline_minutes
     coverage = win.size / expected_window_minutes
-    if coverage < thresholds.silent_fraction and expected_window_minutes >= 3:
+    if dense_baseline and coverage < thresholds.silent_fraction and expected_window_minutes >= 3:
         return "silent", Z_CAP * (1.0 - coverage), float(np.median(win)) if win.size else 0.0, median
     if win.size == 0:
         return None
-    zero_run = np.sum(win == 0.0)
-    if median > 0 and np.median(base == 0.0) == 0 and zero_run >= max(2, win.size // 2):
-        return "silent", Z_CAP * zero_run / win.size, 0.0, median
+    window_zeros = float(np.mean(win == 0.0))
+    if dense_baseline and median > 0 and np.mean(base == 0.0) <= 0.1 and window_zeros >= 0.5:
+        return "silent", Z_CAP * window_zeros, 0.0, median
 
     sustained = float(np.median(win))
     ordered = np.sort(win)

@@ -180,6 +180,10 @@ def caller_fanout(
                              min_error_rate_increase=0.05)
     schema = {**{k: pl.Utf8 for k in key}, "signal": pl.Utf8, "z": pl.Float64, "onset": TIME}
     frame = pl.DataFrame([{k: e[k] for k in schema} for e in events if e["signal"] != "silent"], schema=schema)
+    # A callee that also fails for another caller service is broken itself: it does not
+    # count towards this caller's fan-out.
+    shared = frame.group_by("callee", "signal").agg(pl.col("caller").n_unique().alias("callers"))
+    frame = frame.join(shared, on=["callee", "signal"]).filter(pl.col("callers") == 1)
     fanout = (
         frame.sort("z", descending=True)
         .group_by("caller", "caller_pod", "signal")

@@ -43,7 +43,7 @@ class ScaleProfile(BaseModel):
 
 SCALES: dict[str, ScaleProfile] = {
     "small": ScaleProfile(traces_per_hour=1500, apm_scale_up=40.0, info_share=0.6, verbose_frontend=False),
-    "full": ScaleProfile(traces_per_hour=17500, apm_scale_up=4.0, info_share=1.0, verbose_frontend=True),
+    "full": ScaleProfile(traces_per_hour=13000, apm_scale_up=4.0, info_share=1.0, verbose_frontend=True),
 }
 
 
