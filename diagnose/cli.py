@@ -62,11 +62,13 @@ def rca_diagnose(
     )
     cases = _select_cases(settings, uuid or [], all_cases)
     try:
-        run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
+        _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
     except (FileNotFoundError, LookupError) as exc:
         fail(str(exc))
+    if failed:
+        raise typer.Exit(1)
 
 
 def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
@@ -87,8 +89,8 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
     return [by_uuid[u] for u in uuids]
 
 
-def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool) -> list:
-    """Diagnose ``cases``; returns the case records (empty with ``print_prompt``)."""
+def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool) -> tuple[list, dict[str, str]]:
+    """Diagnose ``cases``; returns the case records (none with ``print_prompt``) and failures by uuid."""
     from diagnose.pipeline import diagnose_case, prepare_case
     from diagnose.runner import run_cases, write_json_atomic
     from diagnose.sources import IndexEvidence, KnowledgeBase
@@ -100,11 +102,12 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
     if print_prompt:
         for case in cases:
             prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
-            console.print(prepared.prompt.render(), markup=False, highlight=False)
-            console.print(f"(~{prepared.prompt.approx_tokens} tokens)", markup=False)
-        return []
+            typer.echo(prepared.prompt.render())  # plain echo: no wrapping, copy-pasteable
+            typer.echo(f"(~{prepared.prompt.approx_tokens} tokens)")
+        return [], {}
 
     strict = settings.diagnose.strict_format
+    failed: dict[str, str] = {}
     with open_backend(settings) as llm:
         def one(case):
             return diagnose_case(case, settings=settings, llm=llm, evidence=evidence, knowledge=knowledge)
@@ -115,7 +118,7 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
                 cases, diagnose_one=one, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
                 strict_format=strict, concurrency=concurrency, show_progress=not as_json,
             )
-            records = summary.records
+            records, failed = summary.records, summary.failed
             if summary.failed:
                 log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))
         else:
@@ -125,9 +128,7 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
                 write_json_atomic(settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json", record.to_json())
                 records.append(record)
     _report(console, records, strict=strict, as_json=as_json)
-    if out is not None and summary.failed:
-        raise typer.Exit(1)
-    return records
+    return records, failed
 
 
 def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:

@@ -110,11 +110,11 @@ def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequ
 
 
 def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 3) -> list[str]:
-    """The fault type's key metrics that the chosen component's evidence shows, else the SOP's first ones."""
+    """The fault type's lead key metrics (from its SOP), then those the chosen component's evidence shows."""
     sop_metrics = knowledge.key_metrics(fault_type)
     seen = {i.key for i in (chosen.evidence if chosen else [])}
-    shown = [m for m in sop_metrics if m in seen]
-    return (shown or sop_metrics)[:limit]
+    ordered = sop_metrics[:2] + [m for m in sop_metrics[2:] if m in seen]
+    return ordered[:limit]
 
 
 @dataclass

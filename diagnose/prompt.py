@@ -116,7 +116,7 @@ def build_prompt(
     budget = max_tokens - approx_tokens(system)
     full_evidence = max((len(c.evidence) for c in candidates), default=0)
     evidence_per_candidate = min(full_evidence, 6)
-    sop_chars = 600
+    sop_chars = 450
     sop_list = list(sops)
     while True:
         user = case_prompt_text(

@@ -44,6 +44,7 @@ STORAGE_CALLS: tuple[tuple[str, str], ...] = (
 ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
 PROPAGATION_DISCOUNT = 0.75  # share of symptom score removed when downstream explains it
 CLEAR_ANOMALY = 2.0  # downstream cause score at which the full discount applies
+EXPLAINED_CAP = 0.9  # a caller explained by a broken downstream scores at most this share of it
 UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
 MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
 FANOUT_VICTIM_WEIGHT = 0.3  # callee edge evidence kept when the caller pod fans out failures
@@ -278,9 +279,39 @@ def rank_candidates(
         scored.append(_candidate(node, "node", breakdown, 1.0,
                                  [components[node]] if node in components else [], max_evidence))
 
+    scored = _cap_explained(scored, graph=graph, cause=cause)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
     return scored[:top_k]
+
+
+def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[str, float]) -> list[Candidate]:
+    """A component whose downstream is clearly broken ranks just below that downstream.
+
+    Callers feel every downstream fault as errors and latency, often louder than the
+    root cause's own evidence; when a descendant shows clear cause evidence (local or
+    on its incoming calls) stronger than the caller's own, the caller is capped.
+    """
+    best: dict[str, float] = {}
+    for candidate in scored:
+        if candidate.level != "node":
+            service = service_of(candidate.component)
+            best[service] = max(best.get(service, 0.0), candidate.score)
+    capped: list[Candidate] = []
+    for candidate in scored:
+        service = service_of(candidate.component)
+        if candidate.level == "node" or service not in graph:
+            capped.append(candidate)
+            continue
+        explaining = [best.get(d, 0.0) for d in nx.descendants(graph, service)
+                      if cause.get(d, 0.0) >= CLEAR_ANOMALY and cause.get(d, 0.0) > cause.get(service, 0.0)]
+        cap = EXPLAINED_CAP * max(explaining, default=0.0)
+        if explaining and candidate.score > cap:
+            breakdown = dict(candidate.score_breakdown)
+            breakdown["explained_downstream"] = round(cap - candidate.score, 3)
+            candidate = candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
+        capped.append(candidate)
+    return capped
 
 
 def _service_cause(components: dict[str, _Component], pods_by_service: dict[str, set[str]]) -> dict[str, float]:

@@ -73,6 +73,7 @@ class MetricThresholds:
     min_relative_change: float = 0.2  # |window/baseline - 1| must also reach this
     min_baseline_points: int = 5
     silent_fraction: float = 0.5  # window coverage below this fraction => silent
+    near_silent_ratio: float = 0.15  # sustained level below this share of the baseline => silent
 
 
 def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
@@ -239,6 +240,11 @@ def _score_one(
     ]
     level, raw_z, weight = max(candidates, key=lambda c: abs(c[1]) * c[2])
     z = abs(raw_z) * weight
+    # A sustained fall to a small fraction of a healthy level is the component dying,
+    # whatever the KPI (a stopped pod keeps reporting a residue on some exporters).
+    steady_baseline = dense_baseline and median > 0 and float(np.quantile(base, 0.1)) >= 0.5 * median
+    if steady_baseline and sustained <= thresholds.near_silent_ratio * median:
+        return "silent", max(z, Z_CAP * (1.0 - sustained / median)), sustained, median
     relative = abs(level - median) / abs(median) if median != 0 else float("inf")
     if z < thresholds.min_z or relative < thresholds.min_relative_change:
         return None

@@ -182,8 +182,11 @@ def caller_fanout(
     frame = pl.DataFrame([{k: e[k] for k in schema} for e in events if e["signal"] != "silent"], schema=schema)
     # A callee that also fails for another caller service is broken itself: it does not
     # count towards this caller's fan-out.
+    # Nor does a callee whose own outgoing calls went wrong: it passes a downstream fault on.
     shared = frame.group_by("callee", "signal").agg(pl.col("caller").n_unique().alias("callers"))
-    frame = frame.join(shared, on=["callee", "signal"]).filter(pl.col("callers") == 1)
+    relaying = set(frame.get_column("caller").unique())
+    frame = (frame.join(shared, on=["callee", "signal"])
+             .filter((pl.col("callers") == 1) & ~pl.col("callee").is_in(list(relaying))))
     fanout = (
         frame.sort("z", descending=True)
         .group_by("caller", "caller_pod", "signal")

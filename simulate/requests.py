@@ -168,7 +168,11 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
     for pod in np.unique(proc):
         sel = proc == pod
         node_names[sel] = placement.node_at(str(pod), minute_of_day[sel])
-    col_attr = lambda attr: np.array([getattr(nd, attr) for nd in nodes], dtype=object)[cols]  # noqa: E731
+
+    def col_attr(attr: str) -> np.ndarray:
+        """A template-node attribute spread over the flat spans."""
+        return np.array([getattr(nd, attr) for nd in nodes], dtype=object)[cols]
+
     is_root = cols == 0
     root_kind = kind_out[rows, 0]
     status = np.where(root_kind > 0, 500, template.status)

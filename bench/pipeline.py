@@ -1,0 +1,100 @@
+"""The full path over a simulated problem set: simulate -> preprocess -> diagnose -> judge.
+
+Shared by ``rca demo`` and ``scripts/bench_diagnose.py`` so both measure the same thing.
+Every stage is incremental: a rerun reuses the simulated data, the index partitions
+and the answers already written, so a killed run resumes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.problems import ProblemSet, compact_schedule, read_jsonl
+from bench.report import run_costs, score_file
+from judge.challenge import ChallengeReport
+from rca.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PathResult:
+    problem_set: ProblemSet
+    result_file: Path
+    report: ChallengeReport
+    costs: dict[str, Any]
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def simulate_problem_set(
+    out_dir: Path, *, cases: int | None = None, seed: int, scale: str = "small", difficulty: float = 1.0,
+    reference_schedule: Path | None = None, per_type: int = 1,
+) -> ProblemSet:
+    """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
+
+    With ``reference_schedule`` the faults are real ones (``per_type`` of every fault
+    type) laid out one an hour; otherwise the simulator draws ``cases`` faults.
+    """
+    from simulate.simulator import SimulationOptions, simulate
+
+    problem_set = ProblemSet(out_dir)
+    if problem_set.truth_file.exists() and problem_set.input_file.exists():
+        log.info("reusing simulated problem set in %s", out_dir)
+        return problem_set
+    schedule_path = None
+    if reference_schedule is not None:
+        schedule = compact_schedule(read_jsonl(reference_schedule), per_type=per_type, day="2025-06-06", seed=seed)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
+        schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
+    simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
+                               difficulty=difficulty, schedule=schedule_path))
+    return problem_set
+
+
+def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:
+    """Preprocess, diagnose every case with the configured LLM, and score with the challenge rules."""
+    from diagnose.cases import load_cases
+    from diagnose.cli import run as diagnose_run
+    from preprocess.nightly import run_nightly
+
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    outcomes = run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=workers)
+    failed = [o for o in outcomes if o.status == "failed"]
+    if failed:
+        log.error("preprocess: %d partition(s) failed: %s", len(failed), ", ".join(f"{o.day}/{o.family}" for o in failed))
+    seconds["preprocess"] = round(time.perf_counter() - t0, 1)
+
+    t1 = time.perf_counter()
+    diagnose_settings = settings.model_copy(update={"paths": settings.paths.model_copy(update={"index_dir": index_dir})})
+    cases = load_cases(problem_set.input_file)
+    diagnose_run(diagnose_settings, cases, out=result_file, print_prompt=False, as_json=False)
+    seconds["diagnose"] = round(time.perf_counter() - t1, 1)
+
+    t2 = time.perf_counter()
+    report = score_file(truth_file=problem_set.truth_file, result_file=result_file, settings=settings)
+    seconds["judge"] = round(time.perf_counter() - t2, 1)
+    costs = run_costs(settings.paths.runs_dir / result_file.stem)
+    return PathResult(problem_set=problem_set, result_file=result_file, report=report, costs=costs, stage_seconds=seconds)
+
+
+def print_path_result(result: PathResult, console: Console) -> None:
+    from judge.render import print_challenge
+
+    print_challenge(result.report, console)
+    table = Table(title="cost per case")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in result.costs.items():
+        table.add_row(key, str(value))
+    for stage, secs in result.stage_seconds.items():
+        table.add_row(f"{stage} wall seconds", str(secs))
+    console.print(table)
