@@ -15,7 +15,7 @@ from rca.timeutil import format_utc
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
-from diagnose.prompt import CatalogueLine, Prompt, SopExcerpt, build_prompt
+from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt
 from diagnose.trace import build_trace
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,21 @@ def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3,
     return "\n".join(lines), list(dict.fromkeys(hints))
 
 
+def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *, per_candidate: int = 2) -> RunbookMatches:
+    """For each candidate, the fault types whose runbooks best match its own evidence.
+
+    Retrieval only suggests; the model weighs these against the evidence lines.
+    """
+    matches: RunbookMatches = {}
+    for candidate in candidates:
+        summary, hints = evidence_summary([candidate], per_candidate=4, top=1)
+        if not summary:
+            continue
+        docs = knowledge.retrieve(summary, hints=hints, k=per_candidate + 2)
+        matches[candidate.component] = [(d.fault_type, d.score) for d in docs if d.fault_type][:per_candidate]
+    return matches
+
+
 def _answer_time(case: Case, chosen: Candidate | None) -> str:
     onsets = [i.onset for i in (chosen.evidence if chosen else []) if i.onset and case.start <= i.onset <= case.end]
     moment = min(onsets) if onsets else case.start
@@ -106,6 +121,8 @@ def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequ
     if metrics:
         head += f" ({', '.join(metrics)})"
     body = " ".join(decision_reason.split())
+    if body.lower().startswith(fault_type):  # the model often restates the type; say it once
+        body = body[len(fault_type):].lstrip(" :-,")
     return f"{head}: {body}" if body else head
 
 
@@ -142,12 +159,14 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     t1 = time.perf_counter()
     summary, hints = evidence_summary(candidates)
     sops = knowledge.retrieve(summary, hints=hints, k=settings.knowledge.top_k)
+    matches = runbook_matches(candidates, knowledge)
     timings["retrieve_s"] = round(time.perf_counter() - t1, 3)
 
     window = f"{format_utc(case.start)} to {format_utc(case.end)}"
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.missing,
+        runbook_matches=matches,
     )
     return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops, prompt=prompt, timings_s=timings)
 

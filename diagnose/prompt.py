@@ -24,6 +24,7 @@ How to decide:
 - Level: answer a service name when all its pods are abnormal, a pod name (service-N) when only one pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
 - Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
 - Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
+- "went silent" means a series stopped reporting: the component stopped serving (pod failure, or pod kill when brief). A KPI that rises instead (io_util, cpu, memory, latency) means the component still runs but is degraded.
 - Pick the fault type whose key metrics and log signatures match the evidence best (catalogue below). Ranking scores are hints, not verdicts.
 
 Fault catalogue (fault type | levels | key metrics | signature):
@@ -49,6 +50,11 @@ class SopExcerpt:
     title: str
     score: float
     text: str
+    fault_type: str | None = None  # None for general guides
+
+
+# Per candidate: fault types whose runbooks best match that candidate's own evidence.
+RunbookMatches = dict[str, list[tuple[str, float]]]
 
 
 @dataclass(frozen=True)
@@ -70,11 +76,11 @@ def static_system_prompt(catalogue: Sequence[CatalogueLine]) -> str:
     return INSTRUCTIONS.format(catalogue="\n".join(line.render() for line in catalogue))
 
 
-def _candidate_block(rank: int, candidate: Candidate, max_items: int) -> str:
-    parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(candidate.score_breakdown.items()))
+def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: list[tuple[str, float]]) -> str:
     head = f"{rank}. {candidate.component} ({candidate.level}) score {candidate.score:.2f}"
-    head += f" [{parts}]" if parts else ""
     lines = [head] + [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
+    if matches:
+        lines.append("   runbooks matching this evidence: " + ", ".join(f"{ft} ({score:.2f})" for ft, score in matches))
     return "\n".join(lines)
 
 
@@ -87,12 +93,14 @@ def case_prompt_text(
     evidence_per_candidate: int,
     sop_chars: int,
     missing: Sequence[str] = (),
+    runbook_matches: RunbookMatches | None = None,
 ) -> str:
     blocks = [f"Incident {uuid}, window {window} (UTC)."]
     if missing:
         blocks.append("Missing data: " + "; ".join(missing))
     blocks.append("Candidates, most suspicious first, with their evidence (metric, log, trace):")
-    blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate) for i, c in enumerate(candidates))
+    matches = runbook_matches or {}
+    blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, [])) for i, c in enumerate(candidates))
     if sops and sop_chars > 0:
         blocks.append("Runbook excerpts retrieved for this evidence:")
         blocks.extend(f"[{s.title}] {s.text[:sop_chars].strip()}" for s in sops)
@@ -110,18 +118,20 @@ def build_prompt(
     sops: Sequence[SopExcerpt],
     max_tokens: int,
     missing: Sequence[str] = (),
+    runbook_matches: RunbookMatches | None = None,
 ) -> Prompt:
     """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate."""
     system = static_system_prompt(catalogue)
     budget = max_tokens - approx_tokens(system)
     full_evidence = max((len(c.evidence) for c in candidates), default=0)
-    evidence_per_candidate = min(full_evidence, 6)
-    sop_chars = 450
+    evidence_per_candidate = min(full_evidence, 4)
+    sop_chars = 350
     sop_list = list(sops)
     while True:
         user = case_prompt_text(
             uuid=uuid, window=window, candidates=candidates, sops=sop_list,
             evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
+            runbook_matches=runbook_matches,
         )
         if approx_tokens(user) <= budget:
             break
@@ -150,7 +160,7 @@ def decision_schema(candidates: Sequence[str]) -> dict[str, Any]:
         "properties": {
             "component": {"type": "string", "enum": list(candidates)},
             "fault_type": {"type": "string", "enum": list(FAULT_TYPES)},
-            "reason": {"type": "string", "minLength": 5, "maxLength": 240},
+            "reason": {"type": "string", "minLength": 5, "maxLength": 160},
         },
         "required": ["component", "fault_type", "reason"],
         "additionalProperties": False,

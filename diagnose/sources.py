@@ -56,4 +56,4 @@ class KnowledgeBase:
 
     def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]:
         docs = retrieve(self.settings, summary, hints=hints, k=k)
-        return [SopExcerpt(doc_id=d.id, title=d.title, score=d.score, text=_section(d.text, d.best_section)) for d in docs]
+        return [SopExcerpt(doc_id=d.id, title=d.title, score=d.score, text=_section(d.text, d.best_section), fault_type=d.fault_type) for d in docs]

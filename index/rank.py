@@ -11,8 +11,12 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    services suffer together a node candidate; single-pod components (redis-cart,
    TiDB) are answered by their service name, which the ground truth accepts;
 4. propagation: symptom evidence (latency, errors, log bursts) of a component whose
-   downstream (in the call graph observed in the traces) is anomalous is discounted,
-   so the most downstream anomalous component ranks first.
+   downstream (in the call graph observed in the traces, plus the storage calls that
+   traces cannot show) is anomalous is discounted, and a caller whose descendant shows
+   clearly stronger cause evidence is capped just below it, so the most downstream
+   anomalous component ranks first;
+5. a caller pod failing towards several healthy callees at once (``caller_fanout``) is
+   evidence against that pod, and the callees' edge evidence is mostly withdrawn.
 """
 from __future__ import annotations
 
@@ -45,9 +49,26 @@ ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
 PROPAGATION_DISCOUNT = 0.75  # share of symptom score removed when downstream explains it
 CLEAR_ANOMALY = 2.0  # downstream cause score at which the full discount applies
 EXPLAINED_CAP = 0.9  # a caller explained by a broken downstream scores at most this share of it
-UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
+UNIFORM_BONUS = 0.5
+MAX_PER_SERVICE = 1  # pods of one service listed before other suspects (the service itself always stays)  # a service whose pods all deviate beats each single pod
 MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
 FANOUT_VICTIM_WEIGHT = 0.3  # callee edge evidence kept when the caller pod fans out failures
+
+
+# Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
+_KPI_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("error", "errors"), ("timeout", "errors"), ("rrt", "latency"), ("duration", "latency"),
+    ("request", "traffic"), ("response", "traffic"), ("qps", "traffic"), ("network", "network"),
+    ("disk", "disk"), ("fs_", "disk"), ("filesystem", "filesystem"), ("memory", "memory"),
+    ("MemAvailable", "memory"), ("cpu", "cpu"),
+)
+
+
+def kpi_family(kpi: str) -> str:
+    for fragment, family in _KPI_FAMILIES:
+        if fragment in kpi:
+            return family
+    return kpi
 
 
 def strength(z: float) -> float:
@@ -80,10 +101,17 @@ class _Component:
     items: list[_Item] = field(default_factory=list)
 
     def modality_scores(self, *, symptom_factor: float = 1.0) -> dict[str, float]:
+        """Per modality: strongest item per KPI family, then diminishing returns over families."""
         scores: dict[str, float] = {}
         for modality, weight in MODALITY_WEIGHTS.items():
-            values = sorted((i.strength * (symptom_factor if i.symptom else 1.0)
-                             for i in self.items if i.evidence.modality == modality), reverse=True)
+            best_per_family: dict[str, float] = {}
+            for item in self.items:
+                if item.evidence.modality != modality:
+                    continue
+                family = kpi_family(item.evidence.key) if modality == "metric" else item.evidence.key
+                value = item.strength * (symptom_factor if item.symptom else 1.0)
+                best_per_family[family] = max(best_per_family.get(family, 0.0), value)
+            values = sorted(best_per_family.values(), reverse=True)
             scores[modality] = weight * sum(v * 0.5 ** rank for rank, v in enumerate(values[:4]))
         return scores
 
@@ -282,7 +310,26 @@ def rank_candidates(
     scored = _cap_explained(scored, graph=graph, cause=cause)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
-    return scored[:top_k]
+    return _diversify(scored, per_service=MAX_PER_SERVICE)[:top_k]
+
+
+def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
+    """Keep at most ``per_service`` pods of one service ahead of other suspects.
+
+    A short list that offers a service, its worst pod and then other suspects is more
+    useful to the diagnoser than the same service's pods one after another.
+    """
+    head: list[Candidate] = []
+    tail: list[Candidate] = []
+    seen: dict[str, int] = defaultdict(int)
+    for candidate in ranked:
+        if candidate.level != "pod":  # a service or node entry is never pushed back
+            head.append(candidate)
+            continue
+        service = service_of(candidate.component)
+        seen[service] += 1
+        (head if seen[service] <= per_service else tail).append(candidate)
+    return head + tail
 
 
 def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[str, float]) -> list[Candidate]:

@@ -74,6 +74,7 @@ class MetricThresholds:
     min_baseline_points: int = 5
     silent_fraction: float = 0.5  # window coverage below this fraction => silent
     near_silent_ratio: float = 0.15  # sustained level below this share of the baseline => silent
+    from_zero_z: float = 12.0  # z given to a rise from a flat-zero baseline
 
 
 def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
@@ -240,6 +241,10 @@ def _score_one(
     ]
     level, raw_z, weight = max(candidates, key=lambda c: abs(c[1]) * c[2])
     z = abs(raw_z) * weight
+    if not np.any(base):
+        # From a flat zero (errors, timeouts) any count is "new": its size in raw units
+        # says little (counts may be sampled or scaled), so the z is bounded.
+        z = min(z, thresholds.from_zero_z * weight)
     # A sustained fall to a small fraction of a healthy level is the component dying,
     # whatever the KPI (a stopped pod keeps reporting a residue on some exporters).
     steady_baseline = dense_baseline and median > 0 and float(np.quantile(base, 0.1)) >= 0.5 * median

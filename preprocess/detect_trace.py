@@ -2,7 +2,7 @@
 
 This module owns:
 
-* ``edge_stats``: per (minute, caller, callee, callee pod, callee node, operation) call
+* ``edge_stats``: per (minute, caller, caller pod, callee, callee pod, callee node, operation) call
   count, errors and latency p50 / p95 / mean, the stored trace feature. A call edge is a
   span whose parent (``parent_span_id``) belongs to another service; its latency is the
   caller-side client span when there is one (it includes the network). Client spans
@@ -10,8 +10,10 @@ This module owns:
   currencyservice, paymentservice, or a callee that did not answer) become edges to
   their ``peer_service`` with an unknown callee pod.
 * ``call_graph``: the networkx service call graph observed in those edges.
-* ``score_trace_window``: anomalous edges of a window against the baseline, including
-  edges that vanish (a dead callee pod).
+* ``score_trace_window``: anomalous edges of a window against the baseline (caller pods
+  pooled, so the callee is the suspect), including edges that vanish (a dead callee pod);
+* ``caller_fanout``: caller pods whose calls to several callees went wrong at once while
+  those callees are fine for everybody else (DNS or network fault at the source).
 * ``propagation_scores``: personalised PageRank on the anomaly subgraph oriented from
   caller to callee, so that the most downstream anomalous component collects the mass.
 """

@@ -18,8 +18,9 @@ partitions may run in worker processes.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -154,6 +155,15 @@ def _build(family: str, *, data_dir: Path, index_dir: Path, day: str,
     return build_log_partition(data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
 
 
+@dataclass(frozen=True)
+class _Task:
+    day: str
+    family: str
+    files: tuple[Path, ...]
+    missing: tuple[str, ...]
+    fingerprint: str
+
+
 def run_nightly(
     *,
     data_dir: Path,
@@ -164,7 +174,12 @@ def run_nightly(
     workers: int = 1,
     on_partition_done: ProgressCallback | None = None,
 ) -> list[PartitionOutcome]:
-    """Build every stale partition of ``days`` (all day directories when None)."""
+    """Build every stale partition of ``days`` (all day directories when None).
+
+    With ``workers > 1``, metric and trace partitions run in ``workers - 1`` spawned
+    processes while log partitions (which share the template miner) run here in day order.
+    Only this process writes the manifest.
+    """
     data_dir, index_dir = Path(data_dir), Path(index_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"{data_dir}: data directory not found")
@@ -176,8 +191,14 @@ def run_nightly(
         raise FileNotFoundError(f"{data_dir}: no day directory for {', '.join(unknown)}")
 
     manifest = store.load_manifest(index_dir)
-    todo: list[tuple[str, str, list[Path], list[str], str]] = []
     outcomes: list[PartitionOutcome] = []
+
+    def record(outcome: PartitionOutcome) -> None:
+        outcomes.append(outcome)
+        if on_partition_done is not None:
+            on_partition_done(f"{outcome.day} {outcome.family} {outcome.status}")
+
+    todo: list[_Task] = []
     for day in wanted:
         for family in families:
             files, missing = family_inputs(data_dir, day, family)
@@ -185,70 +206,60 @@ def run_nightly(
             entry = manifest.partitions.get(store.partition_key(day, family))
             tables_present = all(store.table_path(index_dir, day, t).exists() for t in store.FAMILY_TABLES[family])
             if not force and entry is not None and entry.fingerprint == fingerprint and tables_present:
-                outcomes.append(PartitionOutcome(day=day, family=family, status="skipped", rows=entry.rows))
-                _notify(on_partition_done, outcomes[-1])
-                continue
-            todo.append((day, family, files, missing, fingerprint))
+                record(PartitionOutcome(day=day, family=family, status="skipped", rows=entry.rows))
+            else:
+                todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
-    def finish(day: str, family: str, files: list[Path], missing: list[str], fingerprint: str,
-               started: float, rows: dict[str, int], errors: list[str]) -> None:
-        store.record_partition(index_dir, day=day, family=family, entry=store.PartitionEntry(
-            fingerprint=fingerprint, input_files=len(files), rows=rows, missing_inputs=missing + errors,
-            written_at=datetime.now(timezone.utc)))
-        outcome = PartitionOutcome(day=day, family=family, status="written", rows=rows,
-                                   seconds=time.monotonic() - started, errors=errors)
-        for error in errors:
-            log.error("%s %s: %s", day, family, error)
-        outcomes.append(outcome)
-        _notify(on_partition_done, outcome)
-
-    log_tasks = [t for t in todo if t[1] == "log"]
-    other_tasks = [t for t in todo if t[1] != "log"]
+    log_tasks = [t for t in todo if t.family == "log"]
     miner = LogTemplateMiner(state_path=index_dir / store.MINER_STATE_NAME) if log_tasks else None
 
-    if workers > 1 and other_tasks:
-        with ProcessPoolExecutor(max_workers=workers - 1) as pool:
-            futures: list[tuple[tuple, float, Future]] = [
-                (task, time.monotonic(), pool.submit(_build, task[1], data_dir=data_dir, index_dir=index_dir, day=task[0]))
-                for task in other_tasks
-            ]
-            for task in log_tasks:  # the miner is not shared: logs run here, in day order
-                _run_one(task, data_dir=data_dir, index_dir=index_dir, miner=miner, finish=finish, outcomes=outcomes,
-                         on_partition_done=on_partition_done)
+    def run_here(task: _Task) -> None:
+        started = time.monotonic()
+        try:
+            rows, errors = _build(task.family, data_dir=data_dir, index_dir=index_dir, day=task.day, miner=miner)
+        except _PARTITION_ERRORS as exc:
+            record(_failed(task, exc))
+            return
+        record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
+
+    if workers > 1 and len(todo) > len(log_tasks):
+        # Spawned, not forked: polars' thread pool does not survive a fork.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
+            futures = [(task, time.monotonic(), pool.submit(_build, task.family, data_dir=data_dir,
+                                                            index_dir=index_dir, day=task.day))
+                       for task in todo if task.family != "log"]
+            for task in log_tasks:
+                run_here(task)
             for task, started, future in futures:
                 try:
                     rows, errors = future.result()
-                except (ReaderError, OSError, pl.exceptions.PolarsError, ValueError) as exc:
-                    _failed(task, exc, outcomes, on_partition_done)
+                except _PARTITION_ERRORS as exc:
+                    record(_failed(task, exc))
                     continue
-                finish(*task, started, rows, errors)
+                record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
     else:
-        for task in sorted(todo, key=lambda t: (t[0], store.PARTITION_FAMILIES.index(t[1]))):
-            _run_one(task, data_dir=data_dir, index_dir=index_dir, miner=miner, finish=finish, outcomes=outcomes,
-                     on_partition_done=on_partition_done)
+        for task in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family))):
+            run_here(task)
     return outcomes
 
 
-def _run_one(task: tuple, *, data_dir: Path, index_dir: Path, miner: LogTemplateMiner | None, finish: Callable,
-             outcomes: list[PartitionOutcome], on_partition_done: ProgressCallback | None) -> None:
-    day, family = task[0], task[1]
-    started = time.monotonic()
-    try:
-        rows, errors = _build(family, data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
-    except (ReaderError, OSError, pl.exceptions.PolarsError, ValueError) as exc:
-        _failed(task, exc, outcomes, on_partition_done)
-        return
-    finish(*task, started, rows, errors)
+# Failures that stop one partition but not the job (anything else is a bug and propagates).
+_PARTITION_ERRORS = (ReaderError, OSError, pl.exceptions.PolarsError, ValueError)
 
 
-def _failed(task: tuple, exc: Exception, outcomes: list[PartitionOutcome],
-            on_partition_done: ProgressCallback | None) -> None:
-    day, family = task[0], task[1]
-    log.error("%s %s: partition failed: %s", day, family, exc)
-    outcomes.append(PartitionOutcome(day=day, family=family, status="failed", errors=[str(exc)]))
-    _notify(on_partition_done, outcomes[-1])
+def _finish(task: _Task, *, index_dir: Path, started: float, rows: dict[str, int],
+            errors: list[str]) -> PartitionOutcome:
+    """Record a built partition in the manifest (its files are already in place)."""
+    store.record_partition(index_dir, day=task.day, family=task.family, entry=store.PartitionEntry(
+        fingerprint=task.fingerprint, input_files=len(task.files), rows=rows,
+        missing_inputs=list(task.missing) + errors, written_at=datetime.now(timezone.utc)))
+    for error in errors:
+        log.error("%s %s: %s", task.day, task.family, error)
+    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=rows,
+                            seconds=time.monotonic() - started, errors=errors)
 
 
-def _notify(callback: ProgressCallback | None, outcome: PartitionOutcome) -> None:
-    if callback is not None:
-        callback(f"{outcome.day} {outcome.family} {outcome.status}")
+def _failed(task: _Task, exc: Exception) -> PartitionOutcome:
+    log.error("%s %s: partition failed: %s", task.day, task.family, exc)
+    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[str(exc)])

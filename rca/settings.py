@@ -57,7 +57,7 @@ class EmbeddingSettings(_Section):
 
 class KnowledgeSettings(_Section):
     collection: str = "sop"
-    top_k: int = 3
+    top_k: int = 2
     # SOP markdown directory; None = the documents shipped in the knowledge package.
     docs_dir: Path | None = None
 

@@ -51,4 +51,4 @@ class StaticKnowledge:
         return self._key_metrics.get(fault_type, [])
 
     def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]:
-        return [SopExcerpt(doc_id="cpu-stress", title="CPU stress", score=0.8, text="pod_cpu_usage rises on the stressed pods.")][:k]
+        return [SopExcerpt(doc_id="cpu-stress", title="CPU stress", score=0.8, text="pod_cpu_usage rises on the stressed pods.", fault_type="cpu stress")][:k]

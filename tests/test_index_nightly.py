@@ -115,3 +115,14 @@ def test_cli_runs_and_prints_summary(raw_day, tmp_path):
     assert again.exit_code == 0 and "skipped" in again.output
     neither = runner.invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(tmp_path)])
     assert neither.exit_code == 2
+
+
+def test_worker_processes_give_the_same_index(raw_day, tmp_path):
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    run_nightly(data_dir=raw_day, index_dir=serial)
+    outcomes = run_nightly(data_dir=raw_day, index_dir=parallel, workers=2)
+    assert {o.status for o in outcomes} == {"written"}
+    for tables in store.FAMILY_TABLES.values():
+        for table in tables:
+            assert pl.read_parquet(store.table_path(parallel, DAY, table)).equals(
+                pl.read_parquet(store.table_path(serial, DAY, table))), table
