@@ -34,9 +34,9 @@ def _items_for(modality: str, chosen: str, candidates: Sequence[Candidate]) -> l
 
 
 def _observation(items: list[EvidenceItem]) -> str:
-    """The first item's line, plus the next item's key when it still fits in 100 chars."""
+    """The first item's line, plus the keys of further items while they fit in 100 chars."""
     text = items[0].text
-    for extra in items[1:3]:
+    for extra in items[1:8]:
         if extra.key in text:
             continue
         candidate = f"{text}; {extra.key} {extra.direction}"

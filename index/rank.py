@@ -308,6 +308,7 @@ def rank_candidates(
                                  [components[node]] if node in components else [], max_evidence))
 
     scored = _cap_explained(scored, graph=graph, cause=cause)
+    scored = _cap_by_node(scored, placement=placement, components=components)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
     return _diversify(scored, per_service=MAX_PER_SERVICE)[:top_k]
@@ -357,6 +358,39 @@ def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[st
             breakdown = dict(candidate.score_breakdown)
             breakdown["explained_downstream"] = round(cap - candidate.score, 3)
             candidate = candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
+        capped.append(candidate)
+    return capped
+
+
+def _local_score(component: _Component | None) -> float:
+    return max((i.strength for i in component.items if i.role == "local"), default=0.0) if component else 0.0
+
+
+def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame,
+                 components: dict[str, _Component]) -> list[Candidate]:
+    """A pod that only feels its node's trouble ranks just below that node.
+
+    A node under stress slows every pod on it; when the hosting node shows clearly
+    stronger local evidence (CPU, memory, disk) than the pod itself, the pod is capped.
+    """
+    if placement.height == 0:
+        return scored
+    node_scores = {c.component: c.score for c in scored if c.level == "node"}
+    hosts: dict[str, set[str]] = defaultdict(set)
+    for pod, node in placement.select("pod", "node").iter_rows():
+        hosts[pod].add(node)
+    capped: list[Candidate] = []
+    for candidate in scored:
+        if candidate.level == "pod":
+            own = _local_score(components.get(candidate.component))
+            stressed = [node_scores[n] for n in hosts.get(candidate.component, set())
+                        if n in node_scores and _local_score(components.get(n)) >= CLEAR_ANOMALY
+                        and _local_score(components.get(n)) > own]
+            cap = EXPLAINED_CAP * max(stressed, default=0.0)
+            if stressed and candidate.score > cap:
+                breakdown = dict(candidate.score_breakdown)
+                breakdown["explained_by_node"] = round(cap - candidate.score, 3)
+                candidate = candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
         capped.append(candidate)
     return capped
 
