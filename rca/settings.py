@@ -25,7 +25,9 @@ class _Section(BaseModel):
 class PathSettings(_Section):
     data_dir: Path = Path("work/data")
     index_dir: Path = Path("work/index")
-    kb_dir: Path = Path("work/kb")
+    # Derived stores (Chroma collection, assembled model files) live in the user cache:
+    # they are rebuilt from shipped files and must not depend on the working directory.
+    kb_dir: Path = Path.home() / ".cache" / "aiops-rca" / "kb"
     runs_dir: Path = Path("runs")
     cache_dir: Path = Path.home() / ".cache" / "aiops-rca"
     input_file: Path = Path("work/data/input.json")
