@@ -16,15 +16,12 @@ from index import store
 from index.models import WindowQueryResult
 from index.rank import rank_candidates
 from preprocess.detect_log import LOG_COUNT_SCHEMA, score_log_window
-from preprocess.detect_metric import SERIES_SCHEMA, score_metric_window
+from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA, score_metric_window
 from preprocess.detect_trace import EDGE_STATS_SCHEMA, call_graph, caller_fanout, propagation_scores, score_trace_window
 from rca.taxonomy import service_of
 from rca.timeutil import as_utc
 
 log = logging.getLogger(__name__)
-
-PLACEMENT_SCHEMA = {"pod": pl.Utf8, "node": pl.Utf8, "first": pl.Datetime("us", "UTC"),
-                    "last": pl.Datetime("us", "UTC")}
 
 
 def query_window(
@@ -53,7 +50,7 @@ def query_window(
                                            schema=LOG_COUNT_SCHEMA)
     edges, missing_trace = store.load_table(index_dir, table="trace_edges", start=baseline_start, end=end,
                                             schema=EDGE_STATS_SCHEMA)
-    placement = _placement(index_dir, start=baseline_start, end=end)
+    placement = _placement(index_dir, start=start, end=end)
 
     metric_events = score_metric_window(series, start=start, end=end, baseline_start=baseline_start)
     log_events = score_log_window(counts, store.load_templates(index_dir), start=start, end=end,

@@ -16,7 +16,11 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    clearly stronger cause evidence is capped just below it, so the most downstream
    anomalous component ranks first;
 5. a caller pod failing towards several healthy callees at once (``caller_fanout``) is
-   evidence against that pod, and the callees' edge evidence is mostly withdrawn.
+   evidence against that pod, and the callees' edge evidence is mostly withdrawn;
+6. silence travels down the call graph: the silence of a component whose callers all
+   stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
+   feels its clearly stressed node ranks just below that node;
+7. the list shows one pod per service before other suspects, so a short list stays diverse.
 """
 from __future__ import annotations
 
@@ -49,8 +53,9 @@ ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
 PROPAGATION_DISCOUNT = 0.75  # share of symptom score removed when downstream explains it
 CLEAR_ANOMALY = 2.0  # downstream cause score at which the full discount applies
 EXPLAINED_CAP = 0.9  # a caller explained by a broken downstream scores at most this share of it
-UNIFORM_BONUS = 0.5
-MAX_PER_SERVICE = 1  # pods of one service listed before other suspects (the service itself always stays)  # a service whose pods all deviate beats each single pod
+STARVED_WEIGHT = 0.2  # silent evidence kept for a component whose callers all stopped
+UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
+MAX_PER_SERVICE = 1  # pods of one service listed before other suspects (the service itself always stays)
 MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
 FANOUT_VICTIM_WEIGHT = 0.3  # callee edge evidence kept when the caller pod fans out failures
 
@@ -89,6 +94,7 @@ class _Item:
     evidence: EvidenceItem
     strength: float
     role: str = "symptom"
+    caller: str | None = None  # for call-edge evidence: the calling service
 
     @property
     def symptom(self) -> bool:
@@ -211,7 +217,7 @@ def trace_items(events: pl.DataFrame, *, propagation: dict[str, float],
         weight = 0.4 + 0.6 * propagation.get(row["callee"], 0.0)
         if (row["caller"], row["signal"]) in fanout_callers:
             weight *= FANOUT_VICTIM_WEIGHT
-        item = _Item(evidence, weight * strength(row["z"]), "edge")
+        item = _Item(evidence, weight * strength(row["z"]), "edge", caller=row["caller"])
         items.append((target, item))
         if row["callee_pod"]:
             items.append((row["callee"], item))
@@ -258,6 +264,7 @@ def rank_candidates(
                        + fanout_items(fanout_events)):
         add(name, item)
 
+    _discount_starved(components, graph=graph)
     cause = _service_cause(components, pods_by_service)
     factors = _propagation_factors(graph, cause)
 
@@ -362,6 +369,30 @@ def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[st
     return capped
 
 
+def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph) -> None:
+    """Silence of a component whose every caller stopped is starvation, not death.
+
+    Errors travel up the call graph; silence travels down it: when a service dies, the
+    services only it calls see their traffic stop. Their silent evidence is kept but
+    weighted down so that the dead caller, not its starved callees, ranks first.
+    """
+    def stopped(item: _Item) -> bool:
+        return item.evidence.direction == "silent" and (item.evidence.key == "request"
+                                                         or item.evidence.modality == "trace")
+
+    dead = {service_of(name) for name, comp in components.items()
+            if not is_node(name) and any(stopped(i) for i in comp.items)}
+    starved = {s for s in graph.nodes
+               if list(graph.predecessors(s)) and all(p in dead for p in graph.predecessors(s))}
+    for name, comp in components.items():
+        for item in comp.items:
+            if item.evidence.direction != "silent":
+                continue
+            # Starved as a whole, or this call edge stopped because its caller did.
+            if (not is_node(name) and service_of(name) in starved) or (item.caller is not None and item.caller in dead):
+                item.strength *= STARVED_WEIGHT
+
+
 def _local_score(component: _Component | None) -> float:
     return max((i.strength for i in component.items if i.role == "local"), default=0.0) if component else 0.0
 
@@ -418,21 +449,33 @@ def _propagation_factors(graph: nx.DiGraph, cause: dict[str, float]) -> dict[str
 
 
 def _co_located_score(node: str, placement: pl.DataFrame, components: dict[str, _Component]) -> float:
-    """Evidence that pods of several services on this node suffer together (local KPIs only)."""
+    """Evidence that pods of several services on this node, and only there, suffer together.
+
+    A service whose pods on other nodes show the same local trouble has a problem of its
+    own (a service-wide fault), so it does not count for this node.
+    """
     if placement.height == 0:
         return 0.0
-    pods = placement.filter(pl.col("node") == node).get_column("pod").unique().to_list()
+    pods_on = placement.filter(pl.col("node") == node).get_column("pod").unique().to_list()
+    elsewhere = set(placement.filter(pl.col("node") != node).get_column("pod").unique().to_list()) - set(pods_on)
+    troubled_elsewhere = {service_of(p) for p in elsewhere if _local_metric(components.get(p)) > 0}
     local: dict[str, float] = {}
-    for pod in pods:
-        comp = components.get(pod)
-        if comp is None:
-            continue
-        value = sum(i.strength for i in comp.items if not i.symptom and i.evidence.modality == "metric")
-        if value > 0:
-            local[service_of(pod)] = max(local.get(service_of(pod), 0.0), value)
+    for pod in pods_on:
+        value = _local_metric(components.get(pod))
+        service = service_of(pod)
+        if value > 0 and service not in troubled_elsewhere:
+            local[service] = max(local.get(service, 0.0), value)
     if len(local) < 2:
         return 0.0
-    return 0.5 * sum(sorted(local.values(), reverse=True)[:3]) / 3 * len(local) ** 0.5
+    top = sorted(local.values(), reverse=True)[:3]
+    return 0.5 * sum(top) / len(top) * len(local) ** 0.5
+
+
+def _local_metric(component: _Component | None) -> float:
+    if component is None:
+        return 0.0
+    return max((i.strength for i in component.items if i.role == "local" and i.evidence.modality == "metric"),
+               default=0.0)
 
 
 def _merge_breakdowns(parts: list[dict[str, float]]) -> dict[str, float]:
@@ -446,15 +489,26 @@ def _merge_breakdowns(parts: list[dict[str, float]]) -> dict[str, float]:
 def _candidate(name: str, level: str, breakdown: dict[str, float], factor: float,
                sources: list[_Component], max_evidence: int) -> Candidate:
     items = sorted((i for comp in sources for i in comp.items), key=lambda i: -i.strength)
-    seen: set[str] = set()
-    evidence: list[EvidenceItem] = []
+    # First the strongest item of each kind of signal, then the rest: a short list that
+    # shows CPU, errors and a log template beats six error counters saying the same.
+    def kind(item: _Item) -> tuple[str, str, str]:
+        key = kpi_family(item.evidence.key) if item.evidence.modality == "metric" else item.evidence.key
+        return item.evidence.modality, key, item.evidence.direction
+
+    seen_texts: set[str] = set()
+    seen_kinds: set[tuple[str, str, str]] = set()
+    first_pass: list[EvidenceItem] = []
+    second_pass: list[EvidenceItem] = []
     for item in items:
-        if item.evidence.text in seen:
+        if item.evidence.text in seen_texts:
             continue
-        seen.add(item.evidence.text)
-        evidence.append(item.evidence)
-        if len(evidence) == max_evidence:
-            break
+        seen_texts.add(item.evidence.text)
+        if kind(item) in seen_kinds:
+            second_pass.append(item.evidence)
+        else:
+            seen_kinds.add(kind(item))
+            first_pass.append(item.evidence)
+    evidence = (first_pass + second_pass)[:max_evidence]
     breakdown = {k: round(v, 3) for k, v in breakdown.items() if v != 0}
     if factor < 1.0:
         breakdown["propagation_factor"] = round(factor, 3)

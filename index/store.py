@@ -11,7 +11,7 @@ Layout (schema version ``SCHEMA_VERSION``)::
         metric_placement.parquet         pod, node, first, last                    (pod -> node)
         metric_change_points.parquet     component, kind, kpi, time, before, after (day level)
         log_counts.parquet               time, pod, node, template_id, count       (per minute)
-        trace_edges.parquet              time, caller, callee, callee_pod, callee_node,
+        trace_edges.parquet              time, caller, caller_pod, callee, callee_pod, callee_node,
                                          operation, count, errors, p50_us, p95_us, mean_us
 
 A partition is one (day, family) pair, family being ``metric``, ``log`` or ``trace``. Its
@@ -117,6 +117,18 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
     _atomic_replace(path, lambda tmp: frame.write_parquet(tmp, compression="zstd", statistics=True))
+
+
+def remove_stale_temp_files(index_dir: Path) -> int:
+    """Delete temp files a killed writer left behind (``.<name>.<random>.tmp``); returns how many.
+
+    Only safe while no other writer works on the same index (the nightly script holds a lock).
+    """
+    removed = 0
+    for path in Path(index_dir).rglob(".*.tmp"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def load_manifest(index_dir: Path) -> Manifest:

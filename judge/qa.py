@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from judge.embedding import TextEmbedder, row_cosines
 from judge.groundtruth import InputFileError
 from rca.llm.base import LLMBackend
 from rca.settings import LLMSettings
+from rca.atomic import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +124,7 @@ class KeywordCache:
 
     def put(self, reference: str, keywords: list[str], *, dropped: list[str]) -> None:
         self._entries[self.key(reference)] = {"model": self.model_id, "keywords": keywords, "dropped": dropped}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(self._entries, out, ensure_ascii=False, indent=1)
-        os.replace(temp, self.path)
+        write_json_atomic(self.path, self._entries)
 
 
 def _clean_keywords(raw: list[str], reference: str) -> tuple[list[str], list[str]]:

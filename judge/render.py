@@ -1,9 +1,6 @@
 """Terminal tables (rich) and JSON report files for both judges."""
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +9,11 @@ from rich.table import Table
 
 from judge.challenge import ChallengeReport, ChallengeScore
 from judge.qa import QAReport
+from rca import atomic
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(data, out, ensure_ascii=False, indent=2)
-    os.replace(temp, path)
+    atomic.write_json_atomic(path, data, indent=2)
 
 
 def _pct(value: float | None) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import numpy as np
 import polars as pl
@@ -47,6 +47,9 @@ METRIC_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "window_value": pl.Float64,
     "onset": TIME,
 }
+
+# Pod -> node placement intervals (from infra_pod's hosting-node label).
+PLACEMENT_SCHEMA: dict[str, pl.DataType] = {"pod": pl.Utf8, "node": pl.Utf8, "first": TIME, "last": TIME}
 
 CHANGE_POINT_SCHEMA: dict[str, pl.DataType] = {
     "component": pl.Utf8,
@@ -115,25 +118,31 @@ def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl
 
 def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
     """Pod -> node placement intervals from infra_pod rows: ``[pod, node, first, last]``."""
-    schema = {"pod": pl.Utf8, "node": pl.Utf8, "first": TIME, "last": TIME}
     if infra is None or infra.height == 0:
-        return pl.DataFrame(schema=schema)
+        return pl.DataFrame(schema=PLACEMENT_SCHEMA)
     pods = infra.filter((pl.col("family") == "infra_pod") & pl.col("node").is_not_null())
     return (
         pods.group_by(pl.col("component").alias("pod"), "node")
         .agg(pl.col("time").min().alias("first"), pl.col("time").max().alias("last"))
-        .sort("pod", "first").cast(schema)
+        .sort("pod", "first").cast(PLACEMENT_SCHEMA)
     )
 
 
-def robust_location_scale(values: np.ndarray) -> tuple[float, float]:
+def robust_location_scale(values: np.ndarray, *, ordered: bool = False) -> tuple[float, float]:
     """Median and a floored MAD scale (σ-consistent).
 
     The floor keeps a near-constant baseline (e.g. zero errors) from turning any
-    single blip into an infinite z: 5 % of the level, or the baseline's own spread.
+    single blip into an infinite z: 5 % of the level, or half the baseline's spread.
+    With ``ordered`` (values in time order) a slow drift does not widen the scale: the
+    MAD is capped at twice the noise seen minute to minute (MAD of first differences),
+    so a diurnal ramp in the baseline does not hide a step in the window.
     """
     median = float(np.median(values))
     mad = 1.4826 * float(np.median(np.abs(values - median)))
+    if ordered and values.size >= 3:
+        step_noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2.0)
+        if step_noise > 0:
+            mad = min(mad, 2.0 * step_noise)
     spread = float(np.std(values))
     scale = max(mad, 0.05 * abs(median), 0.5 * spread, 1e-6)
     # A flat zero baseline (error counters): one unit is the smallest meaningful change.
@@ -217,7 +226,7 @@ def _score_one(
     *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, expected_baseline_minutes: int,
     thresholds: MetricThresholds,
 ) -> tuple[str, float, float, float] | None:
-    median, scale = robust_location_scale(base)
+    median, scale = robust_location_scale(base, ordered=True)
     # Went silent: a series that was dense and non-zero in the baseline is now mostly
     # missing, or mostly zero. Sparse or often-zero series (idle pods) never qualify.
     dense_baseline = base.size >= 0.9 * expected_baseline_minutes
@@ -304,7 +313,3 @@ def epoch_us(value: datetime) -> int:
 
 def from_epoch_us(value: int) -> datetime:
     return datetime.fromtimestamp(int(value) / 1_000_000, tz=timezone.utc)
-
-
-def baseline_start_for(start: datetime, *, baseline_minutes: int) -> datetime:
-    return start.replace(second=0, microsecond=0) - timedelta(minutes=baseline_minutes)

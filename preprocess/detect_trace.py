@@ -32,8 +32,9 @@ from preprocess.schema import TIME
 log = logging.getLogger(__name__)
 
 EDGE_KEY: tuple[str, ...] = ("caller", "caller_pod", "callee", "callee_pod", "callee_node", "operation")
-# Callee-side analysis pools the caller pods: the suspect is the callee.
-CALLEE_KEY: tuple[str, ...] = ("caller", "callee", "callee_pod", "callee_node", "operation")
+# Callee-side analysis pools the caller pods (the suspect is the callee) and the callee's
+# node (pods move between nodes, e.g. across days; the latest node is kept).
+CALLEE_KEY: tuple[str, ...] = ("caller", "callee", "callee_pod", "operation")
 EDGE_STATS_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
     "caller": pl.Utf8,
@@ -208,6 +209,7 @@ def _edge_anomalies(
     min_z: float,
     min_latency_ratio: float,
     min_error_rate_increase: float,
+    min_expected_calls: float = 10.0,
 ) -> list[dict]:
     """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
     window_start = start.replace(second=0, microsecond=0)
@@ -216,7 +218,8 @@ def _edge_anomalies(
         return []
     window_start_us = epoch_us(window_start)
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
-        pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"))
+        pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"),
+        pl.col("callee_node").drop_nulls().last())
     baseline_minutes = max(1.0, (window_start - baseline_start).total_seconds() / 60)
     window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
     events: list[dict] = []
@@ -227,15 +230,17 @@ def _edge_anomalies(
         p95 = np.array(row["p95_us"], dtype=float)
         in_window = times >= window_start_us
         base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
-        edge = {k: row[k] for k in key}
-        if base_calls >= 20 and win_calls < 0.1 * base_calls * window_minutes / baseline_minutes:
+        edge = {k: row[k] for k in key} | {"callee_node": row["callee_node"]}
+        expected_calls = base_calls * window_minutes / baseline_minutes
+        # Ten expected calls and none or almost none seen: not a quiet minute, a stop.
+        if expected_calls >= min_expected_calls and win_calls < 0.1 * expected_calls:
             events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
                            "window_calls": int(win_calls), "onset": window_start})
             continue
         if in_window.sum() == 0 or (~in_window).sum() < 3:
             continue
         first_in_window = int(np.flatnonzero(in_window)[0])
-        median, scale = robust_location_scale(p95[~in_window])
+        median, scale = robust_location_scale(p95[~in_window], ordered=True)
         window_p95 = float(np.median(p95[in_window]))
         latency_z = (window_p95 - median) / scale
         if latency_z >= min_z and median > 0 and window_p95 / median >= min_latency_ratio:
@@ -263,6 +268,7 @@ def _pool(stats: pl.DataFrame, key: tuple[str, ...]) -> pl.DataFrame:
         pl.col("count").sum(),
         pl.col("errors").sum(),
         ((pl.col("p95_us") * pl.col("count")).sum() / pl.col("count").sum()).alias("p95_us"),
+        pl.col("callee_node").drop_nulls().first(),
     )
 
 

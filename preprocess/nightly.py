@@ -191,6 +191,9 @@ def run_nightly(
         raise FileNotFoundError(f"{data_dir}: no day directory for {', '.join(unknown)}")
 
     manifest = store.load_manifest(index_dir)
+    stale = store.remove_stale_temp_files(index_dir)
+    if stale:
+        log.warning("%s: removed %d temp file(s) left by an interrupted run", index_dir, stale)
     outcomes: list[PartitionOutcome] = []
 
     def record(outcome: PartitionOutcome) -> None:

@@ -6,9 +6,10 @@
 #
 # Environment (all optional):
 #   RCA_HOME      project checkout (default: the directory above this script)
-#   RCA_DATA_DIR  raw data root with YYYY-MM-DD day directories (default: config / settings)
-#   RCA_INDEX_DIR evidence index directory (default: config / settings)
-#   RCA_WORKERS   processes for metric/trace partitions (default: 1)
+#   NIGHTLY_DATA_DIR  raw data root with YYYY-MM-DD day directories (default: settings, i.e.
+#                     config/config.toml or RCA_PATHS__DATA_DIR)
+#   NIGHTLY_INDEX_DIR evidence index directory (default: config / settings)
+#   NIGHTLY_WORKERS   processes for metric/trace partitions (default: 1)
 set -euo pipefail
 
 RCA_HOME="${RCA_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -21,9 +22,9 @@ if ! flock -n 9; then
   exit 0
 fi
 
-args=(preprocess --all --workers "${RCA_WORKERS:-1}")
-[[ -n "${RCA_DATA_DIR:-}" ]] && args+=(--data-dir "$RCA_DATA_DIR")
-[[ -n "${RCA_INDEX_DIR:-}" ]] && args+=(--index-dir "$RCA_INDEX_DIR")
+args=(preprocess --all --workers "${NIGHTLY_WORKERS:-1}")
+[[ -n "${NIGHTLY_DATA_DIR:-}" ]] && args+=(--data-dir "$NIGHTLY_DATA_DIR")
+[[ -n "${NIGHTLY_INDEX_DIR:-}" ]] && args+=(--index-dir "$NIGHTLY_INDEX_DIR")
 
 echo "$(date -u +%FT%TZ) nightly preprocess start: ${args[*]}"
 status=0

@@ -11,7 +11,6 @@ deterministically from names, so the same run always yields the same bytes:
 from __future__ import annotations
 
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,8 @@ from simulate.logs import LogRows, rpc_detail
 from simulate.metrics import InfraRows
 from simulate.requests import SpanBatch
 from simulate.topology import pod_ip, service_ip
+from rca import atomic
+from rca.atomic import atomic_path
 
 INFRA_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S+00:00", "%Y-%m-%d %H:%M:%S")
 LATE_NAMED_CST_HOURS = frozenset({5, 17})  # hour files of these CST hours are named <HH>-59-00
@@ -37,17 +38,12 @@ def _pick(name: str, choices: int) -> int:
 
 
 def write_atomic(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="snappy")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="snappy")
 
 
 def write_text_atomic(text: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_text_atomic(path, text)
 
 
 def hour_file(out: Path, *, family: str, day: str, cst_hour: int) -> Path:

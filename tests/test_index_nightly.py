@@ -126,3 +126,35 @@ def test_worker_processes_give_the_same_index(raw_day, tmp_path):
         for table in tables:
             assert pl.read_parquet(store.table_path(parallel, DAY, table)).equals(
                 pl.read_parquet(store.table_path(serial, DAY, table))), table
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_resume(tmp_path):
+    """A real kill of the CLI process: finished partitions survive, the rerun completes the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "data"
+    for day in ("2025-06-06", "2025-06-07", "2025-06-08"):
+        write_day(data, day)
+    index = tmp_path / "index"
+    command = [sys.executable, "-m", "rca.cli", "-q", "preprocess", "--data-dir", str(data),
+               "--index-dir", str(index), "--all"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if (index / store.MANIFEST_NAME).exists() and store.load_manifest(index).partitions:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done_before = set(store.load_manifest(index).partitions)
+    assert done_before  # at least one partition finished before the kill
+
+    outcomes = run_nightly(data_dir=data, index_dir=index)
+    statuses = {f"{o.day}/{o.family}": o.status for o in outcomes}
+    assert all(statuses[key] == "skipped" for key in done_before)
+    assert len(store.load_manifest(index).partitions) == 9
+    assert not list(index.rglob(".*.tmp"))

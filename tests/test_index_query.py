@@ -40,6 +40,8 @@ def _affected(fault: str) -> dict:
         "pod_cpu": dict(cpu={"cartservice-1"}, slow={"cartservice-1"}, node=None),
         "node_cpu": dict(cpu=set(), slow=set(), node="aiops-k8s-02"),
         "redis_latency": dict(cpu=set(), slow={"redis-cart"}, node=None),
+        # cartservice dies: its pods and the redis it alone calls go quiet.
+        "cart_dead": dict(cpu=set(), slow=set(), node=None, dead={"cartservice"}, starved={"redis-cart"}),
     }[fault]
 
 
@@ -62,7 +64,12 @@ def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
         t = T0 + timedelta(minutes=m)
         faulty = FAULT_START <= m <= FAULT_END
         for service in PODS:
+            quiet = faulty and service in hit.get("dead", set()) | hit.get("starved", set())
             for pod in _pods(service):
+                if not quiet:
+                    series.append((t, pod, "apm_pod", "request", rng.normal(100, 5)))
+                if faulty and service in hit.get("dead", set()):
+                    continue
                 cpu = rng.normal(0.2, 0.01) * (5 if faulty and pod in hit["cpu"] else 1)
                 series.append((t, pod, "infra_pod", "pod_cpu_usage", cpu))
                 slow = faulty and component_slow(pod)
@@ -75,6 +82,8 @@ def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
             cpu = rng.normal(30, 1) * (2.5 if faulty and node == hit["node"] else 1)
             series.append((t, node, "infra_node", "node_cpu_usage_rate", cpu))
         for caller, callee in EDGES:
+            if faulty and {caller, callee} & hit.get("dead", set()):
+                continue
             for pod in _pods(callee):
                 slow = faulty and component_slow(pod)
                 p95 = rng.normal(2000, 80) * (5 if slow else 1)
@@ -113,6 +122,7 @@ def _query(index_dir) -> WindowQueryResult:
     ("pod_cpu", "cartservice-1", "pod"),
     ("node_cpu", "aiops-k8s-02", "node"),
     ("redis_latency", "redis-cart", "service"),
+    ("cart_dead", "cartservice", "service"),
 ])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_query_ranks_root_cause_first(tmp_path, fault, truth, level, seed):
@@ -146,3 +156,9 @@ def test_foreign_schema_version_is_refused(tmp_path):
     (tmp_path / store.MANIFEST_NAME).write_text('{"schema_version": 99, "partitions": {}}')
     with pytest.raises(store.IndexStoreError, match="schema version 99"):
         _query(tmp_path)
+
+
+def test_callee_starved_by_a_dead_caller_is_not_a_strong_suspect(tmp_path):
+    write_world(tmp_path, build_world("cart_dead", seed=2))
+    scores = {c.component: c.score for c in _query(tmp_path).candidates}
+    assert scores.get("redis-cart", 0.0) < 0.5 * scores["cartservice"]

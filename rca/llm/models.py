@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rca.llm.base import LLMError
+from rca.atomic import write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -143,18 +144,7 @@ def _is_verified(spec: ModelSpec, target: Path) -> bool:
 
 def _write_sidecar(spec: ModelSpec, target: Path) -> None:
     payload = json.dumps({"model": spec.name, "size_bytes": spec.size_bytes, "sha256": spec.sha256})
-    _atomic_write_bytes(_sidecar_path(target), payload.encode("utf-8"))
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(_sidecar_path(target), payload.encode("utf-8"))
 
 
 def _sha256_of(path: Path) -> str:
