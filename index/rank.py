@@ -52,6 +52,7 @@ STORAGE_CALLS: tuple[tuple[str, str], ...] = (
 ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
 PROPAGATION_DISCOUNT = 0.75  # share of symptom score removed when downstream explains it
 CLEAR_ANOMALY = 2.0  # downstream cause score at which the full discount applies
+NODE_CLEAR_ANOMALY = 1.2  # node local evidence (z about 9) from which its pods' symptoms defer to it
 EXPLAINED_CAP = 0.9  # a caller explained by a broken downstream scores at most this share of it
 STARVED_WEIGHT = 0.2  # silent evidence kept for a component whose callers all stopped
 UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
@@ -415,7 +416,7 @@ def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame,
         if candidate.level == "pod":
             own = _local_score(components.get(candidate.component))
             stressed = [node_scores[n] for n in hosts.get(candidate.component, set())
-                        if n in node_scores and _local_score(components.get(n)) >= CLEAR_ANOMALY
+                        if n in node_scores and _local_score(components.get(n)) >= NODE_CLEAR_ANOMALY
                         and _local_score(components.get(n)) > own]
             cap = EXPLAINED_CAP * max(stressed, default=0.0)
             if stressed and candidate.score > cap:
