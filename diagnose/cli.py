@@ -96,7 +96,7 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
     from diagnose.sources import IndexEvidence, KnowledgeBase
     from rca.llm.factory import open_backend
 
-    evidence = IndexEvidence(settings.paths.index_dir)
+    evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
     knowledge = KnowledgeBase(settings)
     console = Console()
     if print_prompt:

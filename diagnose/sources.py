@@ -17,13 +17,14 @@ from diagnose.prompt import CatalogueLine, SopExcerpt
 class IndexEvidence:
     """Candidates for a window from the on-disk evidence index."""
 
-    def __init__(self, index_dir: Path) -> None:
+    def __init__(self, index_dir: Path, *, baseline_minutes: int) -> None:
         if not index_dir.is_dir():
             raise FileNotFoundError(f"evidence index {index_dir} does not exist: run `rca preprocess` first")
         self.index_dir = index_dir
+        self.baseline_minutes = baseline_minutes
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
-        return query_window(self.index_dir, start=start, end=end, top_k=top_k)
+        return query_window(self.index_dir, start=start, end=end, top_k=top_k, baseline_minutes=self.baseline_minutes)
 
 
 def _section(body: str, title: str) -> str:

@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import polars as pl
 from pydantic import BaseModel, Field
 
 from rca.timeutil import as_utc, cst_day_and_hour
+from rca.atomic import atomic_path, write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -88,35 +87,17 @@ def input_fingerprint(files: Iterable[Path]) -> str:
     return digest.hexdigest()
 
 
-def _atomic_replace(path: Path, write: Callable[[str], None]) -> None:
-    """Write through ``write(temp_path)`` in the target directory, then ``os.replace`` into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the index is read by other users' tools
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    _atomic_replace(path, write)
+    write_bytes_atomic(path, data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
-    _atomic_replace(path, lambda tmp: frame.write_parquet(tmp, compression="zstd", statistics=True))
+    with atomic_path(path) as tmp:
+        frame.write_parquet(tmp, compression="zstd", statistics=True)
 
 
 def remove_stale_temp_files(index_dir: Path) -> int:

@@ -25,6 +25,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are read by other users' tools
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
