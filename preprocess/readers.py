@@ -132,8 +132,12 @@ def _stack(frames: list[pl.DataFrame], schema: dict[str, pl.DataType], columns: 
 
 
 def _report_missing(missing: list[str]) -> None:
-    for item in missing:
-        log.warning("missing telemetry: %s", item)
+    # One line per read, not per hour file: a partial day (a simulated demo, a late
+    # upload) would otherwise drown the log. Every item stays in ReadResult.missing.
+    if not missing:
+        return
+    shown = "; ".join(missing[:2]) + (f"; ... and {len(missing) - 2} more" if len(missing) > 2 else "")
+    log.warning("missing telemetry (%d): %s", len(missing), shown)
 
 
 # --------------------------------------------------------------------------- APM
