@@ -9,12 +9,12 @@ import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import BaseModel, Field, ValidationError
 
 from rca.llm.base import LLMBackend, LLMReply
-from rca.taxonomy import FAULT_TYPES
+from rca.taxonomy import FAULT_TYPES, applicable_fault_types
 
 from diagnose.prompt import Prompt, decision_schema
 
@@ -46,21 +46,21 @@ class DecisionOutcome:
         return len(self.replies)
 
 
-def _reply_model(candidates: Sequence[str]) -> type[BaseModel]:
-    """A pydantic model mirroring the JSON schema (enum of candidates), for validation."""
-    component_type = Literal[tuple(candidates)]  # type: ignore[valid-type]
-    fault_type = Literal[tuple(FAULT_TYPES)]  # type: ignore[valid-type]
-    return create_model(
-        "LLMReplyDecision",
-        component=(component_type, ...),
-        fault_type=(fault_type, ...),
-        reason=(str, Field(min_length=5, max_length=400)),
-    )
+class _Reply(BaseModel):
+    component: str
+    fault_type: str
+    reason: str = Field(min_length=5, max_length=400)
 
 
-def _validate(text: str, model: type[BaseModel]) -> Decision:
-    parsed = model.model_validate_json(text)
-    return Decision(**parsed.model_dump())
+def _validate(text: str, candidates: Sequence[str]) -> Decision:
+    """Parse the reply with pydantic and check it against the same rules as the schema."""
+    reply = _Reply.model_validate_json(text)
+    if reply.component not in candidates:
+        raise ValueError(f"component: '{reply.component}' is not one of the candidates")
+    allowed = applicable_fault_types(reply.component)
+    if reply.fault_type not in allowed:
+        raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {reply.component}; choose from {', '.join(allowed)}")
+    return Decision(**reply.model_dump())
 
 
 def _one_decision(
@@ -73,15 +73,17 @@ def _one_decision(
     outcome: DecisionOutcome,
 ) -> Decision:
     schema = decision_schema(candidates)
-    model = _reply_model(candidates)
     reply = llm.chat(prompt.messages, json_schema=schema, schema_name="root_cause", temperature=temperature, seed=seed)
     outcome.replies.append(reply)
     outcome.raw_responses.append(reply.text)
     try:
-        return _validate(reply.text, model)
+        return _validate(reply.text, candidates)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         problem = f"{'.'.join(str(p) for p in error['loc']) or 'reply'}: {error['msg']}"
+        log.warning("invalid model reply (%s); asking for one repair", problem)
+    except ValueError as exc:
+        problem = str(exc)
         log.warning("invalid model reply (%s); asking for one repair", problem)
     repair_messages = prompt.messages + [
         {"role": "assistant", "content": reply.text},
@@ -96,9 +98,11 @@ def _one_decision(
     outcome.raw_responses.append(repaired.text)
     outcome.repaired = True
     try:
-        return _validate(repaired.text, model)
+        return _validate(repaired.text, candidates)
     except ValidationError as exc:
         raise DecisionError(f"model reply invalid after repair: {exc.errors(include_url=False)[0]['msg']}") from exc
+    except ValueError as exc:
+        raise DecisionError(f"model reply invalid after repair: {exc}") from exc
 
 
 def decide(

@@ -126,11 +126,14 @@ def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequ
     return f"{head}: {body}" if body else head
 
 
-def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 3) -> list[str]:
-    """The fault type's lead key metrics (from its SOP), then those the chosen component's evidence shows."""
+def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 4) -> list[str]:
+    """KPI names for the reason: the fault type's key metrics that the chosen component's
+    evidence shows, then its other anomalous KPIs; the SOP's lead metric when none show."""
     sop_metrics = knowledge.key_metrics(fault_type)
-    seen = {i.key for i in (chosen.evidence if chosen else [])}
-    ordered = sop_metrics[:2] + [m for m in sop_metrics[2:] if m in seen]
+    observed = list(dict.fromkeys(i.key for i in (chosen.evidence if chosen else []) if i.modality == "metric"))
+    ordered = [m for m in sop_metrics if m in observed] + [m for m in observed if m not in sop_metrics]
+    if not any(m in sop_metrics for m in ordered):
+        ordered = sop_metrics[:1] + ordered
     return ordered[:limit]
 
 

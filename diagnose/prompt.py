@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from index.models import Candidate
-from rca.taxonomy import FAULT_TYPES
+from rca.taxonomy import applicable_fault_types
 
 # Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
 # real count comes back in the usage of each call and is recorded.
@@ -154,14 +154,24 @@ def build_prompt(
 
 
 def decision_schema(candidates: Sequence[str]) -> dict[str, Any]:
-    """JSON schema of the model's reply: the component enum is exactly the candidate list."""
-    return {
-        "type": "object",
-        "properties": {
-            "component": {"type": "string", "enum": list(candidates)},
-            "fault_type": {"type": "string", "enum": list(FAULT_TYPES)},
-            "reason": {"type": "string", "minLength": 5, "maxLength": 160},
-        },
-        "required": ["component", "fault_type", "reason"],
-        "additionalProperties": False,
-    }
+    """JSON schema of the model's reply.
+
+    One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
+    one of the types that can happen to it (no JVM faults outside Java services, node
+    faults only on nodes), so the grammar-constrained decoder cannot emit an impossible pair.
+    """
+    reason = {"type": "string", "minLength": 5, "maxLength": 160}
+    branches = [
+        {
+            "type": "object",
+            "properties": {
+                "component": {"type": "string", "const": name},
+                "fault_type": {"type": "string", "enum": applicable_fault_types(name)},
+                "reason": reason,
+            },
+            "required": ["component", "fault_type", "reason"],
+            "additionalProperties": False,
+        }
+        for name in candidates
+    ]
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}

@@ -72,7 +72,7 @@ class JudgeSettings(_Section):
 
 
 class DiagnoseSettings(_Section):
-    top_candidates: int = 5
+    top_candidates: int = 3
     max_prompt_tokens: int = 3000
     self_consistency: int = 1  # n samples with majority vote; 1 = off
     strict_format: bool = False  # four-field submission format (later rules)

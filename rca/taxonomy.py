@@ -47,6 +47,18 @@ FAULT_TYPE_ALIASES: dict[str, str] = {"node cpu": "node cpu stress", "node memor
 
 LEVELS: tuple[str, ...] = ("service", "pod", "node")
 
+# Language runtime of each application service (HipsterShop's published stack). JVM
+# faults need a JVM, so they only apply where the runtime is Java.
+SERVICE_RUNTIME: dict[str, str] = {
+    "adservice": "java", "cartservice": "csharp", "checkoutservice": "go", "currencyservice": "nodejs",
+    "emailservice": "python", "frontend": "go", "paymentservice": "nodejs", "productcatalogservice": "go",
+    "recommendationservice": "python", "shippingservice": "go",
+}
+NODE_FAULT_TYPES: frozenset[str] = frozenset({"node cpu stress", "node memory stress", "node disk fill"})
+JVM_FAULT_TYPES: frozenset[str] = frozenset({"jvm cpu", "jvm gc", "jvm exception", "jvm latency"})
+# Disk I/O faults hit the components that own persistent storage.
+STORAGE_FAULT_TYPES: frozenset[str] = frozenset({"io fault"})
+
 _POD_SUFFIX = re.compile(r"^(?P<service>.+?)-(?P<ordinal>\d+)$")
 _NODE_NAME = re.compile(r"^(aiops-k8s-\d+|k8s-master\d+)$")
 
@@ -74,3 +86,24 @@ def level_of(component: str) -> str:
     if is_node(component):
         return "node"
     return "pod" if _POD_SUFFIX.match(component) else "service"
+
+
+def applicable_fault_types(component: str) -> list[str]:
+    """Fault types that can physically happen to ``component`` (in taxonomy order).
+
+    Node faults need a node; JVM faults need a Java service; I/O faults need a stateful
+    component. This filters impossible pairs; it says nothing about which type occurred.
+    """
+    if is_node(component):
+        return [f for f in FAULT_TYPES if f in NODE_FAULT_TYPES]
+    service = service_of(component)
+    allowed = []
+    for fault in FAULT_TYPES:
+        if fault in NODE_FAULT_TYPES:
+            continue
+        if fault in JVM_FAULT_TYPES and SERVICE_RUNTIME.get(service) != "java":
+            continue
+        if fault in STORAGE_FAULT_TYPES and service not in STATEFUL_SERVICES:
+            continue
+        allowed.append(fault)
+    return allowed

@@ -37,10 +37,21 @@ def _reply(component="emailservice", fault_type="cpu stress", reason="cpu stress
     return json.dumps({"component": component, "fault_type": fault_type, "reason": reason})
 
 
-def test_schema_enum_is_exactly_the_candidates() -> None:
-    schema = decision_schema(["a", "b"])
-    assert schema["properties"]["component"]["enum"] == ["a", "b"]
-    assert len(schema["properties"]["fault_type"]["enum"]) == 18
+def test_schema_allows_exactly_the_candidates_with_their_possible_fault_types() -> None:
+    schema = decision_schema(["adservice", "aiops-k8s-03", "cartservice-1"])
+    branches = {b["properties"]["component"]["const"]: b["properties"]["fault_type"]["enum"] for b in schema["anyOf"]}
+    assert list(branches) == ["adservice", "aiops-k8s-03", "cartservice-1"]
+    assert branches["aiops-k8s-03"] == ["node cpu stress", "node memory stress", "node disk fill"]
+    assert "jvm gc" in branches["adservice"] and "jvm gc" not in branches["cartservice-1"]
+    assert "io fault" not in branches["cartservice-1"] and "node cpu stress" not in branches["cartservice-1"]
+
+
+def test_impossible_pair_is_repaired() -> None:
+    backend = RecordedBackend([_reply(fault_type="jvm gc"), _reply()])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"])
+    assert outcome.repaired and outcome.decision.fault_type == "cpu stress"
+    assert "cannot happen to emailservice" in backend.requests[1]["messages"][-1]["content"]
 
 
 def test_invalid_reply_gets_one_repair_quoting_the_error() -> None:
