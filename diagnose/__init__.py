@@ -1,0 +1,9 @@
+"""The diagnoser: case -> candidates (index) -> SOPs (knowledge) -> prompt -> LLM -> answer.
+
+- ``cases``: input.json parsing and the UTC window of a description.
+- ``prompt`` / ``decide``: the prompt within budget, the constrained decision and its repair turn.
+- ``trace`` / ``answer``: the reasoning trace and the answer in the task's format.
+- ``pipeline`` / ``runner`` / ``cli``: one case end to end, resumable batches, ``diagnose``.
+The LLM chooses component and fault type; code prepares evidence and validates. Never
+reads ground truth.
+"""
