@@ -98,14 +98,19 @@ def case_prompt_text(
     blocks = [f"Incident {uuid}, window {window} (UTC)."]
     if missing:
         blocks.append("Missing data: " + "; ".join(missing))
-    blocks.append("Candidates, most suspicious first, with their evidence (metric, log, trace):")
+    # Runbook text goes before the candidates: a small model leans on whatever it read
+    # last, and the last thing it reads should be this incident's own evidence.
+    if sops and sop_chars > 0:
+        blocks.append("Runbook excerpts retrieved for this evidence (background, not evidence):")
+        blocks.extend(f"[{s.title}] {s.text[:sop_chars].strip()}" for s in sops)
+    blocks.append("Candidates, ranked by anomaly strength and call-graph position, with their evidence:")
     matches = runbook_matches or {}
     blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, [])) for i, c in enumerate(candidates))
-    if sops and sop_chars > 0:
-        blocks.append("Runbook excerpts retrieved for this evidence:")
-        blocks.extend(f"[{s.title}] {s.text[:sop_chars].strip()}" for s in sops)
     names = ", ".join(c.component for c in candidates)
-    blocks.append(f"Choose the root-cause component among: {names}. Reply with the JSON object only.")
+    blocks.append(
+        f"Choose the root-cause component among: {names}. The reason is your own short sentence about this "
+        "incident: fault type, then the anomalous KPI or log keyword. Reply with the JSON object only."
+    )
     return "\n".join(blocks)
 
 
