@@ -21,7 +21,7 @@ Code has already compared every metric, log template and call edge in the incide
 
 How to decide:
 - A fault propagates UP the call graph (frontend -> checkoutservice -> cartservice -> redis-cart; productcatalogservice -> tidb-tidb -> tidb-tikv/tidb-pd). Callers of a failing component show latency and errors that name it. Prefer the most downstream component whose OWN metrics or logs are abnormal; its callers are victims.
-- Level: answer a service name when all its pods are abnormal, a pod name (service-N) when only one pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
+- Level: answer a service name when several of its pods are abnormal (the service line lists them), a pod name (service-N) only when that single pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
 - Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
 - Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
 - "went silent" means a series stopped reporting: the component stopped serving (pod failure, or pod kill when brief). A KPI that rises instead (io_util, cpu, memory, latency) means the component still runs but is degraded.
@@ -76,8 +76,19 @@ def static_system_prompt(catalogue: Sequence[CatalogueLine]) -> str:
     return INSTRUCTIONS.format(catalogue="\n".join(line.render() for line in catalogue))
 
 
+def _abnormal_pods(candidate: Candidate) -> list[str]:
+    """Pods named by a service candidate's evidence: how widely the service is hit."""
+    if candidate.level != "service":
+        return []
+    prefix = candidate.component + "-"
+    return sorted({i.component for i in candidate.evidence if i.component.startswith(prefix)})
+
+
 def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: list[tuple[str, float]]) -> str:
     head = f"{rank}. {candidate.component} ({candidate.level}) score {candidate.score:.2f}"
+    pods = _abnormal_pods(candidate)
+    if pods:
+        head += f"; abnormal pods: {', '.join(pods)}"
     lines = [head] + [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
     if matches:
         lines.append("   runbooks matching this evidence: " + ", ".join(f"{ft} ({score:.2f})" for ft, score in matches))
