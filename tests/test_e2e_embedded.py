@@ -79,3 +79,16 @@ def test_window_without_index_partition_is_a_clear_error(dataset: Path, tmp_path
                                 env={"RCA_PATHS__KB_DIR": str(dataset / "kb")})
     assert result.exit_code == 2, result.output
     assert "far-1" in result.output and "no candidates" in result.output
+
+
+def test_demo_command_runs_the_whole_product(tmp_path: Path) -> None:
+    """The README's first command, on one case and the small model."""
+    _register()
+    work = tmp_path / "demo"
+    result = CliRunner().invoke(app, ["demo", "--cases", "1", "--model", "qwen2.5-coder-0.5b", "--work-dir", str(work)],
+                                env={"RCA_PATHS__KB_DIR": str(tmp_path / "kb"), "RCA_DIAGNOSE__MAX_PROMPT_TOKENS": "1800"})
+    assert result.exit_code == 0, result.output
+    assert "Final" in result.output and "cost per case" in result.output
+    answers = [json.loads(l) for l in (work / "result.jsonl").read_text().splitlines()]
+    truth = [json.loads(l) for l in (work / "data" / "groundtruth.jsonl").read_text().splitlines()]
+    assert [a["uuid"] for a in answers] == [t["uuid"] for t in truth]
