@@ -10,6 +10,7 @@ from typing import Any, Protocol, Sequence
 from index.models import Candidate, WindowQueryResult
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
+from rca.taxonomy import service_of
 from rca.timeutil import format_utc
 
 from diagnose.answer import Answer
@@ -94,6 +95,18 @@ def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3,
     return "\n".join(lines), list(dict.fromkeys(hints))
 
 
+def one_level_per_service(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Keep, for each service, only its best-ranked entry (the service or one of its pods)."""
+    seen: set[str] = set()
+    kept: list[Candidate] = []
+    for candidate in candidates:
+        family = service_of(candidate.component)
+        if family not in seen:
+            seen.add(family)
+            kept.append(candidate)
+    return kept
+
+
 def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *, per_candidate: int = 2) -> RunbookMatches:
     """For each candidate, the fault types whose runbooks best match its own evidence.
 
@@ -153,8 +166,10 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     """Window -> ranked candidates -> SOPs for their evidence -> a prompt within budget."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    result = evidence.query(start=case.start, end=case.end, top_k=settings.diagnose.top_candidates)
-    candidates = result.candidates[: settings.diagnose.top_candidates]
+    wanted = settings.diagnose.top_candidates
+    result = evidence.query(start=case.start, end=case.end, top_k=wanted * 4)
+    ranked = one_level_per_service(result.candidates) if settings.diagnose.one_level_per_service else result.candidates
+    candidates = ranked[:wanted]
     timings["index_s"] = round(time.perf_counter() - t0, 3)
     if not candidates:
         raise LookupError(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}")

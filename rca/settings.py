@@ -73,6 +73,10 @@ class JudgeSettings(_Section):
 
 class DiagnoseSettings(_Section):
     top_candidates: int = 3
+    # Offer the model one level per service: the best-ranked of a service and its pods
+    # (the index's level logic picks which). The model then chooses among distinct
+    # components instead of re-deciding service vs pod, which small models do poorly.
+    one_level_per_service: bool = True
     max_prompt_tokens: int = 3000
     self_consistency: int = 1  # n samples with majority vote; 1 = off
     strict_format: bool = False  # four-field submission format (later rules)

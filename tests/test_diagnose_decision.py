@@ -137,3 +137,19 @@ def test_batch_is_resumable_and_drops_torn_line(tmp_path: Path) -> None:
     assert finished_uuids(out) == {"c0", "c1", "c2"}
     run = json.loads((tmp_path / "runs" / "c2.json").read_text())
     assert run["agreed_with_index"] is True and run["usage"]["calls"] == 1 and run["raw_responses"]
+
+
+def test_one_level_per_service_keeps_the_best_ranked_sibling() -> None:
+    from diagnose.pipeline import one_level_per_service
+
+    names = ["cartservice", "cartservice-1", "aiops-k8s-03", "emailservice-2", "emailservice", "paymentservice-0"]
+    ranked = [Candidate(component=n, level="service", score=1.0) for n in names]
+    assert [c.component for c in one_level_per_service(ranked)] == ["cartservice", "aiops-k8s-03", "emailservice-2", "paymentservice-0"]
+
+
+def test_prepare_offers_distinct_services(tmp_path: Path) -> None:
+    from diagnose.pipeline import prepare_case
+
+    settings = load_settings(environ={})
+    prepared = prepare_case(_case(), settings=settings, evidence=StaticEvidence(_candidates() + [Candidate(component="emailservice-1", level="pod", score=0.05)]), knowledge=StaticKnowledge())
+    assert [c.component for c in prepared.candidates] == ["emailservice", "checkoutservice", "adservice"]
