@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rca.taxonomy import canonical_fault_type
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 class KeyObservation(BaseModel):
@@ -55,27 +57,36 @@ class InputFileError(ValueError):
     """A ground-truth or answer file that cannot be read; the message names file and line."""
 
 
-def load_truth(path: Path) -> list[TruthCase]:
-    """All cases of a ground-truth JSONL file, in file order; uuids must be unique."""
+def read_unique_jsonl(path: Path, model: type[RecordT], *, key: str, what: str) -> list[RecordT]:
+    """Every record of a JSONL file validated as ``model``, in file order.
+
+    ``key`` names the field that must be unique; errors name the file, line and field.
+    """
     if not path.is_file():
-        raise InputFileError(f"{path}: ground-truth file not found")
-    cases: list[TruthCase] = []
+        raise InputFileError(f"{path}: {what} file not found")
+    records: list[RecordT] = []
     seen: set[str] = set()
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            case = TruthCase.model_validate(json.loads(line))
+            record = model.model_validate(json.loads(line))
         except json.JSONDecodeError as exc:
             raise InputFileError(f"{path}:{line_no}: malformed JSON: {exc.msg}") from exc
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
+            where = ".".join(str(p) for p in first["loc"]) or "line"
             raise InputFileError(f"{path}:{line_no}: field '{where}': {first['msg']}") from exc
-        if case.uuid in seen:
-            raise InputFileError(f"{path}:{line_no}: duplicate uuid {case.uuid!r}")
-        seen.add(case.uuid)
-        cases.append(case)
-    if not cases:
-        raise InputFileError(f"{path}: no cases")
-    return cases
+        value = getattr(record, key)
+        if value in seen:
+            raise InputFileError(f"{path}:{line_no}: duplicate {key} {value!r}")
+        seen.add(value)
+        records.append(record)
+    if not records:
+        raise InputFileError(f"{path}: no {what} records")
+    return records
+
+
+def load_truth(path: Path) -> list[TruthCase]:
+    """All cases of a ground-truth JSONL file, in file order; uuids must be unique."""
+    return read_unique_jsonl(path, TruthCase, key="uuid", what="ground-truth")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from judge.agreement import Agreement, agreement
 from judge.embedding import TextEmbedder, row_cosines
-from judge.groundtruth import InputFileError
+from judge.groundtruth import read_unique_jsonl
 from rca.llm.base import LLMBackend
 from rca.settings import LLMSettings
 from rca.atomic import write_json_atomic
@@ -72,28 +72,7 @@ class KeywordReply(BaseModel):
 
 def load_qa_file(path: Path) -> list[QARecord]:
     """Records of a QA JSONL file; ids must be unique."""
-    if not path.is_file():
-        raise InputFileError(f"{path}: file not found")
-    records: list[QARecord] = []
-    seen: set[str] = set()
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = QARecord.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{path}:{line_no}: malformed JSON: {exc.msg}") from exc
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
-            raise InputFileError(f"{path}:{line_no}: field '{where}': {first['msg']}") from exc
-        if record.id in seen:
-            raise InputFileError(f"{path}:{line_no}: duplicate id {record.id!r}")
-        seen.add(record.id)
-        records.append(record)
-    if not records:
-        raise InputFileError(f"{path}: no records")
-    return records
+    return read_unique_jsonl(path, QARecord, key="id", what="QA")
 
 
 def evaluation_model_id(llm: LLMSettings) -> str:
