@@ -163,10 +163,12 @@ def log_items(events: pl.DataFrame, *, known_services: set[str]) -> list[tuple[s
         keyword = "log stream" if row["direction"] == "silent" else template_keyword(template)
         if row["direction"] == "silent":
             text = f"log stream went silent on {pod} ({row['window_count']} lines vs {row['baseline_count']} before)"
-        elif row["direction"] == "new":
-            text = f"{keyword} x{row['window_count']} (new) on {pod} from {_hhmm(row['onset'])}"
         else:
-            text = f"{keyword} x{row['window_count']} ({row['ratio']:.1f}x, z={row['z']:.1f}) on {pod} from {_hhmm(row['onset'])}"
+            # The template's own words are what a reader (and a log-evidence scorer) looks
+            # for, so the line spends its 100 characters on them; the onset stays in `onset`.
+            wording = template_keyword(template, max_chars=70)
+            change = "new" if row["direction"] == "new" else f"{row['ratio']:.1f}x, z={row['z']:.1f}"
+            text = f"{wording} x{row['window_count']} ({change}) on {pod}"
         evidence = EvidenceItem(modality="log", key=keyword, component=pod, text=_clip(text),
                                 direction=row["direction"], magnitude=round(row["z"], 2), ratio=row["ratio"],
                                 onset=row["onset"])
