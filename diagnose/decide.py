@@ -5,16 +5,15 @@ An invalid reply gets exactly one repair turn that quotes the validation error.
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
 from rca.llm.base import LLMBackend, LLMReply
-from rca.taxonomy import FAULT_TYPES, applicable_fault_types
+from rca.taxonomy import applicable_fault_types
 
 from diagnose.prompt import Prompt, decision_schema
 
@@ -35,7 +34,7 @@ class Decision(BaseModel):
 
 @dataclass
 class DecisionOutcome:
-    decision: Decision
+    decision: Decision | None = None  # set once a valid reply (or the vote) is in
     replies: list[LLMReply] = field(default_factory=list)
     raw_responses: list[str] = field(default_factory=list)
     repaired: bool = False
@@ -120,8 +119,7 @@ def decide(
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
-    placeholder = Decision(component=candidates[0], fault_type=next(iter(FAULT_TYPES)), reason="pending")
-    outcome = DecisionOutcome(decision=placeholder)
+    outcome = DecisionOutcome()
     if samples <= 1:
         outcome.decision = _one_decision(llm, prompt, candidates, temperature=temperature, seed=None, outcome=outcome)
         return outcome
@@ -130,11 +128,7 @@ def decide(
         for i in range(samples)
     ]
     tally = Counter((d.component, d.fault_type) for d in decisions)
-    best_pair, _ = max(tally.items(), key=lambda kv: (kv[1], -[(d.component, d.fault_type) for d in decisions].index(kv[0])))
+    best_pair = tally.most_common(1)[0][0]  # ties keep first-seen order, i.e. the earliest sample
     outcome.votes = {f"{c}|{f}": n for (c, f), n in tally.items()}
     outcome.decision = next(d for d in decisions if (d.component, d.fault_type) == best_pair)
     return outcome
-
-
-def dump_json(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, default=str)
