@@ -104,23 +104,28 @@ def _key_from_name(name: str, *, prefix: str, day: str) -> tuple[str, bool] | No
     return key, deleted
 
 
-def infra_files(data_dir: Path, day: str, family: str) -> tuple[list[MetricFile], list[str]]:
-    """Every daily KPI file of an infra family for a CST day, with the KPI from its name."""
-    sub, prefix = INFRA_DIRS[family]
-    folder = day_dir(data_dir, day) / METRIC_DIR / sub
+def _metric_files(folder: Path, *, prefix: str, family: str, label: str, day: str) -> tuple[list[MetricFile], list[str]]:
+    """Daily files ``<prefix><key>_<day>.parquet`` in ``folder``; what is absent is reported, not raised."""
     if not folder.is_dir():
-        return [], [f"{family} {day} (no directory {folder})"]
+        return [], [f"{label} {day} (no directory {folder})"]
     result: list[MetricFile] = []
     for path in sorted(folder.glob(f"{prefix}*.parquet")):
         parsed = _key_from_name(path.name, prefix=prefix, day=day)
         if parsed is None:
-            log.warning("skipping %s: name does not follow %s<kpi>_<date>.parquet", path, prefix)
+            log.warning("skipping %s: name does not follow %s<key>_<date>.parquet", path, prefix)
             continue
         key, deleted = parsed
         result.append(MetricFile(path=path, family=family, key=key, deleted=deleted))
     if not result:
-        return [], [f"{family} {day} (no {prefix}*.parquet in {folder})"]
+        return [], [f"{label} {day} (no {prefix}*.parquet in {folder})"]
     return result, []
+
+
+def infra_files(data_dir: Path, day: str, family: str) -> tuple[list[MetricFile], list[str]]:
+    """Every daily KPI file of an infra family for a CST day, with the KPI from its name."""
+    sub, prefix = INFRA_DIRS[family]
+    folder = day_dir(data_dir, day) / METRIC_DIR / sub
+    return _metric_files(folder, prefix=prefix, family=family, label=family, day=day)
 
 
 def apm_files(data_dir: Path, day: str, level: str) -> tuple[list[MetricFile], list[str]]:
@@ -131,16 +136,4 @@ def apm_files(data_dir: Path, day: str, level: str) -> tuple[list[MetricFile], l
     """
     sub, prefix = APM_DIRS[level]
     folder = day_dir(data_dir, day) / METRIC_DIR / "apm" / sub
-    if not folder.is_dir():
-        return [], [f"apm {level} {day} (no directory {folder})"]
-    result: list[MetricFile] = []
-    for path in sorted(folder.glob(f"{prefix}*.parquet")):
-        parsed = _key_from_name(path.name, prefix=prefix, day=day)
-        if parsed is None:
-            log.warning("skipping %s: name does not follow %s<object>_<date>.parquet", path, prefix)
-            continue
-        key, deleted = parsed
-        result.append(MetricFile(path=path, family="apm", key=key, deleted=deleted))
-    if not result:
-        return [], [f"apm {level} {day} (no {prefix}*.parquet in {folder})"]
-    return result, []
+    return _metric_files(folder, prefix=prefix, family="apm", label=f"apm {level}", day=day)
