@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, Sequence
 
-from index.models import Candidate, WindowQueryResult
+from index.models import Candidate, EvidenceItem, WindowQueryResult
+from knowledge.signatures import SignatureMatch
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
-from rca.taxonomy import service_of
+from rca.taxonomy import applicable_fault_types, service_of
 from rca.timeutil import format_utc
 
 from diagnose.answer import Answer
@@ -37,6 +38,8 @@ class KnowledgeSource(Protocol):
 
     def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]: ...
 
+    def signature_matches(self, evidence: Sequence[EvidenceItem], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
+
 
 @dataclass
 class CaseRecord:
@@ -48,6 +51,7 @@ class CaseRecord:
     candidates: list[Candidate]
     missing: list[str]
     sops: list[SopExcerpt]
+    signature_matches: RunbookMatches
     prompt: Prompt
     outcome: DecisionOutcome
     agreed_with_index: bool
@@ -66,6 +70,7 @@ class CaseRecord:
             "candidates": [c.model_dump(mode="json") for c in self.candidates],
             "missing": self.missing,
             "sops": [{"id": s.doc_id, "title": s.title, "score": s.score} for s in self.sops],
+            "signature_matches": {name: [m.render() for m in found] for name, found in self.signature_matches.items()},
             "prompt": {
                 "messages": self.prompt.messages,
                 "approx_tokens": self.prompt.approx_tokens,
@@ -108,18 +113,16 @@ def one_level_per_service(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 
 def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *, per_candidate: int = 2) -> RunbookMatches:
-    """For each candidate, the fault types whose runbooks best match its own evidence.
+    """For each candidate, the fault types whose SOP signals its own evidence fits best.
 
-    Retrieval only suggests; the model weighs these against the evidence lines.
+    Only fault types that can happen to the candidate are checked. The check reports
+    which signals were seen and which contradict; the model weighs them.
     """
-    matches: RunbookMatches = {}
-    for candidate in candidates:
-        summary, hints = evidence_summary([candidate], per_candidate=4, top=1)
-        if not summary:
-            continue
-        docs = knowledge.retrieve(summary, hints=hints, k=per_candidate + 2)
-        matches[candidate.component] = [(d.fault_type, d.score) for d in docs if d.fault_type][:per_candidate]
-    return matches
+    return {
+        candidate.component: knowledge.signature_matches(
+            candidate.evidence, fault_types=applicable_fault_types(candidate.component))[:per_candidate]
+        for candidate in candidates
+    }
 
 
 def _answer_time(case: Case, chosen: Candidate | None) -> str:
@@ -140,12 +143,16 @@ def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequ
 
 
 def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 4) -> list[str]:
-    """KPI names for the reason: the fault type's key metrics that the chosen component's
-    evidence shows, then its other anomalous KPIs; the SOP's lead metric when none show."""
+    """Key names for the reason: the fault type's SOP key metrics that the chosen component's
+    evidence shows (as a KPI, or quoted in a log or trace line, e.g. a JVM agent rule name),
+    then its other anomalous KPIs; the SOP's lead metric when none show."""
     sop_metrics = knowledge.key_metrics(fault_type)
-    observed = list(dict.fromkeys(i.key for i in (chosen.evidence if chosen else []) if i.modality == "metric"))
-    ordered = [m for m in sop_metrics if m in observed] + [m for m in observed if m not in sop_metrics]
-    if not any(m in sop_metrics for m in ordered):
+    evidence = chosen.evidence if chosen else []
+    observed = list(dict.fromkeys(i.key for i in evidence if i.modality == "metric"))
+    quoted = " ".join(i.text for i in evidence if i.modality != "metric").lower()
+    shown = [m for m in sop_metrics if m in observed or m.lower() in quoted]
+    ordered = shown + [m for m in observed if m not in sop_metrics]
+    if not shown:
         ordered = sop_metrics[:1] + ordered
     return ordered[:limit]
 
@@ -158,6 +165,7 @@ class PreparedCase:
     candidates: list[Candidate]
     missing: list[str]
     sops: list[SopExcerpt]
+    signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]
 
@@ -186,7 +194,8 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.missing,
         runbook_matches=matches,
     )
-    return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops, prompt=prompt, timings_s=timings)
+    return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops,
+                        signature_matches=matches, prompt=prompt, timings_s=timings)
 
 
 def diagnose_case(
@@ -208,12 +217,14 @@ def diagnose_case(
     decision = outcome.decision
     chosen = next(c for c in candidates if c.component == decision.component)
     metrics = _reason_metrics(decision.fault_type, chosen, knowledge)
+    signature = next(iter(knowledge.signature_matches(chosen.evidence, fault_types=[decision.fault_type])), None)
     answer = Answer(
         uuid=case.uuid,
         component=decision.component,
         reason=_reason(decision.reason, decision.fault_type, decision.component, metrics),
         time=_answer_time(case, chosen),
-        reasoning_trace=build_trace(chosen=decision.component, fault_type=decision.fault_type, reason_metrics=metrics, candidates=candidates),
+        reasoning_trace=build_trace(chosen=decision.component, fault_type=decision.fault_type, reason_metrics=metrics, candidates=candidates,
+                                     signature=signature),
     )
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
@@ -221,6 +232,7 @@ def diagnose_case(
     return CaseRecord(
         uuid=case.uuid,
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops, prompt=prepared.prompt,
+        answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops,
+        signature_matches=prepared.signature_matches, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings,
     )

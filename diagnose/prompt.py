@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from index.models import Candidate
+from knowledge.signatures import SignatureMatch
 from rca.taxonomy import applicable_fault_types
 
 # Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
@@ -25,7 +26,7 @@ How to decide:
 - Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
 - Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
 - "went silent" means a series stopped reporting: the component stopped serving (pod failure, or pod kill when brief). A KPI that rises instead (io_util, cpu, memory, latency) means the component still runs but is degraded.
-- Pick the fault type whose key metrics and log signatures match the evidence best (catalogue below). Ranking scores are hints, not verdicts.
+- Pick the fault type whose key metrics and log signatures match the evidence best (catalogue below). "SOP signals seen: T k/n (...)" counts how many of fault type T's documented signals the candidate's evidence shows, and "against" lists evidence T would not produce. Ranking scores and signal counts are hints, not verdicts.
 
 Fault catalogue (fault type | levels | key metrics | signature):
 {catalogue}
@@ -53,8 +54,8 @@ class SopExcerpt:
     fault_type: str | None = None  # None for general guides
 
 
-# Per candidate: fault types whose runbooks best match that candidate's own evidence.
-RunbookMatches = dict[str, list[tuple[str, float]]]
+# Per candidate: fault types whose SOP signals best fit that candidate's own evidence.
+RunbookMatches = dict[str, list[SignatureMatch]]
 
 
 @dataclass(frozen=True)
@@ -84,14 +85,14 @@ def _abnormal_pods(candidate: Candidate) -> list[str]:
     return sorted({i.component for i in candidate.evidence if i.component.startswith(prefix)})
 
 
-def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: list[tuple[str, float]]) -> str:
+def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch]) -> str:
     head = f"{rank}. {candidate.component} ({candidate.level}) score {candidate.score:.2f}"
     pods = _abnormal_pods(candidate)
     if pods:
         head += f"; abnormal pods: {', '.join(pods)}"
     lines = [head] + [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
     if matches:
-        lines.append("   runbooks matching this evidence: " + ", ".join(f"{ft} ({score:.2f})" for ft, score in matches))
+        lines.append("   SOP signals seen: " + "; ".join(m.render() for m in matches))
     return "\n".join(lines)
 
 

@@ -6,9 +6,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
-from index.models import WindowQueryResult
+from index.models import EvidenceItem, WindowQueryResult
 from index.query import query_window
-from knowledge.retrieval import fault_catalogue, retrieve
+from knowledge.retrieval import fault_catalogue, fault_signatures, retrieve
+from knowledge.signatures import SignatureMatch, rank_signatures
 from rca.settings import Settings
 
 from diagnose.prompt import CatalogueLine, SopExcerpt
@@ -46,6 +47,10 @@ class KnowledgeBase:
     def _entries(self):
         return fault_catalogue(self.settings)
 
+    @cached_property
+    def _signatures(self):
+        return fault_signatures(self.settings)
+
     def catalogue(self) -> list[CatalogueLine]:
         return [
             CatalogueLine(fault_type=e.fault_type, levels="/".join(e.levels), key_metrics=", ".join(e.key_metrics), signature=e.reason_template)
@@ -58,3 +63,6 @@ class KnowledgeBase:
     def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]:
         docs = retrieve(self.settings, summary, hints=hints, k=k)
         return [SopExcerpt(doc_id=d.id, title=d.title, score=d.score, text=_section(d.text, d.best_section), fault_type=d.fault_type) for d in docs]
+
+    def signature_matches(self, evidence: Sequence[EvidenceItem], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
+        return rank_signatures(self._signatures, evidence, fault_types=fault_types)

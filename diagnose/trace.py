@@ -2,7 +2,8 @@
 
 Steps 1-3 are the analyses code ran for the window (metrics, call graph, log
 templates); their observations are the strongest evidence lines found, preferring
-those of the component the model chose. The last step is the model's decision.
+those of the component the model chose. Then the SOP signal check of the chosen fault
+type on the chosen component (what the model was shown), and last the model's decision.
 Observations start with the KPI name, call edge or template keyword (scored on
 their first 100 characters).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from index.models import Candidate, EvidenceItem
+from knowledge.signatures import SignatureMatch
 
 from diagnose.answer import TraceStep, clip_observation
 
@@ -45,13 +47,26 @@ def _observation(items: list[EvidenceItem]) -> str:
     return clip_observation(text)
 
 
-def build_trace(*, chosen: str, fault_type: str, reason_metrics: Sequence[str], candidates: Sequence[Candidate]) -> list[TraceStep]:
+def _signature_observation(signature: SignatureMatch) -> str:
+    """``<first signal seen>: <fault type> signals k/n (<the others>)``."""
+    first, *rest = signature.matched
+    text = f"{first}: {signature.fault_type} signals {len(signature.matched)}/{signature.expected}"
+    if rest:
+        text += f" ({', '.join(rest)})"
+    return clip_observation(text)
+
+
+def build_trace(*, chosen: str, fault_type: str, reason_metrics: Sequence[str], candidates: Sequence[Candidate],
+                signature: SignatureMatch | None = None) -> list[TraceStep]:
     steps: list[TraceStep] = []
     for modality, action in ANALYSES:
         items = _items_for(modality, chosen, candidates)
         if not items:
             continue  # nothing anomalous of this kind: not evidence, so not a step
         steps.append(TraceStep(step=len(steps) + 1, action=action, observation=_observation(items)))
+    if signature is not None and signature.matched:
+        steps.append(TraceStep(step=len(steps) + 1, action=f"SOP signal check: {fault_type} runbook vs {chosen} evidence",
+                               observation=_signature_observation(signature)))
     verdict = f"{chosen}: {fault_type}"
     if reason_metrics:
         verdict += f" ({', '.join(reason_metrics)})"

@@ -11,8 +11,9 @@ class EvidenceItem(BaseModel):
     """One anomaly, rendered as a short observation line.
 
     ``text`` is at most 100 characters and starts with its ``key``: the KPI name
-    (``pod_cpu_usage``), the log template keyword (``connection refused``) or the call
-    edge (``frontend->cartservice``), e.g.
+    (``pod_cpu_usage``), the log line's words (``connection refused``; a long line is cut
+    in the middle, shorter in the key than in the text) or the call edge
+    (``frontend->cartservice``), e.g.
     ``pod_cpu_usage up 4.1x (z=9.3) on emailservice-1 from 16:11``.
     """
 

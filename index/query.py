@@ -31,10 +31,12 @@ def query_window(
     end: datetime,
     top_k: int = 10,
     baseline_minutes: int = 30,
+    max_evidence: int = 12,
 ) -> WindowQueryResult:
     """Ranked candidates for the incident window [start, end] (UTC).
 
-    ``baseline_minutes`` of data before ``start`` are the fault-free reference. Missing
+    ``baseline_minutes`` of data before ``start`` are the fault-free reference. Each
+    candidate carries up to ``max_evidence`` lines, one of each kind of signal first. Missing
     partitions are listed in ``missing``; a window with no data at all gives no candidates.
     """
     start, end = as_utc(start), as_utc(end)
@@ -63,7 +65,7 @@ def query_window(
     candidates = rank_candidates(
         metric_events=metric_events, log_events=log_events, trace_events=trace_events, fanout_events=fanout_events,
         propagation=propagation_scores(trace_events), graph=graph, placement=placement,
-        known_pods=known_pods, top_k=top_k,
+        known_pods=known_pods, top_k=top_k, max_evidence=max_evidence,
     )
     missing = missing_metric + missing_log + missing_trace
     for modality, frame in (("metric", series), ("log", counts), ("trace", edges)):

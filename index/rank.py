@@ -160,15 +160,18 @@ def log_items(events: pl.DataFrame, *, known_services: set[str]) -> list[tuple[s
     items = []
     for row in events.iter_rows(named=True):
         pod, template = row["component"], row["template"] or ""
-        keyword = "log stream" if row["direction"] == "silent" else template_keyword(template)
         if row["direction"] == "silent":
+            keyword = "log stream"
             text = f"log stream went silent on {pod} ({row['window_count']} lines vs {row['baseline_count']} before)"
         else:
-            # The template's own words are what a reader (and a log-evidence scorer) looks
-            # for, so the line spends its 100 characters on them; the onset stays in `onset`.
-            wording = template_keyword(template, max_chars=70)
+            # The line's own words are what a reader (and a log-evidence scorer) looks for: the
+            # example line keeps the words Drain merged into <*>, and the text spends what the
+            # counts and pod leave of its 100 characters on them; the onset stays in `onset`.
+            source = row.get("example") or template
+            keyword = template_keyword(source)
             change = "new" if row["direction"] == "new" else f"{row['ratio']:.1f}x, z={row['z']:.1f}"
-            text = f"{wording} x{row['window_count']} ({change}) on {pod}"
+            suffix = f" x{row['window_count']} ({change}) on {pod}"
+            text = template_keyword(source, max_chars=100 - len(suffix)) + suffix
         evidence = EvidenceItem(modality="log", key=keyword, component=pod, text=_clip(text),
                                 direction=row["direction"], magnitude=round(row["z"], 2), ratio=row["ratio"],
                                 onset=row["onset"])

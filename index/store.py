@@ -10,7 +10,7 @@ Layout (schema version ``SCHEMA_VERSION``)::
         metric_series.parquet            time, component, kind, kpi, value         (per minute)
         metric_placement.parquet         pod, node, first, last                    (pod -> node)
         metric_change_points.parquet     component, kind, kpi, time, before, after (day level)
-        log_counts.parquet               time, pod, node, template_id, count       (per minute)
+        log_counts.parquet               time, pod, node, template_id, count, example (per minute)
         trace_edges.parquet              time, caller, caller_pod, callee, callee_pod, callee_node,
                                          operation, count, errors, p50_us, p95_us, mean_us
 
@@ -36,7 +36,7 @@ from rca.atomic import atomic_path, write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: log_counts.example
 MANIFEST_NAME = "manifest.json"
 TEMPLATES_NAME = "log_templates.parquet"
 MINER_STATE_NAME = "log_miner_state.bin"
@@ -112,7 +112,12 @@ def remove_stale_temp_files(index_dir: Path) -> int:
     return removed
 
 
-def load_manifest(index_dir: Path) -> Manifest:
+def load_manifest(index_dir: Path, *, rebuild_older: bool = False) -> Manifest:
+    """The index manifest (empty when absent); refuses another schema version.
+
+    With ``rebuild_older`` (the nightly job), a manifest of an older version is replaced by an
+    empty one of this version, so every partition counts as stale and is rebuilt.
+    """
     path = Path(index_dir) / MANIFEST_NAME
     if not path.exists():
         return Manifest()
@@ -120,6 +125,11 @@ def load_manifest(index_dir: Path) -> Manifest:
         manifest = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise IndexStoreError(f"{path}: corrupt manifest: {exc}") from exc
+    if rebuild_older and manifest.schema_version < SCHEMA_VERSION:
+        log.warning("%s: schema version %d, this code writes %d; every partition will be rebuilt",
+                    path, manifest.schema_version, SCHEMA_VERSION)
+        manifest = Manifest()
+        save_manifest(index_dir, manifest)
     if manifest.schema_version != SCHEMA_VERSION:
         raise IndexStoreError(f"{path}: schema version {manifest.schema_version}, this code reads {SCHEMA_VERSION};"
                           " rebuild the index")
@@ -160,7 +170,7 @@ def load_table(
     lo, hi = as_utc(start), as_utc(end)
     for day in days_for_window(lo, hi):
         path = table_path(index_dir, day, table)
-        if not path.exists():
+        if not _readable(path, schema):
             missing.append(f"{day}/{table}")
             continue
         frames.append(
@@ -172,9 +182,19 @@ def load_table(
 
 def load_day_table(index_dir: Path, *, day: str, table: str, schema: dict[str, pl.DataType]) -> pl.DataFrame | None:
     path = table_path(index_dir, day, table)
-    if not path.exists():
+    if not _readable(path, schema):
         return None
     return pl.read_parquet(path).cast(schema)
+
+
+def _readable(path: Path, schema: dict[str, pl.DataType]) -> bool:
+    """The table exists and has every column of ``schema`` (an older schema's file awaits its rebuild)."""
+    if not path.exists():
+        return False
+    if set(schema) <= set(pl.read_parquet_schema(path)):
+        return True
+    log.warning("%s: written by an older schema version, read as missing until rebuilt", path)
+    return False
 
 
 def load_templates(index_dir: Path) -> pl.DataFrame:

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from knowledge.signatures import Signal, SignalError
 from rca.settings import Settings
 from rca.taxonomy import FAULT_TYPES, LEVELS
 
@@ -52,6 +53,7 @@ class FrontMatter(BaseModel):
     log_keywords: list[str] = []
     trace_signatures: list[str] = []
     look_alikes: list[str] = []
+    signals: list[str] = []  # machine-checkable signature, see knowledge/signatures.py
     reason_template: str | None = None
     tags: list[str] = []
 
@@ -70,9 +72,18 @@ class FrontMatter(BaseModel):
                 raise _FieldProblem("key_metrics", "a fault document needs at least one KPI name")
             if not self.reason_template:
                 raise _FieldProblem("reason_template", "a fault document needs a reason template")
+            if self.signals and len([s for s in self.signals if not s.strip().lower().startswith("not ")]) < 2:
+                raise _FieldProblem("signals", "give at least two expected signals (or none)")
         elif self.fault_type is not None or self.fault_category is not None:
             field = "fault_type" if self.fault_type is not None else "fault_category"
             raise _FieldProblem(field, "only fault documents name a fault type or category")
+        elif self.signals:
+            raise _FieldProblem("signals", "only fault documents have signals")
+        for spec in self.signals:
+            try:
+                Signal.parse(spec)
+            except SignalError as exc:
+                raise _FieldProblem("signals", str(exc)) from exc
         unknown = [name for name in self.look_alikes if name not in FAULT_TYPES]
         if unknown:
             raise _FieldProblem("look_alikes", f"unknown fault types {unknown}")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from knowledge.documents import FrontMatter, docs_dir, load_documents
 from knowledge.embedding import load_embedder
+from knowledge.signatures import Signal, parse_signals
 from knowledge.store import open_collection, reindex
 from rca.settings import Settings
 from rca.taxonomy import FAULT_TYPES
@@ -120,3 +121,12 @@ def fault_catalogue(settings: Settings) -> list[CatalogueEntry]:
     if missing:
         raise LookupError(f"{docs_dir(settings)}: no fault document for {missing}")
     return [by_type[name] for name in FAULT_TYPES]
+
+
+def fault_signatures(settings: Settings) -> dict[str, list[Signal]]:
+    """The checkable signals of every fault type, from its document's front matter."""
+    return {
+        document.meta.fault_type: parse_signals(document.meta.signals)
+        for document in load_documents(docs_dir(settings))
+        if document.meta.kind == "fault" and document.meta.fault_type
+    }

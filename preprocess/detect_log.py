@@ -7,7 +7,8 @@ This module owns:
   strings before mining (the speed trick for a ~6M-line day);
 * ``LogTemplateMiner``: a Drain3 miner whose state is saved atomically next to the
   index, so template ids stay stable across nightly runs and new templates are added;
-* ``log_counts``: per (pod, template, minute) counts, the stored log feature;
+* ``log_counts``: per (pod, template, minute) counts with the most frequent masked line
+  as an example, the stored log feature;
 * ``score_log_window``: templates that burst or are new in a window against the
   neighbouring baseline. Chronic noise (a template with a steady rate in the baseline)
   is separated statistically: a steady rate is not a burst, whatever its wording.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -37,12 +39,14 @@ LOG_COUNT_SCHEMA: dict[str, pl.DataType] = {
     "node": pl.Utf8,
     "template_id": pl.Int64,
     "count": pl.Int64,
+    "example": pl.Utf8,  # the template's most frequent masked line in this row (Drain keeps no words it merged)
 }
 TEMPLATE_SCHEMA: dict[str, pl.DataType] = {"template_id": pl.Int64, "template": pl.Utf8}
 LOG_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "component": pl.Utf8,  # pod emitting the lines
     "template_id": pl.Int64,  # -1 for the whole stream (silent pod)
     "template": pl.Utf8,
+    "example": pl.Utf8,  # most frequent masked line of the template in the window; "" for a silent pod
     "direction": pl.Utf8,  # up | new | silent
     "z": pl.Float64,
     "ratio": pl.Float64,
@@ -145,10 +149,15 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
         deduplicated.with_columns(pl.col("masked").fill_null(""))
         .join(mapping, on="masked", how="left")
         .group_by("time", "pod", "node", "template_id")
-        .agg(pl.col("count").sum())
+        .agg(pl.col("count").sum(), _most_frequent("masked").alias("example"))
         .sort("time", "pod", "template_id")
         .cast(LOG_COUNT_SCHEMA)
     )
+
+
+def _most_frequent(column: str) -> pl.Expr:
+    """Aggregation: the ``column`` value of the group's row with the highest ``count`` (ties: smallest value)."""
+    return pl.col(column).sort_by("count", column, descending=[True, False]).first()
 
 
 def score_log_window(
@@ -189,14 +198,20 @@ def score_log_window(
     )
     new = (pl.col("baseline_count") == 0) & (pl.col("window_count") >= min_new_count)
     burst = (pl.col("baseline_count") > 0) & (pl.col("z") >= min_z) & (pl.col("ratio") >= min_ratio)
+    examples = (
+        sub.filter(in_window).group_by("pod", "template_id", "example").agg(pl.col("count").sum())
+        .group_by("pod", "template_id").agg(_most_frequent("example"))
+    )
     events = (
         scored.filter(new | burst)
         .with_columns(direction=pl.when(new).then(pl.lit("new")).otherwise(pl.lit("up")))
         .join(templates, on="template_id", how="left")
+        .join(examples, on=["pod", "template_id"], how="left")
     )
     silent = _silent_pods(sub, in_window=in_window, scale=scale)
     frame = pl.concat([
-        events.select(pl.col("pod").alias("component"), "template_id", "template", "direction",
+        events.select(pl.col("pod").alias("component"), "template_id", "template",
+                      pl.col("example").fill_null(""), "direction",
                       pl.col("z").clip(upper_bound=50.0), "ratio", "window_count", "baseline_count", "onset"
                       ).cast(LOG_EVENT_SCHEMA),
         silent.cast(LOG_EVENT_SCHEMA),
@@ -216,6 +231,7 @@ def _silent_pods(sub: pl.DataFrame, *, in_window: pl.Expr, scale: float) -> pl.D
         pl.col("pod").alias("component"),
         pl.lit(-1, pl.Int64).alias("template_id"),
         pl.lit("log stream").alias("template"),
+        pl.lit("").alias("example"),
         pl.lit("silent").alias("direction"),
         ((pl.col("expected") - pl.col("window_count")) / (pl.col("expected") + 1).sqrt()).clip(upper_bound=50.0).alias("z"),
         (pl.col("window_count") / pl.col("expected")).alias("ratio"),
@@ -223,9 +239,21 @@ def _silent_pods(sub: pl.DataFrame, *, in_window: pl.Expr, scale: float) -> pl.D
     )
 
 
-def template_keyword(template: str, *, max_chars: int = 48) -> str:
-    """Readable keyword of a template: masks and Drain wildcards dropped, trimmed."""
-    words = [w for w in template.replace("<*>", " ").split() if not (w.startswith("<") and w.endswith(">"))]
-    text = " ".join(words).strip(" :,{}\"'")
-    return text[:max_chars].rstrip() if text else "log template"
+# A token made only of masks (and punctuation around them), e.g. ``<*>``, ``<IP>:`` or ``<NUM>:<NUM>``.
+_MASK_TOKEN = re.compile(r"(?:[^\w<>]*<(?:\*|NUM|IP|ID)>)+[^\w<>]*")
 
+
+def template_keyword(template: str, *, max_chars: int = 48) -> str:
+    """Readable keyword of a template or masked line: mask-only tokens dropped, long text elided in the middle."""
+    words = [w for w in template.split() if not _MASK_TOKEN.fullmatch(w)]
+    text = " ".join(words).strip(" :,{}\"'")
+    return elide(text, max_chars=max_chars) if text else "log template"
+
+
+def elide(text: str, *, max_chars: int, head_chars: int = 25) -> str:
+    """``text`` within ``max_chars``: its head and its tail joined by "…" (an error line ends with its cause)."""
+    if len(text) <= max_chars:
+        return text
+    head = text[:min(head_chars, max_chars // 2)].rstrip()
+    tail = text[len(text) - (max_chars - len(head) - 1):].lstrip()
+    return f"{head}…{tail}"

@@ -190,7 +190,7 @@ def run_nightly(
     if unknown:
         raise FileNotFoundError(f"{data_dir}: no day directory for {', '.join(unknown)}")
 
-    manifest = store.load_manifest(index_dir)
+    manifest = store.load_manifest(index_dir, rebuild_older=True)
     stale = store.remove_stale_temp_files(index_dir)
     if stale:
         log.warning("%s: removed %d temp file(s) left by an interrupted run", index_dir, stale)

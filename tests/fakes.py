@@ -4,7 +4,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from index.models import Candidate, WindowQueryResult
+from index.models import Candidate, EvidenceItem, WindowQueryResult
+from knowledge.signatures import Signal, SignatureMatch, rank_signatures
 from rca.llm.base import LLMReply
 from diagnose.prompt import CatalogueLine, SopExcerpt
 
@@ -52,3 +53,7 @@ class StaticKnowledge:
 
     def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]:
         return [SopExcerpt(doc_id="cpu-stress", title="CPU stress", score=0.8, text="pod_cpu_usage rises on the stressed pods.", fault_type="cpu stress")][:k]
+
+    def signature_matches(self, evidence: Sequence[EvidenceItem], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
+        signatures = {ft: [Signal.parse(f"metric:{m}:up") for m in metrics] for ft, metrics in self._key_metrics.items()}
+        return rank_signatures(signatures, evidence, fault_types=fault_types)

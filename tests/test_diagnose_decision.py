@@ -122,6 +122,26 @@ def test_agreement_and_time_from_onset() -> None:
     assert set(record.answer.to_submission(strict=True)) == {"uuid", "component", "reason", "reasoning_trace"}
 
 
+def test_trace_shows_the_sop_signal_check_of_the_chosen_type() -> None:
+    settings = load_settings(environ={})
+    record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([_reply()]), evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    steps = record.answer.reasoning_trace
+    check = next(s for s in steps if s.action.startswith("SOP signal check"))
+    assert check.observation == "pod_cpu_usage up: cpu stress signals 1/1"
+    assert check.step == len(steps) - 1 and len(steps) <= 5
+    assert record.to_json()["signature_matches"]["emailservice"] == ["cpu stress 1/1 (pod_cpu_usage up)"]
+
+
+def test_reason_quotes_sop_keywords_seen_in_logs() -> None:
+    rule = EvidenceItem(modality="log", key="WARN [TransformListener]…adservice--gc", component="adservice-0",
+                        text="WARN [TransformListener]…rule adservice--gc (GCHelper.triggerFullGC) x39 (new) on adservice-0")
+    candidates = [Candidate(component="adservice", level="service", score=1.0, evidence=[rule])]
+    knowledge = StaticKnowledge({"jvm gc": ["adservice--gc", "GCHelper", "rrt"]})
+    record = diagnose_case(_case(), settings=load_settings(environ={}), llm=RecordedBackend([_reply("adservice", "jvm gc", "gc pauses")]),
+                           evidence=StaticEvidence(candidates), knowledge=knowledge)
+    assert record.answer.reason.startswith("jvm gc on adservice (adservice--gc, GCHelper)")
+
+
 def test_batch_is_resumable_and_drops_torn_line(tmp_path: Path) -> None:
     settings = load_settings(environ={})
     out = tmp_path / "result.jsonl"

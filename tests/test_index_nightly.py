@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 
 import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from index import store
+from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess import nightly
 from preprocess.nightly import run_nightly
 from rca.cli import _register, app as rca_app
@@ -70,6 +72,23 @@ def test_changed_input_rebuilds_only_its_partition(raw_day, tmp_path):
     outcomes = {o.family: o.status for o in run_nightly(data_dir=data, index_dir=index)}
     assert outcomes == {"metric": "skipped", "log": "written", "trace": "skipped"}
 
+
+
+def test_older_schema_version_is_rebuilt_not_misread(raw_day, tmp_path):
+    run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    counts_path = store.table_path(tmp_path, DAY, "log_counts")
+    pl.read_parquet(counts_path).drop("example").write_parquet(counts_path)  # as schema version 1 wrote it
+    manifest = json.loads((tmp_path / store.MANIFEST_NAME).read_text())
+    (tmp_path / store.MANIFEST_NAME).write_text(json.dumps({**manifest, "schema_version": 1}))
+    with pytest.raises(store.IndexStoreError, match="schema version 1"):
+        store.load_manifest(tmp_path)  # what a query does
+    frame, missing = store.load_table(tmp_path, table="log_counts", start=datetime(2025, 6, 5, 16, tzinfo=UTC),
+                                      end=datetime(2025, 6, 6, 15, 59, tzinfo=UTC), schema=LOG_COUNT_SCHEMA)
+    assert frame.height == 0 and missing == [f"{DAY}/log_counts"]
+
+    assert {o.status for o in run_nightly(data_dir=raw_day, index_dir=tmp_path)} == {"written"}
+    assert store.load_manifest(tmp_path).schema_version == store.SCHEMA_VERSION
+    assert "example" in pl.read_parquet(counts_path).columns
 
 def test_kill_during_a_partition_keeps_finished_ones(raw_day, tmp_path, monkeypatch):
     def killed(**_):

@@ -75,7 +75,7 @@ def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
                 slow = faulty and component_slow(pod)
                 rrt = rng.normal(1000, 40) * (4 if slow else 1)
                 series.append((t, pod, "apm_pod", "rrt", rrt))
-                counts.append((t, pod, NODE_OF[pod], 1, int(rng.poisson(30))))
+                counts.append((t, pod, NODE_OF[pod], 1, int(rng.poisson(30)), "request complete"))
             svc_slow = faulty and component_slow(service)
             series.append((t, service, "apm_service", "rrt", rng.normal(1000, 40) * (3 if svc_slow else 1)))
         for node in NODES:

@@ -1,0 +1,155 @@
+"""Machine-checkable fault signatures: the ``signals`` of each SOP's front matter.
+
+An SOP's prose says what a fault looks like ("`pod_cpu_usage` saturates, `rrt` rises, no
+errors"). Its ``signals`` say the same in a form code can check against a candidate's
+evidence lines, so the diagnoser can tell the model which runbooks the evidence fits
+and which it contradicts. The check only reports; the model decides.
+
+A signal is one or more clues separated by ``|`` (any of them counts), each
+``<modality>:<pattern>[:<direction>]``:
+
+* ``metric:pod_cpu_usage:up``: a metric evidence line whose KPI name matches the glob
+  ``pod_cpu_usage`` and moved ``up`` (directions: up, down, silent; ``any`` or omitted
+  accepts all);
+* ``log:server misbehaving``: a log evidence line whose text contains the phrase
+  (case-insensitive); ``log:silent`` matches a log stream that stopped;
+* ``trace:p95``: a trace evidence line whose text contains the phrase (``p95`` latency,
+  ``errors``, ``calls stopped``, ``on calls from`` for errors on the component's own calls);
+* a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass
+from typing import Iterable, Literal, Protocol, Sequence
+
+MODALITIES = ("metric", "log", "trace")
+DIRECTIONS = ("up", "down", "silent", "any")
+
+
+class SignalError(ValueError):
+    """A signal string that does not follow the grammar above."""
+
+
+class Observation(Protocol):
+    """What a signal is checked against (``index.models.EvidenceItem`` satisfies it)."""
+
+    modality: str
+    key: str
+    text: str
+    direction: str
+
+
+@dataclass(frozen=True)
+class Clue:
+    """One checkable observation: modality, pattern and (for metrics) direction."""
+
+    modality: Literal["metric", "log", "trace"]
+    pattern: str
+    direction: str = "any"
+
+    @classmethod
+    def parse(cls, text: str, *, spec: str) -> "Clue":
+        modality, _, rest = text.strip().partition(":")
+        if modality not in MODALITIES or not rest.strip():
+            raise SignalError(f"{spec!r}: expected '[not ]<metric|log|trace>:<pattern>[:<direction>]'")
+        pattern, direction = rest, "any"
+        if modality == "metric":
+            pattern, _, direction = rest.partition(":")
+            direction = direction.strip() or "any"
+            if direction not in DIRECTIONS:
+                raise SignalError(f"{spec!r}: direction must be one of {', '.join(DIRECTIONS)}")
+        return cls(modality=modality, pattern=pattern.strip(), direction=direction)
+
+    def matches(self, item: Observation) -> bool:
+        if item.modality != self.modality:
+            return False
+        if self.modality == "metric":
+            direction_ok = self.direction == "any" or item.direction == self.direction
+            return direction_ok and fnmatch.fnmatchcase(item.key, self.pattern)
+        if self.modality == "log" and self.pattern == "silent":
+            return item.direction == "silent"
+        return self.pattern.lower() in item.text.lower()
+
+    def label(self) -> str:
+        if self.modality == "metric":
+            return self.pattern if self.direction == "any" else f"{self.pattern} {self.direction}"
+        return f"{self.modality} '{self.pattern}'"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One expected (or, negated, contradicting) sign of a fault: any of its clues."""
+
+    clues: tuple[Clue, ...]
+    negated: bool = False
+
+    @classmethod
+    def parse(cls, spec: str) -> "Signal":
+        text = spec.strip()
+        negated = text.lower().startswith("not ")
+        if negated:
+            text = text[4:]
+        clues = tuple(Clue.parse(part, spec=spec) for part in text.split("|"))
+        return cls(clues=clues, negated=negated)
+
+    def seen(self, evidence: Sequence[Observation]) -> Clue | None:
+        """The first clue that some evidence line shows, if any."""
+        return next((clue for clue in self.clues if any(clue.matches(item) for item in evidence)), None)
+
+
+@dataclass(frozen=True)
+class SignatureMatch:
+    """How well one fault type's signals fit one component's evidence."""
+
+    fault_type: str
+    matched: tuple[str, ...]  # labels of expected signals seen
+    expected: int  # number of expected (non-negated) signals
+    contradicted: tuple[str, ...]  # labels of contradicting signals seen
+
+    @property
+    def score(self) -> float:
+        """Signals seen minus contradictions, over the square root of signals expected.
+
+        Between a pure share (which favours terse signatures: 2/2 beats 4/5) and a pure
+        count (which favours long ones).
+        """
+        if not self.expected:
+            return 0.0
+        return (len(self.matched) - len(self.contradicted)) / math.sqrt(self.expected)
+
+    def render(self) -> str:
+        text = f"{self.fault_type} {len(self.matched)}/{self.expected}"
+        if self.matched:
+            text += f" ({', '.join(self.matched)})"
+        if self.contradicted:
+            text += f", against: {', '.join(self.contradicted)}"
+        return text
+
+
+def parse_signals(specs: Iterable[str]) -> list[Signal]:
+    return [Signal.parse(spec) for spec in specs]
+
+
+def match_signature(fault_type: str, signals: Sequence[Signal], evidence: Sequence[Observation]) -> SignatureMatch:
+    matched: list[str] = []
+    contradicted: list[str] = []
+    for signal in signals:
+        clue = signal.seen(evidence)
+        if clue is not None:
+            (contradicted if signal.negated else matched).append(clue.label())
+    expected = sum(1 for s in signals if not s.negated)
+    return SignatureMatch(fault_type=fault_type, matched=tuple(matched), expected=expected,
+                          contradicted=tuple(contradicted))
+
+
+def rank_signatures(signatures: dict[str, Sequence[Signal]], evidence: Sequence[Observation], *,
+                    fault_types: Sequence[str]) -> list[SignatureMatch]:
+    """``fault_types`` (those with signals) ranked by fit to ``evidence``, best first.
+
+    Ties keep the order of ``fault_types``; a type with no matched signal is left out.
+    """
+    matches = [match_signature(ft, signatures[ft], evidence) for ft in fault_types if signatures.get(ft)]
+    kept = [m for m in matches if m.matched]
+    return sorted(kept, key=lambda m: -m.score)

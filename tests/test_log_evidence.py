@@ -1,0 +1,96 @@
+"""Log evidence wording: example lines keep the words Drain merged into <*>, long lines keep their tail."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from index.models import EvidenceItem
+from index.rank import log_items
+from preprocess.detect_log import (
+    LogTemplateMiner,
+    elide,
+    log_counts,
+    score_log_window,
+    template_keyword,
+)
+from tests.test_detect_log import BASELINE_START, WINDOW_END, WINDOW_START, _logs
+
+# The chaos agent's lines of the simulator (simulate/logs.py JVM_RULES), whose rule names differ only at the end.
+JVM_RULES = {
+    "gc": ("adservice--gc (GCHelper.triggerFullGC)", ("adservice--gc", "GCHelper")),
+    "latency": ("adservice-getRandomAds-latency (delay 3000ms)", ("getRandomAds-latency", "delay")),
+    "exception": ("adservice-getrandomads-exception (Caught ThrowException)", ("exception", "ThrowException")),
+    "cpu": ("adservice--stress (cpu fullload)", ("adservice--stress", "fullload")),
+}
+JVM_LINE = ("2025-06-05 16:{minute:02d}:12.345 WARN  [TransformListener] "
+            "java.lang.reflect.InvocationTargetException applying rule {rule}")
+DNS_LINE = ('{{"message":"request error","error":"failed to get currencies: rpc error: code = Unavailable desc = '
+            'connection error: desc = \\"transport: Error while dialing: dial tcp: lookup currencyservice on '
+            '10.233.33.139:53: server misbehaving\\"","http.req.id":"{n:08x}-aaaa-bbbb-cccc-0123456789ab"}}')
+
+
+def _evidence(rows: list[tuple[int, str, str]]) -> tuple[list[EvidenceItem], pl.DataFrame]:
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
+                              end=WINDOW_END, baseline_start=BASELINE_START)
+    return [item.evidence for _, item in log_items(events, known_services=set())], events
+
+
+@pytest.mark.parametrize("fault", sorted(JVM_RULES))
+def test_jvm_rule_survives_the_drain_merge(fault):
+    # Every rule fires on some adservice pod over the day, so Drain merges the rules of equal length.
+    rows = [(m, f"adservice-{1 + i % 2}", JVM_LINE.format(minute=m, rule=rule))
+            for i, (rule, _) in enumerate(JVM_RULES.values()) for m in range(5 + i, 30, 4)]
+    rule, words = JVM_RULES[fault]
+    rows += [(m, "adservice-0", JVM_LINE.format(minute=m, rule=rule)) for m in range(35, 51) for _ in range(3)]
+    evidence, events = _evidence(rows)
+    assert [e.component for e in evidence] == ["adservice-0"]
+    if fault != "gc":  # the gc rule has one token less, so Drain keeps it apart
+        assert events.item(0, "template").endswith("applying rule <*> <*> <*>")
+    assert all(w in evidence[0].text for w in words), evidence[0].text
+    assert len(evidence[0].text) <= 100 and len(evidence[0].key) <= 48
+
+
+def test_example_is_the_most_frequent_line_of_the_template():
+    latency, cpu = JVM_RULES["latency"][0], JVM_RULES["cpu"][0]
+    rows = [(40, "adservice-0", JVM_LINE.format(minute=40, rule=rule)) for rule in [cpu] + [latency] * 3]
+    counts = log_counts(_logs(rows), miner=LogTemplateMiner(state_path=None))
+    assert counts.height == 1 and counts.item(0, "count") == 4
+    assert "getRandomAds-latency" in counts.item(0, "example")
+
+
+def test_long_dns_error_keeps_its_cause():
+    rows = [(m, "frontend-0", DNS_LINE.format(n=m * 10 + k)) for m in range(35, 51) for k in range(4)]
+    evidence, events = _evidence(rows)
+    text = evidence[0].text
+    assert len(events.item(0, "example")) > 100
+    assert "server misbehaving" in text and "currencyservice" in text and text.startswith("request error")
+    assert text.endswith("x64 (new) on frontend-0") and len(text) <= 100
+    assert "server misbehaving" in evidence[0].key and len(evidence[0].key) <= 48
+
+
+def test_silent_stream_has_no_example():
+    rows = [(m, "cartservice-2", "request complete") for m in range(35) for _ in range(5)]
+    evidence, events = _evidence(rows)
+    assert events.item(0, "direction") == "silent" and events.item(0, "example") == ""
+    assert evidence[0].key == "log stream"
+
+
+def test_elide_keeps_head_and_tail_within_max():
+    text = "request error: failed to get ads: rpc error: code = Unavailable desc = dial tcp: connect: connection refused"
+    for max_chars in (20, 48, 70):
+        short = elide(text, max_chars=max_chars)
+        head, tail = short.split("…")
+        assert len(short) <= max_chars and text.startswith(head) and text.endswith(tail)
+    assert elide(text, max_chars=48).endswith("connection refused")
+    assert elide(text, max_chars=48).startswith("request error: failed to")
+    assert elide(text, max_chars=len(text)) == text
+
+
+def test_keyword_drops_mask_only_tokens_and_keeps_the_tail():
+    masked = "<NUM><NUM><NUM> <NUM>:<NUM>:<NUM> WARN lookup currencyservice on <IP>: server misbehaving (delay <NUM>ms)"
+    assert template_keyword(masked, max_chars=100) == \
+        "WARN lookup currencyservice on server misbehaving (delay <NUM>ms)"
+    assert template_keyword(masked, max_chars=40).endswith("(delay <NUM>ms)")
+    assert template_keyword("<*> <*>") == "log template"
+
