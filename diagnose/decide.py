@@ -1,25 +1,32 @@
 """The decision: the LLM picks component and fault type from the ranked candidates.
 
 Code prepares evidence and validates the reply; it never overrides the model's choice.
-An invalid reply gets exactly one repair turn that quotes the validation error.
+Every call gets exactly one repair turn, quoting the validation error, if its reply is
+invalid.
+
+With ``confirm`` the decision takes two turns of one conversation: first the component
+(with a provisional fault type), then, shown all of that component's evidence and the
+SOP signal check of every fault type it can suffer, the fault type and the reason. The
+second turn appends to the first, so the server's prompt cache covers all but the new turn.
 """
 from __future__ import annotations
 
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from rca.llm.base import LLMBackend, LLMReply
 from rca.taxonomy import applicable_fault_types
 
-from diagnose.prompt import Prompt, decision_schema
+from diagnose.prompt import Prompt, decision_schema, fault_type_schema
 
 log = logging.getLogger(__name__)
 
 SELF_CONSISTENCY_TEMPERATURE = 0.7
+Parsed = TypeVar("Parsed")
 
 
 class DecisionError(RuntimeError):
@@ -29,7 +36,7 @@ class DecisionError(RuntimeError):
 class Decision(BaseModel):
     component: str
     fault_type: str
-    reason: str
+    reason: str = ""
 
 
 @dataclass
@@ -39,6 +46,8 @@ class DecisionOutcome:
     raw_responses: list[str] = field(default_factory=list)
     repaired: bool = False
     votes: dict[str, int] = field(default_factory=dict)
+    first_fault_type: str | None = None  # the provisional type, when a confirmation turn followed
+    confirm_turn: str | None = None  # the text of that turn
 
     @property
     def calls(self) -> int:
@@ -48,10 +57,15 @@ class DecisionOutcome:
 class _Reply(BaseModel):
     component: str
     fault_type: str
+    reason: str = Field(default="", max_length=400)
+
+
+class _TypeReply(BaseModel):
+    fault_type: str
     reason: str = Field(min_length=5, max_length=400)
 
 
-def _validate(text: str, candidates: Sequence[str]) -> Decision:
+def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool) -> Decision:
     """Parse the reply with pydantic and check it against the same rules as the schema."""
     reply = _Reply.model_validate_json(text)
     if reply.component not in candidates:
@@ -59,7 +73,62 @@ def _validate(text: str, candidates: Sequence[str]) -> Decision:
     allowed = applicable_fault_types(reply.component)
     if reply.fault_type not in allowed:
         raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {reply.component}; choose from {', '.join(allowed)}")
+    if need_reason and len(reply.reason.strip()) < 5:
+        raise ValueError("reason: give one sentence naming the fault type and its key metric or log keyword")
     return Decision(**reply.model_dump())
+
+
+def _check_fault_type(text: str, component: str) -> Decision:
+    reply = _TypeReply.model_validate_json(text)
+    allowed = applicable_fault_types(component)
+    if reply.fault_type not in allowed:
+        raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {component}; choose from {', '.join(allowed)}")
+    return Decision(component=component, fault_type=reply.fault_type, reason=reply.reason)
+
+
+def _problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors(include_url=False)[0]
+        return f"{'.'.join(str(p) for p in error['loc']) or 'reply'}: {error['msg']}"
+    return str(exc)
+
+
+def _ask(
+    llm: LLMBackend,
+    messages: list[dict[str, str]],
+    *,
+    schema: dict[str, Any],
+    schema_name: str,
+    check: Callable[[str], Parsed],
+    reminder: str,
+    outcome: DecisionOutcome,
+    temperature: float | None,
+    seed: int | None,
+) -> tuple[Parsed, str]:
+    """One call, checked; one repair turn quoting the error if the reply is invalid.
+
+    Returns the parsed reply and its raw text.
+    """
+    reply = llm.chat(messages, json_schema=schema, schema_name=schema_name, temperature=temperature, seed=seed)
+    outcome.replies.append(reply)
+    outcome.raw_responses.append(reply.text)
+    try:
+        return check(reply.text), reply.text
+    except (ValidationError, ValueError) as exc:
+        problem = _problem(exc)
+        log.warning("invalid model reply (%s); asking for one repair", problem)
+    repair_messages = messages + [
+        {"role": "assistant", "content": reply.text},
+        {"role": "user", "content": f"Your reply was invalid: {problem}. Reply again with only the JSON object; {reminder}."},
+    ]
+    repaired = llm.chat(repair_messages, json_schema=schema, schema_name=schema_name, temperature=temperature, seed=seed)
+    outcome.replies.append(repaired)
+    outcome.raw_responses.append(repaired.text)
+    outcome.repaired = True
+    try:
+        return check(repaired.text), repaired.text
+    except (ValidationError, ValueError) as exc:
+        raise DecisionError(f"model reply invalid after repair: {_problem(exc)}") from exc
 
 
 def _one_decision(
@@ -67,41 +136,17 @@ def _one_decision(
     prompt: Prompt,
     candidates: Sequence[str],
     *,
+    need_reason: bool,
     temperature: float | None,
     seed: int | None,
     outcome: DecisionOutcome,
-) -> Decision:
-    schema = decision_schema(candidates)
-    reply = llm.chat(prompt.messages, json_schema=schema, schema_name="root_cause", temperature=temperature, seed=seed)
-    outcome.replies.append(reply)
-    outcome.raw_responses.append(reply.text)
-    try:
-        return _validate(reply.text, candidates)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        problem = f"{'.'.join(str(p) for p in error['loc']) or 'reply'}: {error['msg']}"
-        log.warning("invalid model reply (%s); asking for one repair", problem)
-    except ValueError as exc:
-        problem = str(exc)
-        log.warning("invalid model reply (%s); asking for one repair", problem)
-    repair_messages = prompt.messages + [
-        {"role": "assistant", "content": reply.text},
-        {
-            "role": "user",
-            "content": f"Your reply was invalid: {problem}. Reply again with only the JSON object; "
-            f"component must be one of: {', '.join(candidates)}.",
-        },
-    ]
-    repaired = llm.chat(repair_messages, json_schema=schema, schema_name="root_cause", temperature=temperature, seed=seed)
-    outcome.replies.append(repaired)
-    outcome.raw_responses.append(repaired.text)
-    outcome.repaired = True
-    try:
-        return _validate(repaired.text, candidates)
-    except ValidationError as exc:
-        raise DecisionError(f"model reply invalid after repair: {exc.errors(include_url=False)[0]['msg']}") from exc
-    except ValueError as exc:
-        raise DecisionError(f"model reply invalid after repair: {exc}") from exc
+) -> tuple[Decision, str]:
+    return _ask(
+        llm, prompt.messages, schema=decision_schema(candidates, with_reason=need_reason), schema_name="root_cause",
+        check=lambda text: _check_decision(text, candidates, need_reason=need_reason),
+        reminder=f"component must be one of: {', '.join(candidates)}",
+        outcome=outcome, temperature=temperature, seed=seed,
+    )
 
 
 def decide(
@@ -111,24 +156,41 @@ def decide(
     *,
     samples: int = 1,
     temperature: float = 0.0,
+    confirm: Callable[[str], str] | None = None,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
 
     The vote is over (component, fault_type) pairs; ties go to the earliest sample, so
-    the outcome is still the model's own choice.
+    the outcome is still the model's own choice. ``confirm`` maps the chosen component
+    to the text of a second turn that asks for its fault type and the reason.
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
     outcome = DecisionOutcome()
+    need_reason = confirm is None
     if samples <= 1:
-        outcome.decision = _one_decision(llm, prompt, candidates, temperature=temperature, seed=None, outcome=outcome)
-        return outcome
-    decisions = [
-        _one_decision(llm, prompt, candidates, temperature=SELF_CONSISTENCY_TEMPERATURE, seed=i + 1, outcome=outcome)
-        for i in range(samples)
-    ]
-    tally = Counter((d.component, d.fault_type) for d in decisions)
-    best_pair = tally.most_common(1)[0][0]  # ties keep first-seen order, i.e. the earliest sample
-    outcome.votes = {f"{c}|{f}": n for (c, f), n in tally.items()}
-    outcome.decision = next(d for d in decisions if (d.component, d.fault_type) == best_pair)
+        decision, raw = _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=temperature,
+                                      seed=None, outcome=outcome)
+    else:
+        sampled = [
+            _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=SELF_CONSISTENCY_TEMPERATURE,
+                          seed=i + 1, outcome=outcome)
+            for i in range(samples)
+        ]
+        tally = Counter((d.component, d.fault_type) for d, _ in sampled)
+        best_pair = tally.most_common(1)[0][0]  # ties keep first-seen order, i.e. the earliest sample
+        outcome.votes = {f"{c}|{f}": n for (c, f), n in tally.items()}
+        decision, raw = next((d, r) for d, r in sampled if (d.component, d.fault_type) == best_pair)
+    if confirm is not None:
+        outcome.first_fault_type = decision.fault_type
+        outcome.confirm_turn = confirm(decision.component)
+        messages = prompt.messages + [{"role": "assistant", "content": raw},
+                                      {"role": "user", "content": outcome.confirm_turn}]
+        decision, _ = _ask(
+            llm, messages, schema=fault_type_schema(decision.component), schema_name="fault_type",
+            check=lambda text: _check_fault_type(text, decision.component),
+            reminder=f"fault_type must be one of: {', '.join(applicable_fault_types(decision.component))}",
+            outcome=outcome, temperature=temperature, seed=None,
+        )
+    outcome.decision = decision
     return outcome

@@ -17,7 +17,7 @@ from rca.timeutil import format_utc
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
-from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt
+from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
 from diagnose.trace import build_trace
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,8 @@ class CaseRecord:
             "decision": self.outcome.decision.model_dump(),
             "repaired": self.outcome.repaired,
             "votes": self.outcome.votes,
+            "first_fault_type": self.outcome.first_fault_type,
+            "confirm_turn": self.outcome.confirm_turn,
             "candidates": [c.model_dump(mode="json") for c in self.candidates],
             "missing": self.missing,
             "sops": [{"id": s.doc_id, "title": s.title, "score": s.score} for s in self.sops],
@@ -211,7 +213,14 @@ def diagnose_case(
     candidates, timings = prepared.candidates, prepared.timings_s
     t2 = time.perf_counter()
     names = [c.component for c in candidates]
-    outcome = decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency, temperature=settings.llm.temperature)
+    confirm = None
+    if settings.diagnose.confirm_fault_type:
+        def confirm(component: str) -> str:
+            candidate = next(c for c in candidates if c.component == component)
+            matches = knowledge.signature_matches(candidate.evidence, fault_types=applicable_fault_types(component))
+            return fault_type_turn_text(candidate, matches[:4])
+    outcome = decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency,
+                     temperature=settings.llm.temperature, confirm=confirm)
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision

@@ -170,25 +170,56 @@ def build_prompt(
     )
 
 
-def decision_schema(candidates: Sequence[str]) -> dict[str, Any]:
+def decision_schema(candidates: Sequence[str], *, with_reason: bool = True) -> dict[str, Any]:
     """JSON schema of the model's reply.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
     one of the types that can happen to it (no JVM faults outside Java services, node
     faults only on nodes), so the grammar-constrained decoder cannot emit an impossible pair.
+    Without ``with_reason`` (a confirmation turn follows and writes it) the reply is shorter.
     """
     reason = {"type": "string", "minLength": 5, "maxLength": 160}
+    fields = ["component", "fault_type", "reason"] if with_reason else ["component", "fault_type"]
     branches = [
         {
             "type": "object",
             "properties": {
                 "component": {"type": "string", "const": name},
                 "fault_type": {"type": "string", "enum": applicable_fault_types(name)},
-                "reason": reason,
+                **({"reason": reason} if with_reason else {}),
             },
-            "required": ["component", "fault_type", "reason"],
+            "required": fields,
             "additionalProperties": False,
         }
         for name in candidates
     ]
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def fault_type_schema(component: str) -> dict[str, Any]:
+    """JSON schema of the confirmation turn: the component's fault type and the reason."""
+    return {
+        "type": "object",
+        "properties": {
+            "fault_type": {"type": "string", "enum": applicable_fault_types(component)},
+            "reason": {"type": "string", "minLength": 5, "maxLength": 160},
+        },
+        "required": ["fault_type", "reason"],
+        "additionalProperties": False,
+    }
+
+
+def fault_type_turn_text(candidate: Candidate, matches: Sequence[SignatureMatch], *, max_items: int = 10) -> str:
+    """Second turn: all of the chosen component's evidence and its SOP signal check."""
+    lines = [f"Now settle the fault type of {candidate.component}. All of its evidence:"]
+    lines += [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
+    if matches:
+        lines.append("SOP signals seen in this evidence, best fit first (k/n = documented signals seen; "
+                     "against = evidence that fault would not produce):")
+        lines += [f"   - {m.render()}" for m in matches]
+    else:
+        lines.append("No fault type's documented signals show in this evidence; judge from the key metrics.")
+    lines.append(f"Choose the fault type of {candidate.component} that this evidence fits best; keep your first "
+                 "choice unless the evidence favours another. Reply with JSON only: "
+                 '{"fault_type": ..., "reason": one sentence: the fault type, then its key KPI or log keyword}.')
+    return "\n".join(lines)

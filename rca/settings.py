@@ -79,6 +79,9 @@ class DiagnoseSettings(_Section):
     one_level_per_service: bool = True
     max_prompt_tokens: int = 3000
     self_consistency: int = 1  # n samples with majority vote; 1 = off
+    # A second turn settles the fault type of the chosen component, shown all of its
+    # evidence and the SOP signal check of every type it can suffer (2 calls per case).
+    confirm_fault_type: bool = True
     strict_format: bool = False  # four-field submission format (later rules)
 
 

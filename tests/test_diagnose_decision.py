@@ -29,6 +29,10 @@ def _candidates() -> list[Candidate]:
     ]
 
 
+def _one_turn_settings():
+    return load_settings(environ={}, overrides={"diagnose": {"confirm_fault_type": False}})
+
+
 def _case() -> Case:
     return Case(uuid="345fbe93-80", description="x", start=T0, end=T1)
 
@@ -96,7 +100,7 @@ def test_static_prefix_identical_across_cases() -> None:
 
 
 def test_case_answer_follows_the_model_and_shapes_the_trace() -> None:
-    settings = load_settings(environ={})
+    settings = _one_turn_settings()
     backend = RecordedBackend([_reply(component="checkoutservice", fault_type="pod failure", reason="errors")])
     record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     answer = record.answer
@@ -114,7 +118,7 @@ def test_case_answer_follows_the_model_and_shapes_the_trace() -> None:
 
 
 def test_agreement_and_time_from_onset() -> None:
-    settings = load_settings(environ={})
+    settings = _one_turn_settings()
     record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([_reply()]), evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     assert record.agreed_with_index is True
     assert record.answer.time == "2025-06-05 16:11:00"
@@ -123,7 +127,7 @@ def test_agreement_and_time_from_onset() -> None:
 
 
 def test_trace_shows_the_sop_signal_check_of_the_chosen_type() -> None:
-    settings = load_settings(environ={})
+    settings = _one_turn_settings()
     record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([_reply()]), evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     steps = record.answer.reasoning_trace
     check = next(s for s in steps if s.action.startswith("SOP signal check"))
@@ -137,13 +141,47 @@ def test_reason_quotes_sop_keywords_seen_in_logs() -> None:
                         text="WARN [TransformListener]…rule adservice--gc (GCHelper.triggerFullGC) x39 (new) on adservice-0")
     candidates = [Candidate(component="adservice", level="service", score=1.0, evidence=[rule])]
     knowledge = StaticKnowledge({"jvm gc": ["adservice--gc", "GCHelper", "rrt"]})
-    record = diagnose_case(_case(), settings=load_settings(environ={}), llm=RecordedBackend([_reply("adservice", "jvm gc", "gc pauses")]),
+    record = diagnose_case(_case(), settings=_one_turn_settings(), llm=RecordedBackend([_reply("adservice", "jvm gc", "gc pauses")]),
                            evidence=StaticEvidence(candidates), knowledge=knowledge)
     assert record.answer.reason.startswith("jvm gc on adservice (adservice--gc, GCHelper)")
 
 
-def test_batch_is_resumable_and_drops_torn_line(tmp_path: Path) -> None:
+def test_confirmation_turn_settles_the_fault_type_in_the_same_conversation() -> None:
     settings = load_settings(environ={})
+    assert settings.diagnose.confirm_fault_type is True  # the default
+    backend = RecordedBackend([
+        json.dumps({"component": "emailservice", "fault_type": "memory stress"}),
+        json.dumps({"fault_type": "cpu stress", "reason": "cpu stress: pod_cpu_usage up 4.1x"}),
+    ])
+    record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    first, second = backend.requests
+    assert "reason" not in first["json_schema"]["anyOf"][0]["properties"]  # the first turn only chooses
+    assert second["messages"][:len(first["messages"])] == first["messages"]  # prefix reused
+    assert second["messages"][-2]["role"] == "assistant"
+    turn = second["messages"][-1]["content"]
+    assert turn.startswith("Now settle the fault type of emailservice")
+    assert "pod_cpu_usage up 4.1x" in turn and "cpu stress 1/1 (pod_cpu_usage up)" in turn
+    assert set(second["json_schema"]["properties"]["fault_type"]["enum"]) >= {"cpu stress", "memory stress"}
+    assert record.outcome.first_fault_type == "memory stress"
+    assert record.answer.reason.startswith("cpu stress on emailservice")
+    assert record.to_json()["usage"]["calls"] == 2
+
+
+def test_invalid_confirmation_is_repaired_with_the_allowed_types() -> None:
+    backend = RecordedBackend([
+        json.dumps({"component": "emailservice", "fault_type": "cpu stress"}),
+        json.dumps({"fault_type": "node disk fill", "reason": "disk is full"}),
+        json.dumps({"fault_type": "cpu stress", "reason": "cpu stress: pod_cpu_usage"}),
+    ])
+    record = diagnose_case(_case(), settings=load_settings(environ={}), llm=backend,
+                           evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    repair = backend.requests[2]["messages"][-1]["content"]
+    assert "'node disk fill' cannot happen to emailservice" in repair and "cpu stress" in repair
+    assert record.outcome.repaired and record.outcome.decision.fault_type == "cpu stress"
+
+
+def test_batch_is_resumable_and_drops_torn_line(tmp_path: Path) -> None:
+    settings = _one_turn_settings()
     out = tmp_path / "result.jsonl"
     cases = [Case(uuid=f"c{i}", description="x", start=T0, end=T1) for i in range(3)]
     out.write_text(json.dumps({"uuid": "c0"}) + "\n" + '{"uuid": "c1", "comp')  # c1 torn by a kill
@@ -170,6 +208,6 @@ def test_one_level_per_service_keeps_the_best_ranked_sibling() -> None:
 def test_prepare_offers_distinct_services(tmp_path: Path) -> None:
     from diagnose.pipeline import prepare_case
 
-    settings = load_settings(environ={})
+    settings = _one_turn_settings()
     prepared = prepare_case(_case(), settings=settings, evidence=StaticEvidence(_candidates() + [Candidate(component="emailservice-1", level="pod", score=0.05)]), knowledge=StaticKnowledge())
     assert [c.component for c in prepared.candidates] == ["emailservice", "checkoutservice", "adservice"]
