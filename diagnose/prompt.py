@@ -26,7 +26,8 @@ How to decide:
 - Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
 - Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
 - "went silent" means a series stopped reporting: the component stopped serving (pod failure, or pod kill when brief). A KPI that rises instead (io_util, cpu, memory, latency) means the component still runs but is degraded.
-- Pick the fault type whose key metrics and log signatures match the evidence best (catalogue below). "SOP signals seen: T k/n (...)" counts how many of fault type T's documented signals the candidate's evidence shows, and "against" lists evidence T would not produce. Ranking scores and signal counts are hints, not verdicts.
+- "SOP signals seen: T k/n (...)" counts how many of fault type T's documented signals a candidate's evidence shows; "against" lists evidence T would not produce. The root cause usually ranks high AND has a fault type that fits well (most of its signals seen); a candidate whose best fit is a single signal is usually a victim or background noise.
+- Pick the fault type with the best fit unless the evidence lines clearly say otherwise; check its key metrics and log signatures in the catalogue below. Anomaly scores and signal counts are hints; you decide.
 
 Fault catalogue (fault type | levels | key metrics | signature):
 {catalogue}
@@ -86,7 +87,10 @@ def _abnormal_pods(candidate: Candidate) -> list[str]:
 
 
 def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch]) -> str:
-    head = f"{rank}. {candidate.component} ({candidate.level}) score {candidate.score:.2f}"
+    head = f"{rank}. {candidate.component} ({candidate.level}) anomaly score {candidate.score:.2f}"
+    if matches:
+        best = matches[0]
+        head += f"; best SOP fit: {best.fault_type} {len(best.matched)}/{best.expected}"
     pods = _abnormal_pods(candidate)
     if pods:
         head += f"; abnormal pods: {', '.join(pods)}"

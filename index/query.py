@@ -65,7 +65,7 @@ def query_window(
     candidates = rank_candidates(
         metric_events=metric_events, log_events=log_events, trace_events=trace_events, fanout_events=fanout_events,
         propagation=propagation_scores(trace_events), graph=graph, placement=placement,
-        known_pods=known_pods, top_k=top_k, max_evidence=max_evidence,
+        known_pods=known_pods, top_k=top_k, max_evidence=max_evidence, window_start=start,
     )
     missing = missing_metric + missing_log + missing_trace
     for modality, frame in (("metric", series), ("log", counts), ("trace", edges)):

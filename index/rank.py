@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 import networkx as nx
 import polars as pl
@@ -58,6 +58,8 @@ STARVED_WEIGHT = 0.2  # silent evidence kept for a component whose callers all s
 UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
 MAX_PER_SERVICE = 1  # pods of one service listed before other suspects (the service itself always stays)
 MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
+LATE_ONSET_MINUTES = 8  # an anomaly starting this long after the window opened ...
+LATE_ONSET_WEIGHT = 0.6  # ... keeps this share of its strength (a consequence or a coincidence, rarely the cause)
 FANOUT_VICTIM_WEIGHT = 0.3  # callee edge evidence kept when the caller pod fans out failures
 
 
@@ -245,8 +247,14 @@ def rank_candidates(
     known_pods: set[str],
     top_k: int,
     max_evidence: int = 6,
+    window_start: datetime | None = None,
 ) -> list[Candidate]:
-    """Ranked candidates (service, pod and node level) with evidence and score breakdown."""
+    """Ranked candidates (service, pod and node level) with evidence and score breakdown.
+
+    With ``window_start``, evidence whose onset comes ``LATE_ONSET_MINUTES`` or more after
+    it is weakened: a fault shows at injection time, so late starters are more likely
+    its consequences or unrelated.
+    """
     pods_by_service: dict[str, set[str]] = defaultdict(set)
     for pod in known_pods:
         pods_by_service[service_of(pod)].add(pod)
@@ -263,6 +271,9 @@ def rank_candidates(
     components: dict[str, _Component] = {}
 
     def add(name: str, item: _Item) -> None:
+        onset = item.evidence.onset
+        if window_start is not None and onset is not None and onset - window_start >= timedelta(minutes=LATE_ONSET_MINUTES):
+            item = replace(item, strength=item.strength * LATE_ONSET_WEIGHT)
         components.setdefault(name, _Component(name)).items.append(item)
 
     for name, item in (metric_items(metric_events) + log_items(log_events, known_services=known_services)

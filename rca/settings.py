@@ -81,7 +81,9 @@ class DiagnoseSettings(_Section):
     self_consistency: int = 1  # n samples with majority vote; 1 = off
     # A second turn settles the fault type of the chosen component, shown all of its
     # evidence and the SOP signal check of every type it can suffer (2 calls per case).
-    confirm_fault_type: bool = True
+    # Off by default: with the embedded 1.5B model it kept its first choice in 18/18
+    # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
+    confirm_fault_type: bool = False
     strict_format: bool = False  # four-field submission format (later rules)
 
 

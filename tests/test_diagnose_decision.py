@@ -148,7 +148,7 @@ def test_reason_quotes_sop_keywords_seen_in_logs() -> None:
 
 def test_confirmation_turn_settles_the_fault_type_in_the_same_conversation() -> None:
     settings = load_settings(environ={})
-    assert settings.diagnose.confirm_fault_type is True  # the default
+    settings = load_settings(environ={}, overrides={"diagnose": {"confirm_fault_type": True}})
     backend = RecordedBackend([
         json.dumps({"component": "emailservice", "fault_type": "memory stress"}),
         json.dumps({"fault_type": "cpu stress", "reason": "cpu stress: pod_cpu_usage up 4.1x"}),
@@ -173,7 +173,7 @@ def test_invalid_confirmation_is_repaired_with_the_allowed_types() -> None:
         json.dumps({"fault_type": "node disk fill", "reason": "disk is full"}),
         json.dumps({"fault_type": "cpu stress", "reason": "cpu stress: pod_cpu_usage"}),
     ])
-    record = diagnose_case(_case(), settings=load_settings(environ={}), llm=backend,
+    record = diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"confirm_fault_type": True}}), llm=backend,
                            evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     repair = backend.requests[2]["messages"][-1]["content"]
     assert "'node disk fill' cannot happen to emailservice" in repair and "cpu stress" in repair
