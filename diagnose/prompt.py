@@ -100,6 +100,11 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
     return "\n".join(lines)
 
 
+def _summary_line(candidate: Candidate, matches: Sequence[SignatureMatch]) -> str:
+    fit = f"{matches[0].fault_type} fits {len(matches[0].matched)}/{matches[0].expected}" if matches else "no fault type fits"
+    return f"- {candidate.component}: anomaly score {candidate.score:.2f}, {fit}"
+
+
 def case_prompt_text(
     *,
     uuid: str,
@@ -122,6 +127,9 @@ def case_prompt_text(
     blocks.append("Candidates, ranked by anomaly strength and call-graph position, with their evidence:")
     matches = runbook_matches or {}
     blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, [])) for i, c in enumerate(candidates))
+    # The last lines a small model reads weigh most: end on one line per candidate.
+    blocks.append("In short:")
+    blocks.extend(_summary_line(c, matches.get(c.component, [])) for c in candidates)
     names = ", ".join(c.component for c in candidates)
     blocks.append(
         f"Choose the root-cause component among: {names}. The reason is your own short sentence about this "

@@ -45,7 +45,8 @@ def _affected(fault: str) -> dict:
     }[fault]
 
 
-def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
+def build_world(fault: str, *, seed: int, late_spike: str | None = None) -> dict[str, pl.DataFrame]:
+    """One synthetic day around a fault; ``late_spike`` names a pod whose CPU jumps 12 min after onset."""
     rng = np.random.default_rng(seed)
     hit = _affected(fault)
     series, edges, counts = [], [], []
@@ -71,6 +72,8 @@ def build_world(fault: str, *, seed: int) -> dict[str, pl.DataFrame]:
                 if faulty and service in hit.get("dead", set()):
                     continue
                 cpu = rng.normal(0.2, 0.01) * (5 if faulty and pod in hit["cpu"] else 1)
+                if pod == late_spike and FAULT_START + 12 <= m <= FAULT_END:
+                    cpu *= 12
                 series.append((t, pod, "infra_pod", "pod_cpu_usage", cpu))
                 slow = faulty and component_slow(pod)
                 rrt = rng.normal(1000, 40) * (4 if slow else 1)
@@ -162,3 +165,12 @@ def test_callee_starved_by_a_dead_caller_is_not_a_strong_suspect(tmp_path):
     write_world(tmp_path, build_world("cart_dead", seed=2))
     scores = {c.component: c.score for c in _query(tmp_path).candidates}
     assert scores.get("redis-cart", 0.0) < 0.5 * scores["cartservice"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_anomaly_starting_late_in_the_window_does_not_outrank_the_fault(tmp_path, monkeypatch, seed):
+    write_world(tmp_path, build_world("node_cpu", seed=seed, late_spike="emailservice-1"))
+    assert _query(tmp_path).candidates[0].component == "aiops-k8s-02"
+    from index import rank
+    monkeypatch.setattr(rank, "LATE_ONSET_WEIGHT", 1.0)  # without the discount the late spike wins
+    assert _query(tmp_path).candidates[0].component == "emailservice-1"
