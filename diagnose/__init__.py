@@ -1,7 +1,8 @@
 """The diagnoser: case -> candidates (index) -> SOPs (knowledge) -> prompt -> LLM -> answer.
 
 - ``cases``: input.json parsing and the UTC window of a description.
-- ``prompt`` / ``decide``: the prompt within budget, the constrained decision and its repair turn.
+- ``prompt`` / ``decide``: the prompt within budget (each candidate with its evidence and the
+  SOP signal check), the constrained decision, its repair turn and the optional second turn.
 - ``trace`` / ``answer``: the reasoning trace and the answer in the task's format.
 - ``pipeline`` / ``runner`` / ``cli``: one case end to end, resumable batches, ``diagnose``.
 The LLM chooses component and fault type; code prepares evidence and validates. Never

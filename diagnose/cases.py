@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -52,10 +52,10 @@ class Case(BaseModel):
     def _must_be_aware_utc(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("case instants must be timezone-aware")
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Case":
+    def _ordered(self) -> Case:
         if self.end < self.start:
             raise ValueError(f"case {self.uuid}: end {self.end} precedes start {self.start}")
         return self
@@ -71,7 +71,7 @@ def _instant_from_match(match: re.Match[str]) -> datetime:
     value = datetime.fromisoformat(text)
     zone = match.group("zone")
     if zone is None or zone in ("Z", "UTC"):
-        return value.replace(tzinfo=timezone.utc)
+        return value.replace(tzinfo=UTC)
     sign = 1 if zone[0] == "+" else -1
     digits = zone[1:].replace(":", "")
     offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))

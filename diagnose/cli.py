@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from rca.clisupport import build_settings, fail, state
-from rca.logsetup import configure_logging
 from rca.llm.base import LLMError
+from rca.logsetup import configure_logging
 from rca.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,21 +23,21 @@ log = logging.getLogger(__name__)
 
 def rca_diagnose(
     ctx: typer.Context,
-    uuid: Optional[list[str]] = typer.Option(None, "--uuid", "-u", help="Case uuid (repeatable)."),
+    uuid: list[str] | None = typer.Option(None, "--uuid", "-u", help="Case uuid (repeatable)."),
     all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
-    input_file: Optional[Path] = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
-    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
+    input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
+    index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
-    strict: Optional[bool] = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
-    self_consistency: Optional[int] = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="embedded | openai."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML config file."),
+    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
+    self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
+    backend: str | None = typer.Option(None, "--backend", help="embedded | openai."),
+    model: str | None = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
+    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
+    config: Path | None = typer.Option(None, "--config", help="TOML config file."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
 ) -> None:
     """Diagnose cases: candidates from the evidence index, SOPs from the knowledge base, the LLM decides."""

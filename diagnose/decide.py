@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from diagnose.prompt import Prompt, decision_schema, fault_type_schema
 from rca.llm.base import LLMBackend, LLMReply
 from rca.taxonomy import applicable_fault_types
-
-from diagnose.prompt import Prompt, decision_schema, fault_type_schema
 
 log = logging.getLogger(__name__)
 

@@ -3,22 +3,22 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, Sequence
-
-from index.models import Candidate, EvidenceItem, WindowQueryResult
-from knowledge.signatures import SignatureMatch
-from rca.llm.base import LLMBackend
-from rca.settings import Settings
-from rca.taxonomy import applicable_fault_types, service_of
-from rca.timeutil import format_utc
+from typing import Any, Protocol
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
 from diagnose.trace import build_trace
+from index.models import Candidate, EvidenceItem, WindowQueryResult
+from knowledge.signatures import SignatureMatch
+from rca.llm.base import LLMBackend
+from rca.settings import Settings
+from rca.taxonomy import applicable_fault_types, service_of
+from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,9 @@ under ``max_prompt_tokens`` by dropping the least important evidence first.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from index.models import Candidate
 from knowledge.signatures import SignatureMatch

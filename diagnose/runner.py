@@ -12,18 +12,17 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rca.atomic import write_json_atomic
-from rca.llm.base import LLMError
-
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord
+from rca.atomic import write_json_atomic
+from rca.llm.base import LLMError
 
 log = logging.getLogger(__name__)
 

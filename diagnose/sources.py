@@ -1,18 +1,17 @@
 """Production sources for the diagnoser: the evidence index and the Chroma knowledge base."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Sequence
 
+from diagnose.prompt import CatalogueLine, SopExcerpt
 from index.models import EvidenceItem, WindowQueryResult
 from index.query import query_window
 from knowledge.retrieval import fault_catalogue, fault_signatures, retrieve
 from knowledge.signatures import SignatureMatch, rank_signatures
 from rca.settings import Settings
-
-from diagnose.prompt import CatalogueLine, SopExcerpt
 
 
 class IndexEvidence:

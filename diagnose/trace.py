@@ -9,12 +9,11 @@ their first 100 characters).
 """
 from __future__ import annotations
 
-from typing import Sequence
-
-from index.models import Candidate, EvidenceItem
-from knowledge.signatures import SignatureMatch
+from collections.abc import Sequence
 
 from diagnose.answer import TraceStep, clip_observation
+from index.models import Candidate, EvidenceItem
+from knowledge.signatures import SignatureMatch
 
 ANALYSES: tuple[tuple[str, str], ...] = (
     ("metric", "metric analysis: APM/infra/TiDB KPIs vs fault-free baseline"),

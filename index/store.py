@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable
 
 import polars as pl
 from pydantic import BaseModel, Field
 
-from rca.timeutil import as_utc, cst_day_and_hour
 from rca.atomic import atomic_path, write_bytes_atomic
+from rca.timeutil import as_utc, cst_day_and_hour
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ Plain numpy so every figure can be checked by hand on a few numbers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

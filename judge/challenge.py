@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -33,10 +32,10 @@ def rca_command(
     ctx: typer.Context,
     gt: Path = typer.Option(..., "--gt", help="Ground truth JSONL (groundtruth.jsonl)."),
     pred: Path = typer.Option(..., "--pred", help="Submission JSONL to score."),
-    rules: Optional[str] = typer.Option(None, "--rules", help="Rule version: early | late (default: settings.judge.rules)."),
-    threshold: Optional[float] = typer.Option(None, "--threshold", help="Semantic reason threshold (default: settings.judge.semantic_threshold)."),
+    rules: str | None = typer.Option(None, "--rules", help="Rule version: early | late (default: settings.judge.rules)."),
+    threshold: float | None = typer.Option(None, "--threshold", help="Semantic reason threshold (default: settings.judge.semantic_threshold)."),
     keyword_only: bool = typer.Option(False, "--keyword-only", help="Skip the semantic reason step (no embedding model)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help=_OUT_HELP),
+    output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
 ) -> None:
     """Score a submission with the 2025 challenge rules; exits 1 when its format is invalid."""
     settings = build_settings(ctx, {"judge": {"rules": rules, "semantic_threshold": threshold}})
@@ -73,9 +72,16 @@ def _load_embedder(settings: Settings):
 
 
 def _run_qa(settings: Settings, *, directory: Path, reference: Path, answers: Path,
-            output: Optional[Path], cache_dir: Optional[Path]) -> None:
-    from judge.qa import (KeywordCache, QAError, evaluation_model_id, fill_keyword_cache, load_qa_file,
-                          score_qa, uncached_references)
+            output: Path | None, cache_dir: Path | None) -> None:
+    from judge.qa import (
+        KeywordCache,
+        QAError,
+        evaluation_model_id,
+        fill_keyword_cache,
+        load_qa_file,
+        score_qa,
+        uncached_references,
+    )
     from judge.render import print_qa, write_json_atomic
     from rca.llm.base import LLMError
 
@@ -110,8 +116,8 @@ def qa_command(
     directory: Path = typer.Option(..., "--dir", "-d", help=_DIR_HELP),
     reference: Path = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP),
     answers: Path = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help=_OUT_HELP),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
+    output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
 ) -> None:
     """Keyword + similarity QA judge (same as the standalone ``judge`` command)."""
     _run_qa(build_settings(ctx), directory=directory, reference=reference, answers=answers,
@@ -127,9 +133,9 @@ def judge_qa(
     directory: Path = typer.Option(..., "--dir", "-d", help=_DIR_HELP),
     reference: Path = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP),
     answers: Path = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help=_OUT_HELP),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML config file (default: config/config.toml if present)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
+    config: Path | None = typer.Option(None, "--config", help="TOML config file (default: config/config.toml if present)."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
 ) -> None:
     """Score answers against reference answers: 0.6 x keyword hits + 0.4 x embedding similarity."""

@@ -5,7 +5,8 @@ depends on this protocol so tests can inject a fake.
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from judge.agreement import Agreement, agreement
 from judge.embedding import TextEmbedder, row_cosines
 from judge.groundtruth import read_unique_jsonl
+from rca.atomic import write_json_atomic
 from rca.llm.base import LLMBackend
 from rca.settings import LLMSettings
-from rca.atomic import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class KeywordCache:
                 raise QAError(f"{path}: keyword cache is not valid JSON ({exc.msg}); delete it to rebuild") from exc
 
     def key(self, reference: str) -> str:
-        return hashlib.sha256(f"{self.model_id}\n{reference}".encode("utf-8")).hexdigest()
+        return hashlib.sha256(f"{self.model_id}\n{reference}".encode()).hexdigest()
 
     def get(self, reference: str) -> list[str] | None:
         entry = self._entries.get(self.key(reference))

@@ -7,10 +7,11 @@ ground truth and the answer count. Lines with errors are not scored.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from judge.groundtruth import InputFileError
 from judge.rules import RuleVersion

@@ -58,7 +58,7 @@ class FrontMatter(BaseModel):
     tags: list[str] = []
 
     @model_validator(mode="after")
-    def _check_kind_fields(self) -> "FrontMatter":
+    def _check_kind_fields(self) -> FrontMatter:
         if self.kind == "fault":
             if self.fault_type not in FAULT_TYPES:
                 raise _FieldProblem("fault_type", f"must be one of the 18 fault types, got {self.fault_type!r}")

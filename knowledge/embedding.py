@@ -16,8 +16,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -171,7 +172,7 @@ class ChromaEmbeddingFunction(EmbeddingFunction[Documents]):
         return {"model": self._embedder.name, "batch_size": self._embedder.batch_size}
 
     @staticmethod
-    def build_from_config(config: dict[str, Any]) -> "ChromaEmbeddingFunction":
+    def build_from_config(config: dict[str, Any]) -> ChromaEmbeddingFunction:
         # Chroma calls this when a persisted collection is opened without an explicit function.
         settings = EmbeddingSettings(model=config["model"], batch_size=config.get("batch_size", 32))
         return ChromaEmbeddingFunction(load_embedder(settings))

@@ -7,9 +7,9 @@ by ``scripts/eval_kb_retrieval.py``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from knowledge.retrieval import retrieve
 from rca.settings import Settings

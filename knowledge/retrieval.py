@@ -7,7 +7,7 @@ first if documents changed) and returns whole documents ranked by their best chu
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Literal, Protocol, Sequence
+from typing import Literal, Protocol
 
 MODALITIES = ("metric", "log", "trace")
 DIRECTIONS = ("up", "down", "silent", "any")
@@ -50,7 +51,7 @@ class Clue:
     direction: str = "any"
 
     @classmethod
-    def parse(cls, text: str, *, spec: str) -> "Clue":
+    def parse(cls, text: str, *, spec: str) -> Clue:
         modality, _, rest = text.strip().partition(":")
         if modality not in MODALITIES or not rest.strip():
             raise SignalError(f"{spec!r}: expected '[not ]<metric|log|trace>:<pattern>[:<direction>]'")
@@ -86,7 +87,7 @@ class Signal:
     negated: bool = False
 
     @classmethod
-    def parse(cls, spec: str) -> "Signal":
+    def parse(cls, spec: str) -> Signal:
         text = spec.strip()
         negated = text.lower().startswith("not ")
         if negated:

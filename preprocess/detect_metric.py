@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
@@ -312,4 +312,4 @@ def epoch_us(value: datetime) -> int:
 
 
 def from_epoch_us(value: int) -> datetime:
-    return datetime.fromtimestamp(int(value) / 1_000_000, tz=timezone.utc)
+    return datetime.fromtimestamp(int(value) / 1_000_000, tz=UTC)

@@ -20,11 +20,11 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable
 
 import polars as pl
 
@@ -256,7 +256,7 @@ def _finish(task: _Task, *, index_dir: Path, started: float, rows: dict[str, int
     """Record a built partition in the manifest (its files are already in place)."""
     store.record_partition(index_dir, day=task.day, family=task.family, entry=store.PartitionEntry(
         fingerprint=task.fingerprint, input_files=len(task.files), rows=rows,
-        missing_inputs=list(task.missing) + errors, written_at=datetime.now(timezone.utc)))
+        missing_inputs=list(task.missing) + errors, written_at=datetime.now(UTC)))
     for error in errors:
         log.error("%s %s: %s", task.day, task.family, error)
     return PartitionOutcome(day=task.day, family=task.family, status="written", rows=rows,

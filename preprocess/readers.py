@@ -15,10 +15,10 @@ file raises ``ReaderError`` naming the file, so a batch job can skip it and go o
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable
 
 import polars as pl
 

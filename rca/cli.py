@@ -18,12 +18,12 @@ app.callback()(root_callback)
 def _register() -> None:
     # Imported here, not at module import, so `rca --help` stays cheap and a broken
     # optional piece names itself instead of breaking every command.
-    from simulate.cli import app as simulate_app
-    from preprocess.cli import app as preprocess_app
-    from knowledge.cli import app as kb_app
-    from judge.cli import app as judge_app
     from diagnose.cli import rca_diagnose
+    from judge.cli import app as judge_app
+    from knowledge.cli import app as kb_app
+    from preprocess.cli import app as preprocess_app
     from rca.demo import demo
+    from simulate.cli import app as simulate_app
 
     app.add_typer(simulate_app, name="simulate")
     app.add_typer(preprocess_app, name="preprocess")

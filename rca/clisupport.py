@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import typer
 
@@ -36,7 +37,7 @@ def build_settings(ctx: typer.Context, overrides: Mapping[str, Mapping[str, Any]
         fail(str(exc))
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Log a user-facing error and exit non-zero without a traceback."""
     log.error(message)
     typer.secho(f"error: {message}", err=True, fg="red")

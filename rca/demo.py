@@ -7,7 +7,6 @@ rules and prints the tables. Reruns reuse what is already done under ``--work-di
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -21,7 +20,7 @@ def demo(
     cases: int = typer.Option(4, "--cases", min=1, help="Simulated cases to diagnose."),
     seed: int = typer.Option(7, "--seed", help="Simulation seed."),
     work_dir: Path = typer.Option(Path("work/demo"), "--work-dir", help="Where data, index, answers and run records go."),
-    model: Optional[str] = typer.Option(None, "--model", help="Embedded model: qwen2.5-coder-1.5b (default) or qwen2.5-coder-0.5b."),
+    model: str | None = typer.Option(None, "--model", help="Embedded model: qwen2.5-coder-1.5b (default) or qwen2.5-coder-0.5b."),
 ) -> None:
     """Simulate -> preprocess -> diagnose (embedded LLM) -> judge, on a handful of cases."""
     from bench.pipeline import print_path_result, run_full_path, simulate_problem_set

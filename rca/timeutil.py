@@ -6,9 +6,9 @@ day directories and hour files are named in CST while their contents are UTC.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
-UTC = timezone.utc
+UTC = UTC
 CST = timezone(timedelta(hours=8), name="CST")
 
 

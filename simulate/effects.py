@@ -62,7 +62,7 @@ class CallEffect:
     refused_p: np.ndarray  # probability the connection is refused (callee never sees the call)
 
     @classmethod
-    def neutral(cls, n: int) -> "CallEffect":
+    def neutral(cls, n: int) -> CallEffect:
         return cls(np.ones(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int8), np.zeros(n))
 
     def fail(self, mask: np.ndarray, p: float, kind: ErrorKind) -> None:

@@ -14,8 +14,7 @@ from datetime import datetime
 import numpy as np
 
 from rca.taxonomy import CLIENT_ONLY_SERVICES
-from simulate.effects import (CHRONIC_INJECTED_SHARE, POD_ID, CallEffect, ErrorKind, edge_effects,
-                              server_effects)
+from simulate.effects import CHRONIC_INJECTED_SHARE, POD_ID, CallEffect, ErrorKind, edge_effects, server_effects
 from simulate.schedule import Fault
 from simulate.topology import ALL_PODS, TEMPLATES, Placement, RequestTemplate, pods_of
 

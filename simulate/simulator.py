@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rca.timeutil import UTC, cst_day_and_hour, cst_day_bounds_utc, format_utc
+from simulate import writer
 from simulate.apm import ApmDay
 from simulate.catalogue import INPUT_TEMPLATES
 from simulate.logs import build_hour_logs
@@ -25,7 +26,6 @@ from simulate.metrics import build_day_metrics, infra_rows, stable_seed
 from simulate.requests import generate_hour
 from simulate.schedule import Fault, draw_schedule, read_schedule
 from simulate.topology import ALL_NODES, APM_PODS, APM_SERVICES, APP_PODS, WORKER_NODES, Placement, place_pods
-from simulate import writer
 
 log = logging.getLogger(__name__)
 PROGRESS_FILE = ".simulate-progress.json"
@@ -61,7 +61,7 @@ class SimulationOptions(BaseModel):
     start_date: date = date(2025, 6, 6)
 
     @model_validator(mode="after")
-    def _one_extent(self) -> "SimulationOptions":
+    def _one_extent(self) -> SimulationOptions:
         if self.days is not None and self.cases is not None:
             raise ValueError("give --days or --cases, not both")
         if self.days is not None and self.schedule is not None:

@@ -19,14 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rca import atomic
+from rca.atomic import atomic_path
 from simulate.apm import ApmRows
 from simulate.effects import GRPC_CODE, ErrorKind
 from simulate.logs import LogRows, rpc_detail
 from simulate.metrics import InfraRows
 from simulate.requests import SpanBatch
 from simulate.topology import pod_ip, service_ip
-from rca import atomic
-from rca.atomic import atomic_path
 
 INFRA_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S+00:00", "%Y-%m-%d %H:%M:%S")
 LATE_NAMED_CST_HOURS = frozenset({5, 17})  # hour files of these CST hours are named <HH>-59-00

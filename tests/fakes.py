@@ -1,13 +1,14 @@
 """Test-only doubles. Never used on a path a user runs."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
+from diagnose.prompt import CatalogueLine, SopExcerpt
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import Signal, SignatureMatch, rank_signatures
 from rca.llm.base import LLMReply
-from diagnose.prompt import CatalogueLine, SopExcerpt
 
 
 class RecordedBackend:

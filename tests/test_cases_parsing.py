@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,7 @@ from diagnose.cases import Case, CaseError, load_cases, parse_window
 from rca.timeutil import parse_utc
 
 REFERENCE = Path("/work/shared/reference/aiops2025")
-UTC = timezone.utc
+UTC = UTC
 A = datetime(2025, 6, 5, 16, 10, 2, tzinfo=UTC)
 B = datetime(2025, 6, 5, 16, 31, 2, tzinfo=UTC)
 
@@ -83,7 +83,7 @@ def test_bad_descriptions_raise_naming_uuid(text: str) -> None:
 
 
 def test_case_model_is_utc_and_ordered() -> None:
-    case = Case(uuid="x", description="d", start=datetime(2025, 1, 1, 8, tzinfo=timezone.utc), end=B)
+    case = Case(uuid="x", description="d", start=datetime(2025, 1, 1, 8, tzinfo=UTC), end=B)
     assert case.start.tzinfo == UTC
     with pytest.raises(ValueError):
         Case(uuid="x", description="d", start=B, end=A)

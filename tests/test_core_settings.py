@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,7 @@ def test_window_across_cst_day_boundary() -> None:
 
 
 def test_parse_utc_variants_agree() -> None:
-    expected = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+    expected = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
     for text in ("2025-06-05T16:00:00Z", "2025-06-05 16:00:00+00:00", "2025-06-05 16:00:00"):
         assert parse_utc(text) == expected
 

@@ -1,7 +1,7 @@
 """Log detector: masking, template mining with persisted state, bursts vs chronic noise."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -10,7 +10,7 @@ import pytest
 from preprocess.detect_log import LogTemplateMiner, extract_and_mask, log_counts, score_log_window, template_keyword
 from preprocess.schema import LOG_SCHEMA
 
-T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
 BASELINE_START = T0 + timedelta(minutes=5)
 

@@ -1,7 +1,7 @@
 """Metric detector on synthetic series with known truth."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -10,7 +10,7 @@ import pytest
 from preprocess.detect_metric import SERIES_SCHEMA, day_change_points, metric_series, score_metric_window
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA
 
-T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
 BASELINE_START = T0 + timedelta(minutes=5)
 

@@ -1,7 +1,7 @@
 """Trace detector: call edges, anomalous edges against baseline, propagation ranking."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -10,7 +10,7 @@ import pytest
 from preprocess.detect_trace import call_graph, caller_fanout, edge_stats, propagation_scores, score_trace_window
 from preprocess.schema import SPAN_SCHEMA
 
-T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
 BASELINE_START = T0 + timedelta(minutes=5)
 
@@ -29,7 +29,7 @@ def synthetic_spans(*, fault: str | None, seed: int = 0, minutes: int = 60, per_
             cart_ms = rng.normal(500, 50) + redis_ms
             cart_error = faulty and fault == "cart_pod_errors" and cart_pod == "cartservice-1"
             ad_ms = rng.normal(3000, 200) * (5 if faulty and fault == "ad_latency" else 1)
-            def span(sid, parent, op, service, pod, kind, peer, dur, err=False):
+            def span(sid, parent, op, service, pod, kind, peer, dur, err=False, trace=trace, start=start):
                 rows.append((trace, sid, parent, op, service, pod, "aiops-k8s-01", kind, peer, start,
                              int(dur), 2 if err else 0, err))
             span("a" * 15 + "1", None, "GET /cart", "frontend", "frontend-0", "server", None, cart_ms + ad_ms + 900)

@@ -1,24 +1,24 @@
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from index.models import Candidate, EvidenceItem
-from rca.settings import load_settings
 from diagnose.cases import Case
 from diagnose.decide import DecisionError, decide
 from diagnose.pipeline import diagnose_case
 from diagnose.prompt import build_prompt, decision_schema
 from diagnose.runner import finished_uuids, run_cases
+from index.models import Candidate, EvidenceItem
+from rca.settings import load_settings
 from tests.fakes import RecordedBackend, StaticEvidence, StaticKnowledge
 
-T0 = datetime(2025, 6, 5, 16, 10, 2, tzinfo=timezone.utc)
-T1 = datetime(2025, 6, 5, 16, 31, 2, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 5, 16, 10, 2, tzinfo=UTC)
+T1 = datetime(2025, 6, 5, 16, 31, 2, tzinfo=UTC)
 
 
 def _candidates() -> list[Candidate]:
-    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="emailservice-1", text="pod_cpu_usage up 4.1x (z=9.3) on emailservice-1 from 16:11", magnitude=9.3, onset=datetime(2025, 6, 5, 16, 11, tzinfo=timezone.utc))
+    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="emailservice-1", text="pod_cpu_usage up 4.1x (z=9.3) on emailservice-1 from 16:11", magnitude=9.3, onset=datetime(2025, 6, 5, 16, 11, tzinfo=UTC))
     rrt = EvidenceItem(modality="metric", key="rrt", component="emailservice", text="rrt up 2.0x (z=5.0) on emailservice", magnitude=5.0)
     edge = EvidenceItem(modality="trace", key="checkoutservice->emailservice", component="emailservice", text="checkoutservice->emailservice p95 up 3.0x", magnitude=6.0)
     noise = EvidenceItem(modality="log", key="Injected error", component="adservice", text="Injected error x1.1 on adservice-0", magnitude=1.0)

@@ -49,8 +49,8 @@ def test_two_cases_with_the_real_embedded_model(dataset: Path) -> None:
         assert usage["calls"] in (1, 2) and usage["prompt_tokens"] > 200 and usage["model"]
         assert (dataset / "runs" / "result" / f"{record.uuid}.json").exists()
 
-    lines = [json.loads(l) for l in out.read_text().splitlines()]
-    assert {l["uuid"] for l in lines} == {c.uuid for c in cases}
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {row["uuid"] for row in lines} == {c.uuid for c in cases}
     report = score_file(truth_file=dataset / "data" / "groundtruth.jsonl", result_file=out, settings=settings)
     assert report.valid and report.overall.cases == 2 and 0.0 <= report.overall.final <= 100.0
 
@@ -89,6 +89,6 @@ def test_demo_command_runs_the_whole_product(tmp_path: Path) -> None:
                                 env={"RCA_PATHS__KB_DIR": str(tmp_path / "kb"), "RCA_DIAGNOSE__MAX_PROMPT_TOKENS": "1800"})
     assert result.exit_code == 0, result.output
     assert "Final" in result.output and "cost per case" in result.output
-    answers = [json.loads(l) for l in (work / "result.jsonl").read_text().splitlines()]
-    truth = [json.loads(l) for l in (work / "data" / "groundtruth.jsonl").read_text().splitlines()]
+    answers = [json.loads(line) for line in (work / "result.jsonl").read_text().splitlines()]
+    truth = [json.loads(line) for line in (work / "data" / "groundtruth.jsonl").read_text().splitlines()]
     assert [a["uuid"] for a in answers] == [t["uuid"] for t in truth]

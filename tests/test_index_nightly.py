@@ -10,10 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from index import store
-from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess import nightly
+from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.nightly import run_nightly
-from rca.cli import _register, app as rca_app
+from rca.cli import _register
+from rca.cli import app as rca_app
 from tests.layout_fixtures import write_day
 
 DAY = "2025-06-06"
@@ -43,7 +44,7 @@ def test_builds_every_partition_then_skips_unchanged(raw_day, tmp_path):
     manifest = json.loads((tmp_path / store.MANIFEST_NAME).read_text())
     assert manifest["schema_version"] == store.SCHEMA_VERSION
     assert set(manifest["partitions"]) == {f"{DAY}/metric", f"{DAY}/log", f"{DAY}/trace"}
-    for family, tables in store.FAMILY_TABLES.items():
+    for tables in store.FAMILY_TABLES.values():
         for table in tables:
             assert store.table_path(tmp_path, DAY, table).exists()
     series = pl.read_parquet(store.table_path(tmp_path, DAY, "metric_series"))

@@ -1,7 +1,7 @@
 """Evidence index: round trip through the store and ranking of synthetic incidents with known truth."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -15,7 +15,7 @@ from preprocess.detect_metric import SERIES_SCHEMA
 from preprocess.detect_trace import EDGE_STATS_SCHEMA
 
 DAY = "2025-06-06"  # CST day: UTC 2025-06-05 16:00 .. 2025-06-06 16:00
-T0 = datetime(2025, 6, 5, 16, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 MINUTES = 120
 FAULT_START, FAULT_END = 70, 90
 PODS = {"frontend": 3, "cartservice": 3, "checkoutservice": 3, "emailservice": 3, "redis-cart": 1}
@@ -151,8 +151,8 @@ def test_missing_partitions_are_listed(tmp_path):
 
 
 def test_window_crossing_cst_midnight_reads_two_days(tmp_path):
-    assert store.days_for_window(datetime(2025, 6, 6, 15, 50, tzinfo=timezone.utc),
-                                 datetime(2025, 6, 6, 16, 10, tzinfo=timezone.utc)) == ["2025-06-06", "2025-06-07"]
+    assert store.days_for_window(datetime(2025, 6, 6, 15, 50, tzinfo=UTC),
+                                 datetime(2025, 6, 6, 16, 10, tzinfo=UTC)) == ["2025-06-06", "2025-06-07"]
 
 
 def test_foreign_schema_version_is_refused(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge.challenge import aggregate, efficiency_of, score_challenge, score_cases
+from judge.challenge import aggregate, efficiency_of, score_cases, score_challenge
 from judge.groundtruth import TruthCase, load_truth
 from judge.rules import EARLY, LATE, RuleVersion
 from judge.validation import Answer, Step, check_submission

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from judge.agreement import agreement
-from judge.qa import KeywordCache, QAError, QARecord, fill_keyword_cache, load_qa_file, score_qa
 from judge.groundtruth import InputFileError
+from judge.qa import KeywordCache, QAError, QARecord, fill_keyword_cache, load_qa_file, score_qa
 from rca.llm.base import LLMReply
 
 

@@ -5,8 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.documents import (SHIPPED_DOCS_DIR, DocumentError, load_documents, parse_document,
-                                 read_document, split_sections, validate_directory)
+from knowledge.documents import (
+    SHIPPED_DOCS_DIR,
+    DocumentError,
+    load_documents,
+    parse_document,
+    read_document,
+    split_sections,
+    validate_directory,
+)
 from rca.taxonomy import FAULT_TYPES
 
 VALID = '''+++

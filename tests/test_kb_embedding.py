@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowledge.embedding import (ChromaEmbeddingFunction, EmbeddingModelError, _package_file, cosine,
-                                 load_embedder)
+from knowledge.embedding import ChromaEmbeddingFunction, EmbeddingModelError, _package_file, cosine, load_embedder
 from rca.settings import EmbeddingSettings
 
 
@@ -49,7 +48,8 @@ def test_empty_and_wrong_input(embedder) -> None:
 
 
 def test_cosine_shapes() -> None:
-    a = np.array([1.0, 0.0]); b = np.array([0.0, 2.0])
+    a = np.array([1.0, 0.0])
+    b = np.array([0.0, 2.0])
     assert cosine(a, a) == pytest.approx(1.0) and cosine(a, b) == pytest.approx(0.0)
     assert cosine(np.eye(2), np.eye(2)).shape == (2, 2)
 

@@ -1,18 +1,18 @@
 """Readers on a tiny day written in the released layout with every variant (tests/layout_fixtures.py)."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tests import layout_fixtures as fx
 from preprocess import layout
 from preprocess.readers import ReaderError, read_apm, read_day, read_infra, read_logs, read_traces
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from tests import layout_fixtures as fx
 
-UTC = timezone.utc
+UTC = UTC
 DAY1, DAY2 = "2025-06-06", "2025-06-07"  # CST days; DAY1 = UTC 2025-06-05T16:00 .. 2025-06-06T16:00
 MISSING_HOUR = 5  # CST hour 05 of DAY1 = UTC 2025-06-05T21:00
 

@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
+from rca.taxonomy import FAULT_TYPES
 from rca.timeutil import parse_utc
 from simulate.catalogue import load_catalogue
 from simulate.simulator import SimulationOptions, simulate
-from rca.taxonomy import FAULT_TYPES
 
 REAL_TRUTH = Path("/work/shared/reference/aiops2025/groundtruth.jsonl")
 WANTED = ("node memory stress", "node disk fill", "cpu stress", "dns error", "io fault", "network delay",

@@ -1,7 +1,7 @@
 """Topology discovery on synthetic spans/metrics with known structure."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +12,7 @@ from preprocess.schema import INFRA_SCHEMA, SPAN_SCHEMA
 from preprocess.topology import call_edges, discover_topology, read_topology
 from tests import layout_fixtures as fx
 
-UTC = timezone.utc
+UTC = UTC
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 
 

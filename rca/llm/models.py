@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rca.llm.base import LLMError
 from rca.atomic import write_bytes_atomic
+from rca.llm.base import LLMError
 
 log = logging.getLogger(__name__)
 

@@ -76,7 +76,7 @@ class OpenAIBackend:
         )
 
     @classmethod
-    def from_settings(cls, llm: LLMSettings) -> "OpenAIBackend":
+    def from_settings(cls, llm: LLMSettings) -> OpenAIBackend:
         """Build from ``settings.llm``; a missing base URL or model names the setting."""
         if not llm.openai_api_base:
             raise LLMError("llm.backend is 'openai' but setting 'llm.openai_api_base' is empty")
