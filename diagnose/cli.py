@@ -33,6 +33,8 @@ def rca_diagnose(
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
     strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
     self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
+    confirm_fault_type: bool | None = typer.Option(
+        None, "--confirm-fault-type/--one-turn", help="A second turn settles the chosen component's fault type."),
     backend: str | None = typer.Option(None, "--backend", help="embedded | openai."),
     model: str | None = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
@@ -56,7 +58,8 @@ def rca_diagnose(
         overrides={
             "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir},
             "llm": llm_overrides,
-            "diagnose": {"strict_format": strict, "self_consistency": self_consistency},
+            "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
+                         "confirm_fault_type": confirm_fault_type},
         },
     )
     cases = _select_cases(settings, uuid or [], all_cases)

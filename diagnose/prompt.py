@@ -22,7 +22,7 @@ INSTRUCTIONS = """You are an SRE diagnosing one incident in HipsterShop (10 gRPC
 Code has already compared every metric, log template and call edge in the incident window with the fault-free time before it, and ranked the suspicious components. You decide which candidate is the ROOT CAUSE and which fault type it suffered.
 
 How to decide:
-- A fault propagates UP the call graph (frontend -> checkoutservice -> cartservice -> redis-cart; productcatalogservice -> tidb-tidb -> tidb-tikv/tidb-pd). Callers of a failing component show latency and errors that name it. Prefer the most downstream component whose OWN metrics or logs are abnormal; its callers are victims. But a component that only went quiet (calls to it stopped, request silent, rrt down) because its caller failed is starved, not broken.
+- A fault propagates UP the call graph (frontend -> checkoutservice -> cartservice -> redis-cart; productcatalogservice -> tidb-tidb -> tidb-tikv/tidb-pd). Callers of a failing component show latency and errors that name it. Prefer the most downstream component whose OWN metrics or logs are abnormal; its callers are victims.
 - Level: answer a service name when several of its pods are abnormal (the service line lists them), a pod name (service-N) only when that single pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
 - Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
 - Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
@@ -134,8 +134,7 @@ def case_prompt_text(
     names = ", ".join(c.component for c in candidates)
     blocks.append(
         f"Choose the root-cause component among: {names}. The reason is your own short sentence about this "
-        "incident: the fault type, then the anomalous KPI or log line it rests on (not the scores). "
-        "Reply with the JSON object only."
+        "incident: fault type, then the anomalous KPI or log keyword. Reply with the JSON object only."
     )
     return "\n".join(blocks)
 

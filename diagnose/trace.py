@@ -46,12 +46,17 @@ def _observation(items: list[EvidenceItem]) -> str:
     return clip_observation(text)
 
 
-def _signature_observation(signature: SignatureMatch) -> str:
-    """``<first signal seen>: <fault type> signals k/n (<the others>)``."""
+def _signature_observation(signature: SignatureMatch | None, *, fault_type: str, lead: str) -> str:
+    """``<first signal seen>: <fault type> signals k/n (<the others>)``, or that none was seen
+    (then led by ``lead``, the chosen component's strongest evidence key)."""
+    if signature is None or not signature.matched:
+        return clip_observation(f"{lead}: no documented {fault_type} signal in the evidence")
     first, *rest = signature.matched
-    text = f"{first}: {signature.fault_type} signals {len(signature.matched)}/{signature.expected}"
+    text = f"{first}: {fault_type} signals {len(signature.matched)}/{signature.expected}"
     if rest:
         text += f" ({', '.join(rest)})"
+    if signature.contradicted:
+        text += f"; against: {', '.join(signature.contradicted)}"
     return clip_observation(text)
 
 
@@ -63,9 +68,10 @@ def build_trace(*, chosen: str, fault_type: str, reason_metrics: Sequence[str], 
         if not items:
             continue  # nothing anomalous of this kind: not evidence, so not a step
         steps.append(TraceStep(step=len(steps) + 1, action=action, observation=_observation(items)))
-    if signature is not None and signature.matched:
+    own = [i for c in candidates if c.component == chosen for i in c.evidence]
+    if own:  # the check ran on the chosen component's evidence, whatever it found
         steps.append(TraceStep(step=len(steps) + 1, action=f"SOP signal check: {fault_type} runbook vs {chosen} evidence",
-                               observation=_signature_observation(signature)))
+                               observation=_signature_observation(signature, fault_type=fault_type, lead=own[0].key)))
     verdict = f"{chosen}: {fault_type}"
     if reason_metrics:
         verdict += f" ({', '.join(reason_metrics)})"

@@ -211,3 +211,13 @@ def test_prepare_offers_distinct_services(tmp_path: Path) -> None:
     settings = _one_turn_settings()
     prepared = prepare_case(_case(), settings=settings, evidence=StaticEvidence(_candidates() + [Candidate(component="emailservice-1", level="pod", score=0.05)]), knowledge=StaticKnowledge())
     assert [c.component for c in prepared.candidates] == ["emailservice", "checkoutservice", "adservice"]
+
+
+def test_trace_reports_a_signal_check_that_found_nothing() -> None:
+    reply = _reply(component="emailservice", fault_type="pod failure", reason="pod failure: errors")
+    record = diagnose_case(_case(), settings=_one_turn_settings(), llm=RecordedBackend([reply]),
+                           evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    steps = record.answer.reasoning_trace
+    assert 3 <= len(steps) <= 5
+    check = next(s for s in steps if s.action.startswith("SOP signal check"))
+    assert check.observation == "pod_cpu_usage: no documented pod failure signal in the evidence"
