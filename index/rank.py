@@ -377,13 +377,18 @@ def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[st
             continue
         explaining = [best.get(d, 0.0) for d in nx.descendants(graph, service)
                       if cause.get(d, 0.0) >= CLEAR_ANOMALY and cause.get(d, 0.0) > cause.get(service, 0.0)]
-        cap = EXPLAINED_CAP * max(explaining, default=0.0)
-        if explaining and candidate.score > cap:
-            breakdown = dict(candidate.score_breakdown)
-            breakdown["explained_downstream"] = round(cap - candidate.score, 3)
-            candidate = candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
+        if explaining:
+            candidate = _capped(candidate, EXPLAINED_CAP * max(explaining), reason="explained_downstream")
         capped.append(candidate)
     return capped
+
+
+def _capped(candidate: Candidate, cap: float, *, reason: str) -> Candidate:
+    """``candidate`` with its score lowered to ``cap`` (if above), the cut booked under ``reason``."""
+    if candidate.score <= cap:
+        return candidate
+    breakdown = {**candidate.score_breakdown, reason: round(cap - candidate.score, 3)}
+    return candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
 
 
 def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph) -> None:
@@ -434,11 +439,8 @@ def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame,
             stressed = [node_scores[n] for n in hosts.get(candidate.component, set())
                         if n in node_scores and _local_score(components.get(n)) >= NODE_CLEAR_ANOMALY
                         and _local_score(components.get(n)) > own]
-            cap = EXPLAINED_CAP * max(stressed, default=0.0)
-            if stressed and candidate.score > cap:
-                breakdown = dict(candidate.score_breakdown)
-                breakdown["explained_by_node"] = round(cap - candidate.score, 3)
-                candidate = candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
+            if stressed:
+                candidate = _capped(candidate, EXPLAINED_CAP * max(stressed), reason="explained_by_node")
         capped.append(candidate)
     return capped
 

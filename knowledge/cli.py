@@ -16,6 +16,7 @@ from knowledge.embedding import EmbeddingModelError
 from knowledge.retrieval import retrieve
 from knowledge.store import reindex
 from rca.clisupport import build_settings, fail
+from rca.settings import Settings
 
 log = logging.getLogger(__name__)
 app = typer.Typer(no_args_is_help=True, help="SOP knowledge base: documents, validation, Chroma index, search.")
@@ -36,13 +37,19 @@ def list_documents(ctx: typer.Context) -> None:
     console.print(table)
 
 
+def _document_path(settings: Settings, doc_id: str) -> Path:
+    """The file of an existing document, or a clear error naming the directory."""
+    path = docs_dir(settings) / f"{doc_id}.md"
+    if not path.is_file():
+        fail(f"no document with id '{doc_id}' in {docs_dir(settings)}")
+    return path
+
+
 @app.command("show")
 def show(ctx: typer.Context, doc_id: str = typer.Argument(..., help="Document id (file name without .md).")) -> None:
     """Print one document (front matter and body)."""
     settings = build_settings(ctx)
-    path = docs_dir(settings) / f"{doc_id}.md"
-    if not path.is_file():
-        fail(f"no document with id '{doc_id}' in {docs_dir(settings)}")
+    path = _document_path(settings, doc_id)
     console.print(path.read_text(encoding="utf-8"), markup=False, highlight=False)
 
 
@@ -113,9 +120,7 @@ def add(ctx: typer.Context, file: Path = typer.Argument(..., help="Markdown docu
 def remove(ctx: typer.Context, doc_id: str = typer.Argument(..., help="Document id to delete.")) -> None:
     """Delete a document from the directory and its chunks from the index."""
     settings = build_settings(ctx)
-    path = docs_dir(settings) / f"{doc_id}.md"
-    if not path.is_file():
-        fail(f"no document with id '{doc_id}' in {docs_dir(settings)}")
+    path = _document_path(settings, doc_id)
     path.unlink()
     try:
         report = reindex(settings)

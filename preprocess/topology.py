@@ -21,6 +21,7 @@ from pathlib import Path
 import networkx as nx
 import polars as pl
 
+from preprocess.detect_trace import call_edges as per_call_edges
 from preprocess.readers import read_apm, read_infra, read_traces
 from rca.taxonomy import STATEFUL_SERVICES, is_node, service_of
 
@@ -65,28 +66,14 @@ class Topology:
 
 
 def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
-    """Caller -> callee service edges with call and error counts, from spans in SPAN_SCHEMA."""
+    """Caller -> callee service edges with call and error counts, from spans in SPAN_SCHEMA.
+
+    The calls are the trace detector's (``preprocess.detect_trace.call_edges``), counted.
+    """
     if spans.is_empty():
         return pl.DataFrame(schema=EDGE_SCHEMA)
-    by_client = spans.filter(
-        (pl.col("span_kind") == "client") & pl.col("peer_service").is_not_null() & (pl.col("peer_service") != pl.col("service"))
-    ).select(pl.col("service").alias("caller"), pl.col("peer_service").alias("callee"), "is_error")
-    parents = spans.select(
-        "trace_id",
-        pl.col("span_id").alias("parent_span_id"),
-        pl.col("service").alias("parent_service"),
-        pl.col("span_kind").alias("parent_kind"),
-        pl.col("peer_service").alias("parent_peer"),
-    )
-    same_call = ((pl.col("parent_kind") == "client") & (pl.col("parent_peer") == pl.col("service"))).fill_null(False)
-    by_nesting = (
-        spans.filter(pl.col("parent_span_id").is_not_null())
-        .join(parents, on=["trace_id", "parent_span_id"], how="inner")
-        .filter((pl.col("service") != pl.col("parent_service")) & ~same_call)
-        .select(pl.col("parent_service").alias("caller"), pl.col("service").alias("callee"), "is_error")
-    )
     return (
-        pl.concat([by_client, by_nesting])
+        per_call_edges(spans)
         .filter(pl.col("caller").is_not_null() & pl.col("callee").is_not_null())
         .group_by("caller", "callee")
         .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("is_error").sum().cast(pl.Int64).alias("errors"))
