@@ -63,7 +63,7 @@ def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Pat
     """Preprocess, diagnose every case with the configured LLM, and score with the challenge rules."""
     from diagnose.cases import load_cases
     from diagnose.cli import run as diagnose_run
-    from preprocess.nightly import run_nightly
+    from index.build import run_nightly
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

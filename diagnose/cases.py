@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from rca.errors import InputError
 from rca.timeutil import as_utc
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ _INSTANT = re.compile(
 )
 
 
-class CaseError(ValueError):
+class CaseError(InputError):
     """A case file or a case description that cannot be turned into cases."""
 
 

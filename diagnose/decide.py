@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from diagnose.prompt import Prompt, decision_schema, fault_type_schema
+from rca.errors import RcaError
 from rca.llm.base import LLMBackend, LLMReply
 from rca.taxonomy import applicable_fault_types
 
@@ -29,7 +30,7 @@ SELF_CONSISTENCY_TEMPERATURE = 0.7
 Parsed = TypeVar("Parsed")
 
 
-class DecisionError(RuntimeError):
+class DecisionError(RcaError, RuntimeError):
     """The model's reply stayed invalid after the repair turn."""
 
 

@@ -32,6 +32,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from rca.atomic import atomic_path, write_bytes_atomic
+from rca.errors import DataError
 from rca.timeutil import as_utc, cst_day_and_hour
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ FAMILY_TABLES: dict[str, tuple[str, ...]] = {
 }
 
 
-class IndexStoreError(RuntimeError):
+class IndexStoreError(DataError):
     """The index directory is unusable (wrong schema version, corrupt manifest)."""
 
 

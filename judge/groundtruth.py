@@ -11,6 +11,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rca.errors import InputError
 from rca.taxonomy import canonical_fault_type
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
@@ -53,7 +54,7 @@ class TruthCase(BaseModel):
         return [] if value is None else value
 
 
-class InputFileError(ValueError):
+class InputFileError(InputError):
     """A ground-truth or answer file that cannot be read; the message names file and line."""
 
 

@@ -22,6 +22,7 @@ from judge.agreement import Agreement, agreement
 from judge.embedding import TextEmbedder, row_cosines
 from judge.groundtruth import read_unique_jsonl
 from rca.atomic import write_json_atomic
+from rca.errors import InputError
 from rca.llm.base import LLMBackend
 from rca.settings import LLMSettings
 
@@ -43,7 +44,7 @@ _SYSTEM_PROMPT = (
 )
 
 
-class QAError(ValueError):
+class QAError(InputError):
     """The QA judge cannot proceed; the message names the file, line or question."""
 
 

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from knowledge.signatures import Signal, SignalError
+from rca.errors import InputError
 from rca.settings import Settings
 from rca.taxonomy import FAULT_TYPES, LEVELS
 
@@ -25,7 +26,7 @@ _ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 _TOML_LINE = re.compile(r"at line (\d+)")
 
 
-class DocumentError(ValueError):
+class DocumentError(InputError):
     """A document that cannot be used; the message names file, field and line when known."""
 
     def __init__(self, *, source: str, message: str, field: str | None = None, line: int | None = None) -> None:

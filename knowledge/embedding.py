@@ -24,6 +24,7 @@ import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from rca.errors import BackendError
 from rca.settings import EmbeddingSettings
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ _MODEL_FILES: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-class EmbeddingModelError(RuntimeError):
+class EmbeddingModelError(BackendError):
     """The embedding model or its tokenizer cannot be found or loaded."""
 
 

@@ -25,11 +25,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from rca.errors import InputError
+
 MODALITIES = ("metric", "log", "trace")
 DIRECTIONS = ("up", "down", "silent", "any")
 
 
-class SignalError(ValueError):
+class SignalError(InputError):
     """A signal string that does not follow the grammar above."""
 
 

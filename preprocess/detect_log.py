@@ -28,8 +28,8 @@ import polars as pl
 from drain3 import TemplateMiner
 from drain3.template_miner_config import TemplateMinerConfig
 
-from index.store import atomic_write_bytes
 from preprocess.schema import TIME
+from rca.atomic import write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class LogTemplateMiner:
         if self.state_path is None:
             return
         state = base64.b64encode(zlib.compress(jsonpickle.dumps(self._miner.drain, keys=True).encode("utf-8")))
-        atomic_write_bytes(self.state_path, state)
+        write_bytes_atomic(self.state_path, state)
 
     def template_ids(self, masked_messages: list[str]) -> list[int]:
         """Cluster id of each message; messages are mined in sorted order for determinism."""

@@ -24,6 +24,7 @@ import polars as pl
 
 from preprocess import layout
 from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
+from rca.errors import DataError
 from rca.timeutil import as_utc, cst_hours_between, format_utc
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ _POD_ORDINAL = r"-\d+$"  # same rule as rca.taxonomy.service_of, vectorised
 Window = tuple[datetime, datetime] | None
 
 
-class ReaderError(RuntimeError):
+class ReaderError(DataError):
     """A telemetry file that exists but cannot be read or does not have the expected shape."""
 
 

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rca.errors import InputError
+
 ENV_PREFIX = "RCA_"
 DEFAULT_CONFIG_PATH = Path("config/config.toml")
 
@@ -103,7 +105,7 @@ class Settings(_Section):
     preprocess: PreprocessSettings = PreprocessSettings()
 
 
-class SettingsError(ValueError):
+class SettingsError(InputError):
     """Configuration that cannot be used; the message names the source and field."""
 
 

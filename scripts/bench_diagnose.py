@@ -22,7 +22,7 @@ from bench.pipeline import print_path_result, run_full_path, simulate_problem_se
 from rca.logsetup import configure_logging
 from rca.settings import load_settings
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "aiops2025" / "groundtruth.jsonl"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 
 
 def main() -> None:

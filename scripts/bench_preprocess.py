@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from index.build import run_nightly  # noqa: E402
 from index.store import PARTITION_FAMILIES  # noqa: E402
-from preprocess.nightly import run_nightly  # noqa: E402
 
 # Input rows per family are reported by the builders under these keys.
 INPUT_ROWS = {"metric": "metric_series", "log": "lines_read", "trace": "spans_read"}

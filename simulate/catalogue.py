@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rca.errors import InputError
 from rca.taxonomy import FAULT_TYPES
 
 CATALOGUE_FILE = "catalogue_data.json"
@@ -59,7 +60,7 @@ class FaultSpec:
         return int(minutes) * 60
 
 
-class CatalogueError(ValueError):
+class CatalogueError(InputError):
     """The packaged catalogue data is inconsistent with the taxonomy."""
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from rca.errors import InputError
 from rca.taxonomy import canonical_fault_type, is_node, level_of, service_of
 from rca.timeutil import UTC, format_utc, parse_utc
 from simulate.catalogue import FaultSpec, load_catalogue
@@ -23,7 +24,7 @@ ON_TIME_SHARE = 0.9
 SKIP_HOUR_SHARE = 0.04  # the real schedule has a few hours without a case
 
 
-class ScheduleError(ValueError):
+class ScheduleError(InputError):
     """A ground-truth line cannot be turned into a fault; the message names file and line."""
 
 

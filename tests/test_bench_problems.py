@@ -5,12 +5,11 @@ from bench.problems import compact_schedule, read_jsonl
 from rca.taxonomy import FAULT_TYPES, canonical_fault_type
 from rca.timeutil import parse_utc
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "aiops2025" / "groundtruth.jsonl"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 
 
 def _reference() -> list[dict]:
-    path = REFERENCE if REFERENCE.exists() else Path("/work/shared/reference/aiops2025/groundtruth.jsonl")
-    return read_jsonl(path)
+    return read_jsonl(REFERENCE)
 
 
 def test_compact_schedule_covers_every_type_one_an_hour() -> None:

@@ -10,7 +10,7 @@ import pytest
 from diagnose.cases import Case, CaseError, load_cases, parse_window
 from rca.timeutil import parse_utc
 
-REFERENCE = Path("/work/shared/reference/aiops2025")
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025"
 UTC = UTC
 A = datetime(2025, 6, 5, 16, 10, 2, tzinfo=UTC)
 B = datetime(2025, 6, 5, 16, 31, 2, tzinfo=UTC)

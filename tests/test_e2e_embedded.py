@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from app.cli import _register, app
 from bench.report import score_file
 from diagnose.cases import load_cases
 from diagnose.cli import run as diagnose_run
-from preprocess.nightly import run_nightly
-from rca.cli import _register, app
+from index.build import run_nightly
 from rca.settings import load_settings
 from simulate.simulator import SimulationOptions, simulate
 

@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from app.cli import _register
+from app.cli import app as rca_app
+from index import build as nightly
 from index import store
-from preprocess import nightly
+from index.build import run_nightly
 from preprocess.detect_log import LOG_COUNT_SCHEMA
-from preprocess.nightly import run_nightly
-from rca.cli import _register
-from rca.cli import app as rca_app
 from tests.layout_fixtures import write_day
 
 DAY = "2025-06-06"
@@ -160,7 +160,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     for day in ("2025-06-06", "2025-06-07", "2025-06-08"):
         write_day(data, day)
     index = tmp_path / "index"
-    command = [sys.executable, "-m", "rca.cli", "-q", "preprocess", "--data-dir", str(data),
+    command = [sys.executable, "-m", "app.cli", "-q", "preprocess", "--data-dir", str(data),
                "--index-dir", str(index), "--all"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

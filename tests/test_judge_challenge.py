@@ -14,7 +14,7 @@ from judge.groundtruth import TruthCase, load_truth
 from judge.rules import EARLY, LATE, RuleVersion
 from judge.validation import Answer, Step, check_submission
 
-REAL_GT = Path("/work/shared/reference/aiops2025/groundtruth.jsonl")
+REAL_GT = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 
 
 class HashEmbedder:

@@ -116,8 +116,8 @@ def test_fault_catalogue_requires_every_fault_type(kb_small: Settings) -> None:
 
 @pytest.fixture
 def kb_cli(kb_small: Settings, monkeypatch: pytest.MonkeyPatch):
-    from rca import cli
-    if not cli.app.registered_groups:  # sub-commands are attached lazily by rca.cli.main()
+    from app import cli
+    if not cli.app.registered_groups:  # sub-commands are attached lazily by app.cli.main()
         cli._register()
     monkeypatch.setenv("RCA_PATHS__KB_DIR", str(kb_small.paths.kb_dir))
     monkeypatch.setenv("RCA_KNOWLEDGE__DOCS_DIR", str(kb_small.knowledge.docs_dir))

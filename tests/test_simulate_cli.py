@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rca.cli import _register, app
+from app.cli import _register, app
 
 _register()
 runner = CliRunner()

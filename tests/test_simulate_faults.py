@@ -14,7 +14,7 @@ from rca.timeutil import parse_utc
 from simulate.catalogue import load_catalogue
 from simulate.simulator import SimulationOptions, simulate
 
-REAL_TRUTH = Path("/work/shared/reference/aiops2025/groundtruth.jsonl")
+REAL_TRUTH = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 WANTED = ("node memory stress", "node disk fill", "cpu stress", "dns error", "io fault", "network delay",
           "jvm exception", "target port misconfig", "pod kill")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rca.errors import BackendError
+
 
 @dataclass(frozen=True)
 class LLMReply:
@@ -21,7 +23,7 @@ class LLMReply:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class LLMError(RuntimeError):
+class LLMError(BackendError):
     """A backend failed (unreachable, timed out after retries, bad model files ...)."""
 
 

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from index.build import PartitionOutcome, run_nightly
 from index.store import PARTITION_FAMILIES, IndexStoreError
 from preprocess import layout
-from preprocess.nightly import PartitionOutcome, run_nightly
 from rca.clisupport import build_settings, fail
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",

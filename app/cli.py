@@ -18,11 +18,11 @@ app.callback()(root_callback)
 def _register() -> None:
     # Imported here, not at module import, so `rca --help` stays cheap and a broken
     # optional piece names itself instead of breaking every command.
+    from app.demo import demo
     from diagnose.cli import rca_diagnose
+    from index.cli import app as preprocess_app
     from judge.cli import app as judge_app
     from knowledge.cli import app as kb_app
-    from preprocess.cli import app as preprocess_app
-    from rca.demo import demo
     from simulate.cli import app as simulate_app
 
     app.add_typer(simulate_app, name="simulate")
