@@ -193,10 +193,10 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     window = f"{format_utc(case.start)} to {format_utc(case.end)}"
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
-        sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.missing,
+        sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
         runbook_matches=matches,
     )
-    return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops,
+    return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), sops=sops,
                         signature_matches=matches, prompt=prompt, timings_s=timings)
 
 

@@ -1,9 +1,16 @@
 """``rca preprocess``: build or refresh the evidence index from raw telemetry (the nightly job).
 
-    rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--force]
+    rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--force] [--wait]
 
-Shows a progress bar and a summary table; exits 1 when any partition failed (the
-others are still written), 2 on bad arguments.
+Shows a progress bar and a summary table naming every unreadable file. Exit status:
+
+- 0: every partition is complete;
+- 1: at least one partition failed (the others are still written);
+- 2: bad arguments;
+- 3: finished with data loss: every partition is written, but some raw files could not be
+  read and their rows are absent (named in the log, the summary and the manifest; a rerun
+  reports them again until the files are replaced);
+- 4: another run holds the index's writer lock (``--wait`` waits for it instead).
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
+from index.lock import IndexBusyError
 from index.store import PARTITION_FAMILIES, IndexStoreError
 from preprocess import layout
 from rca.clisupport import build_settings, fail
@@ -32,6 +40,7 @@ def preprocess(
     all_days: bool = typer.Option(False, "--all", help="Every day directory under --data-dir."),
     workers: int = typer.Option(None, "--workers", min=1, help="Processes for metric/trace partitions."),
     force: bool = typer.Option(False, "--force", help="Rebuild partitions even when inputs are unchanged."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for another run's index lock instead of refusing."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -56,20 +65,45 @@ def preprocess(
 
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   workers=settings.preprocess.workers, on_partition_done=advance)
+                                   workers=settings.preprocess.workers, wait_for_lock=wait,
+                                   on_partition_done=advance)
+        except IndexBusyError as exc:
+            fail(str(exc), code=EXIT_BUSY)
         except (FileNotFoundError, IndexStoreError) as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))
+    raise typer.Exit(exit_status(outcomes))
+
+
+EXIT_FAILED = 1
+EXIT_DATA_LOSS = 3
+EXIT_BUSY = 4
+
+
+def exit_status(outcomes: list[PartitionOutcome]) -> int:
+    """0 complete, 1 a partition failed, 3 finished with data loss (see the module docstring)."""
     if any(o.status == "failed" for o in outcomes):
-        raise typer.Exit(1)
+        return EXIT_FAILED
+    lost = [(o, f) for o in outcomes for f in o.lost_files]
+    if lost:
+        # One line for the whole run, after the table: what was lost and where it is recorded.
+        typer.secho(f"finished with data loss: {len(lost)} unreadable file(s) left out of the index: "
+                    + "; ".join(f"{o.day} {o.family} {f.name()}" for o, f in lost[:5])
+                    + (f"; ... and {len(lost) - 5} more" if len(lost) > 5 else ""), err=True, fg="yellow")
+        return EXIT_DATA_LOSS
+    return 0
 
 
 def _summary(outcomes: list[PartitionOutcome]) -> Table:
     table = Table(title="preprocess summary")
-    for column in ("day", "family", "status", "rows", "seconds", "errors"):
-        table.add_column(column)
+    for column in ("day", "family", "status", "rows", "seconds", "lost files / errors"):
+        table.add_column(column, overflow="fold")
     for o in sorted(outcomes, key=lambda o: (o.day, PARTITION_FAMILIES.index(o.family))):
         rows = ", ".join(f"{k}={v}" for k, v in o.rows.items())
-        errors = "; ".join(o.errors)[:160]
-        table.add_row(o.day, o.family, o.status, rows, f"{o.seconds:.1f}", errors)
+        if o.status == "failed":
+            problems = "; ".join(o.errors)
+        else:
+            problems = "; ".join(f"LOST {f.name()} ({f.reason[:80]})" for f in o.lost_files)
+        table.add_row(o.day, o.family, o.status + (" (data loss)" if o.data_loss else ""), rows,
+                      f"{o.seconds:.1f}", problems[:400])
     return table

@@ -35,8 +35,57 @@ class Candidate(BaseModel):
     evidence: list[EvidenceItem] = Field(default_factory=list)
 
 
+class LostFile(BaseModel):
+    """A raw file the nightly job could not read: its rows are absent from the index."""
+
+    path: str
+    reason: str
+    source: str  # apm | infra | log | trace
+    hour: int | None = None  # CST hour of an hourly file; None for a daily metric file
+
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class ModalityStatus(BaseModel):
+    """How complete one modality's data is for a window: "no data" is a value, not an absent key.
+
+    ``gaps`` are the UTC minute ranges of the window the index holds nothing for (a missing
+    partition, a lost hour file); ``lost_files`` are the unreadable raw files behind them, or
+    behind a daily metric file's KPI missing all day.
+    """
+
+    modality: Literal["metric", "log", "trace"]
+    state: Literal["ok", "partial", "no_data"]
+    gaps: list[tuple[datetime, datetime]] = Field(default_factory=list)
+    missing_partitions: list[str] = Field(default_factory=list)  # "<day>/<table>"
+    lost_files: list[LostFile] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        """Words for the prompt, e.g. ``no trace data 16:00-16:30 UTC`` or
+        ``metric data partial: 1 file unreadable (pod_cpu_usage ...)``."""
+        label = {"metric": "metric", "log": "log", "trace": "trace"}[self.modality]
+        if self.state == "ok":
+            return f"{label} data complete"
+        if self.state == "no_data":
+            return f"no {label} data in the window"
+        parts: list[str] = []
+        if self.gaps:
+            spans = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in self.gaps[:4])
+            parts.append(f"no {label} data {spans} UTC" + (f" and {len(self.gaps) - 4} more gaps" if len(self.gaps) > 4 else ""))
+        if self.lost_files:
+            names = ", ".join(f.name() for f in self.lost_files[:3])
+            more = f" and {len(self.lost_files) - 3} more" if len(self.lost_files) > 3 else ""
+            parts.append(f"{label} data partial: {len(self.lost_files)} file(s) unreadable ({names}{more})")
+        return "; ".join(parts) or f"{label} data partial"
+
+
 class WindowQueryResult(BaseModel):
     start: datetime
     end: datetime
     candidates: list[Candidate]
-    missing: list[str] = Field(default_factory=list)  # partitions/modalities absent for this window
+    data_status: list[ModalityStatus] = Field(default_factory=list)  # one per modality
+
+    def data_gaps(self) -> list[str]:
+        """The data status in words, one line per incomplete modality (empty when all is complete)."""
+        return [s.describe() for s in self.data_status if s.state != "ok"]

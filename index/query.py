@@ -15,6 +15,7 @@ import polars as pl
 from index import store
 from index.models import WindowQueryResult
 from index.rank import rank_candidates
+from index.status import window_status
 from preprocess.detect_log import LOG_COUNT_SCHEMA, score_log_window
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA, score_metric_window
 from preprocess.detect_trace import EDGE_STATS_SCHEMA, call_graph, caller_fanout, propagation_scores, score_trace_window
@@ -36,14 +37,15 @@ def query_window(
     """Ranked candidates for the incident window [start, end] (UTC).
 
     ``baseline_minutes`` of data before ``start`` are the fault-free reference. Each
-    candidate carries up to ``max_evidence`` lines, one of each kind of signal first. Missing
-    partitions are listed in ``missing``; a window with no data at all gives no candidates.
+    candidate carries up to ``max_evidence`` lines, one of each kind of signal first. What the
+    index lacks for the window is in ``data_status`` (index/status.py); a window with no data
+    at all gives no candidates.
     """
     start, end = as_utc(start), as_utc(end)
     if end < start:
         raise ValueError(f"window end {end.isoformat()} precedes start {start.isoformat()}")
     index_dir = Path(index_dir)
-    store.load_manifest(index_dir)  # fails clearly on a foreign schema version
+    manifest = store.load_manifest(index_dir)  # fails clearly on a foreign schema version
     baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=baseline_minutes)
 
     series, missing_metric = store.load_table(index_dir, table="metric_series", start=baseline_start, end=end,
@@ -67,14 +69,12 @@ def query_window(
         propagation=propagation_scores(trace_events), graph=graph, placement=placement,
         known_pods=known_pods, top_k=top_k, max_evidence=max_evidence, window_start=start,
     )
-    missing = missing_metric + missing_log + missing_trace
-    for modality, frame in (("metric", series), ("log", counts), ("trace", edges)):
-        if frame.height == 0:
-            missing.append(f"{modality}: no rows in window")
+    data_status = window_status(manifest=manifest, start=start, end=end, frames={
+        "metric": (series, missing_metric), "log": (counts, missing_log), "trace": (edges, missing_trace)})
     log.info("window %s..%s: %d metric, %d log, %d trace events -> %d candidates",
              start.isoformat(), end.isoformat(), metric_events.height, log_events.height, trace_events.height,
              len(candidates))
-    return WindowQueryResult(start=start, end=end, candidates=candidates, missing=missing)
+    return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=data_status)
 
 
 def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list[str]:

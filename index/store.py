@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, Field
 
+from index.models import LostFile
 from rca.atomic import atomic_path, write_bytes_atomic
 from rca.errors import DataError
 from rca.timeutil import as_utc, cst_day_and_hour
@@ -59,6 +60,8 @@ class PartitionEntry(BaseModel):
     input_files: int
     rows: dict[str, int] = Field(default_factory=dict)
     missing_inputs: list[str] = Field(default_factory=list)
+    lost_files: list[LostFile] = Field(default_factory=list)  # unreadable inputs: their rows are absent
+    table_sizes: dict[str, int] = Field(default_factory=dict)  # bytes of each table as written
     written_at: datetime
 
 
@@ -111,6 +114,33 @@ def remove_stale_temp_files(index_dir: Path) -> int:
         path.unlink(missing_ok=True)
         removed += 1
     return removed
+
+
+def table_sizes(index_dir: Path, day: str, family: str) -> dict[str, int]:
+    return {table: table_path(index_dir, day, table).stat().st_size for table in FAMILY_TABLES[family]}
+
+
+def damaged_tables(index_dir: Path, *, day: str, family: str, entry: PartitionEntry) -> list[str]:
+    """Why the partition's tables are not as the manifest recorded them (empty when intact).
+
+    A table that is absent, of another size than written, or whose parquet footer does not
+    parse is damaged: the nightly job rebuilds it instead of skipping the partition.
+    """
+    problems: list[str] = []
+    for table in FAMILY_TABLES[family]:
+        path = table_path(index_dir, day, table)
+        if not path.exists():
+            problems.append(f"{path}: absent")
+            continue
+        recorded = entry.table_sizes.get(table)
+        if recorded is not None and path.stat().st_size != recorded:
+            problems.append(f"{path}: {path.stat().st_size} bytes, {recorded} written")
+            continue
+        try:
+            pl.read_parquet_schema(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            problems.append(f"{path}: unreadable parquet ({exc})")
+    return problems
 
 
 def load_manifest(index_dir: Path, *, rebuild_older: bool = False) -> Manifest:
@@ -174,8 +204,11 @@ def load_table(
         if not _readable(path, schema):
             missing.append(f"{day}/{table}")
             continue
-        frames.append(
-            pl.scan_parquet(path).filter(pl.col("time").is_between(pl.lit(lo), pl.lit(hi))).collect().cast(schema))
+        try:
+            frames.append(
+                pl.scan_parquet(path).filter(pl.col("time").is_between(pl.lit(lo), pl.lit(hi))).collect().cast(schema))
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise _corrupt(path, day) from exc
     if not frames:
         return pl.DataFrame(schema=schema), missing
     return pl.concat(frames), missing
@@ -185,14 +218,27 @@ def load_day_table(index_dir: Path, *, day: str, table: str, schema: dict[str, p
     path = table_path(index_dir, day, table)
     if not _readable(path, schema):
         return None
-    return pl.read_parquet(path).cast(schema)
+    try:
+        return pl.read_parquet(path).cast(schema)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _corrupt(path, day) from exc
+
+
+def _corrupt(path: Path, day: str) -> IndexStoreError:
+    return IndexStoreError(f"{path}: corrupt index table; rebuild it with `rca preprocess --date {day}` "
+                           "(a damaged table is detected and rebuilt)")
 
 
 def _readable(path: Path, schema: dict[str, pl.DataType]) -> bool:
     """The table exists and has every column of ``schema`` (an older schema's file awaits its rebuild)."""
     if not path.exists():
         return False
-    if set(schema) <= set(pl.read_parquet_schema(path)):
+    try:
+        columns = pl.read_parquet_schema(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        day = path.parent.name.removeprefix("day=")
+        raise _corrupt(path, day) from exc
+    if set(schema) <= set(columns):
         return True
     log.warning("%s: written by an older schema version, read as missing until rebuilt", path)
     return False
@@ -203,4 +249,8 @@ def load_templates(index_dir: Path) -> pl.DataFrame:
     schema = {"template_id": pl.Int64, "template": pl.Utf8}
     if not path.exists():
         return pl.DataFrame(schema=schema)
-    return pl.read_parquet(path).cast(schema)
+    try:
+        return pl.read_parquet(path).cast(schema)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise IndexStoreError(f"{path}: corrupt template table; rebuild the log partitions with "
+                              "`rca preprocess --all --force`") from exc

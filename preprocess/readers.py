@@ -9,8 +9,11 @@ variants listed in docs/data-contract.md and keeps only rows inside the window:
 - the string ``"null"`` in label columns -> a real null;
 - Jaeger nesting -> one flat row per span (parent, pod, node, kind, status, peer service).
 
-A missing file is logged and listed in ``ReadResult.missing``; an unreadable or malformed
-file raises ``ReaderError`` naming the file, so a batch job can skip it and go on.
+A missing file is listed in ``ReadResult.missing``. An unreadable or malformed file raises
+``ReaderError`` naming the file; with ``skip_unreadable=True`` (the nightly job) it costs that
+file only: the other files are still read and the bad one is listed in ``ReadResult.issues``.
+String values that are not valid UTF-8 never cost a file: they are decoded with replacement
+characters and counted in ``ReadResult.issues``.
 """
 from __future__ import annotations
 
@@ -47,19 +50,59 @@ _LOG_RAW: dict[str, str] = {
 _POD_ORDINAL = r"-\d+$"  # same rule as rca.taxonomy.service_of, vectorised
 
 Window = tuple[datetime, datetime] | None
+Scanned = tuple[pl.LazyFrame, pl.Schema]
+# Reads one file, given its scan (lazy frame and schema), into canonical rows.
+FileReader = Callable[[Path, Scanned], pl.DataFrame]
 
 
 class ReaderError(DataError):
     """A telemetry file that exists but cannot be read or does not have the expected shape."""
 
 
+@dataclass(frozen=True)
+class FileIssue:
+    """A file that was skipped (``lost``) or read with some values repaired (not ``lost``)."""
+
+    path: Path
+    reason: str
+    lost: bool
+
+
 @dataclass
 class ReadResult:
-    """Rows of one family for a request, the files they came from and what was absent."""
+    """Rows of one family for a request, the files they came from, what was absent or unreadable."""
 
     frame: pl.DataFrame
     files: list[Path] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    issues: list[FileIssue] = field(default_factory=list)
+
+    @property
+    def lost(self) -> list[FileIssue]:
+        return [i for i in self.issues if i.lost]
+
+    def read_file(self, path: Path, reader: FileReader, *, skip_unreadable: bool) -> pl.DataFrame | None:
+        """Read one file; with ``skip_unreadable`` a ``ReaderError`` costs this file only and is recorded.
+
+        Invalid UTF-8 strings are decoded with replacement characters and counted, whatever the mode.
+        """
+        try:
+            try:
+                frame = reader(path, _scan_schema(path))
+            except InvalidUtf8Error:
+                lazy, schema, bad = _decoded_copy(path)
+                frame = reader(path, (lazy, schema))
+                log.warning("%s: %d string value(s) are not UTF-8; decoded with replacement characters", path, bad)
+                self.issues.append(FileIssue(path=path, lost=False,
+                                             reason=f"{bad} string value(s) not UTF-8, decoded with replacement characters"))
+        except ReaderError as exc:
+            if not skip_unreadable:
+                raise
+            log.debug("skipping unreadable file %s", exc)  # the caller reports it, once, with its context
+            self.issues.append(FileIssue(path=path, reason=_short_reason(exc, path), lost=True))
+            return None
+        self.files.append(path)
+        return frame
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -112,11 +155,52 @@ def _scan_schema(path: Path) -> tuple[pl.LazyFrame, pl.Schema]:
         raise ReaderError(f"{path}: unreadable parquet: {exc}") from exc
 
 
+class InvalidUtf8Error(ReaderError):
+    """A string column holds bytes that are not UTF-8 (the file is otherwise readable)."""
+
+
 def _collect(lazy: pl.LazyFrame, *, path: Path) -> pl.DataFrame:
     try:
         return lazy.collect()
     except (pl.exceptions.PolarsError, OSError) as exc:
+        if "invalid utf-8" in str(exc).lower():
+            raise InvalidUtf8Error(f"{path}: string values that are not UTF-8: {exc}") from exc
         raise ReaderError(f"{path}: cannot read rows: {exc}") from exc
+
+
+def _decoded_copy(path: Path) -> tuple[pl.LazyFrame, pl.Schema, int]:
+    """The file with every invalid UTF-8 string decoded with replacement characters; and how many were.
+
+    Polars refuses the whole file on one bad byte sequence; pyarrow reads the bytes unchecked,
+    so each string column is taken as binary and decoded value by value.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ReaderError(f"{path}: unreadable parquet: {exc}") from exc
+    bad = 0
+    for index, column in enumerate(table.schema):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        values: list[str | None] = []
+        for raw in table.column(index).cast(pa.binary()).to_pylist():
+            if raw is None:
+                values.append(None)
+                continue
+            try:
+                values.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                bad += 1
+                values.append(raw.decode("utf-8", errors="replace"))
+        table = table.set_column(index, column.name, pa.array(values, type=pa.string()))
+    frame = pl.from_arrow(table)
+    if not isinstance(frame, pl.DataFrame):
+        raise ReaderError(f"{path}: not a table")
+    lazy = frame.lazy()
+    return lazy, lazy.collect_schema(), bad
 
 
 def _require(schema: pl.Schema, columns: Iterable[str], *, path: Path) -> None:
@@ -132,6 +216,13 @@ def _stack(frames: list[pl.DataFrame], schema: dict[str, pl.DataType], columns: 
     return pl.concat([f.select(names) for f in frames], how="vertical")
 
 
+def _short_reason(exc: Exception, path: Path) -> str:
+    """The error text without the leading file path (the path is recorded beside it)."""
+    text = str(exc)
+    prefix = f"{path}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
 def _report_missing(missing: list[str]) -> None:
     # One line per read, not per hour file: a partial day (a simulated demo, a late
     # upload) would otherwise drown the log. Every item stays in ReadResult.missing.
@@ -144,8 +235,8 @@ def _report_missing(missing: list[str]) -> None:
 # --------------------------------------------------------------------------- APM
 
 
-def _read_apm_file(meta: layout.MetricFile, *, level: str, window: Window) -> pl.DataFrame:
-    lazy, schema = _scan_schema(meta.path)
+def _read_apm_file(meta: layout.MetricFile, scanned: Scanned, *, level: str, window: Window) -> pl.DataFrame:
+    lazy, schema = scanned
     _require(schema, ["time"], path=meta.path)
     object_type = _null_string("object_type") if "object_type" in schema else pl.lit(None, pl.Utf8)
     object_id = _null_string("object_id") if "object_id" in schema else pl.lit(None, pl.Utf8)
@@ -160,7 +251,7 @@ def _read_apm_file(meta: layout.MetricFile, *, level: str, window: Window) -> pl
     return _collect(lazy.select(exprs).filter(_in_window(window)), path=meta.path)
 
 
-def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window) -> ReadResult:
+def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, skip_unreadable: bool = False) -> ReadResult:
     levels = layout.APM_LEVELS if level is None else (level,)
     for name in levels:
         if name not in layout.APM_LEVELS:
@@ -172,8 +263,11 @@ def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window) 
             metas, missing = layout.apm_files(data_dir, day, name)
             result.missing += missing
             for meta in metas:
-                frames.append(_read_apm_file(meta, level=name, window=window))
-                result.files.append(meta.path)
+                frame = result.read_file(
+                    meta.path, lambda _, scanned, m=meta, n=name: _read_apm_file(m, scanned, level=n, window=window),
+                    skip_unreadable=skip_unreadable)
+                if frame is not None:
+                    frames.append(frame)
     result.frame = _stack(frames, APM_SCHEMA).sort("object_id", "time")
     _report_missing(result.missing)
     return result
@@ -198,8 +292,8 @@ def _value_column(meta: layout.MetricFile, schema: pl.Schema) -> str:
     raise ReaderError(f"{meta.path}: no value column named {meta.key!r} (numeric columns: {numeric})")
 
 
-def _read_infra_file(meta: layout.MetricFile, *, window: Window) -> pl.DataFrame:
-    lazy, schema = _scan_schema(meta.path)
+def _read_infra_file(meta: layout.MetricFile, scanned: Scanned, *, window: Window) -> pl.DataFrame:
+    lazy, schema = scanned
     _require(schema, ["time"], path=meta.path)
     value = _value_column(meta, schema)
     label = {n: (_null_string(n) if n in schema else pl.lit(None, pl.Utf8)) for n in _INFRA_LABELS}
@@ -223,7 +317,8 @@ def _read_infra_file(meta: layout.MetricFile, *, window: Window) -> pl.DataFrame
 
 
 def _infra(
-    data_dir: Path, days: list[str], *, families: Iterable[str] | None, kpis: Iterable[str] | None, window: Window
+    data_dir: Path, days: list[str], *, families: Iterable[str] | None, kpis: Iterable[str] | None, window: Window,
+    skip_unreadable: bool = False,
 ) -> ReadResult:
     chosen = tuple(families) if families is not None else layout.INFRA_FAMILIES
     for family in chosen:
@@ -239,8 +334,11 @@ def _infra(
             for meta in metas:
                 if wanted is not None and meta.key not in wanted:
                     continue
-                frames.append(_read_infra_file(meta, window=window))
-                result.files.append(meta.path)
+                frame = result.read_file(
+                    meta.path, lambda _, scanned, m=meta: _read_infra_file(m, scanned, window=window),
+                    skip_unreadable=skip_unreadable)
+                if frame is not None:
+                    frames.append(frame)
     result.frame = _stack(frames, INFRA_SCHEMA).sort("family", "kpi_key", "component", "time")
     _report_missing(result.missing)
     return result
@@ -262,9 +360,10 @@ def read_infra(
 # --------------------------------------------------------------------------- logs
 
 
-def _read_log_file(path: Path, *, columns: list[str], window: Window) -> pl.DataFrame:
-    lazy, schema = _scan_schema(path)
-    _require(schema, ["@timestamp"], path=path)
+def _read_log_file(path: Path, scanned: Scanned, *, columns: list[str], window: Window) -> pl.DataFrame:
+    lazy, schema = scanned
+    # Without k8_pod no line can be attributed to a component: the file is bad, not silently pod-less.
+    _require(schema, ["@timestamp", *(["k8_pod"] if {"pod", "service"} & set(columns) else [])], path=path)
     exprs: list[pl.Expr] = []
     for name in columns:
         if name == "time":
@@ -348,8 +447,8 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
     ]
 
 
-def _read_trace_file(path: Path, *, window: Window) -> pl.DataFrame:
-    lazy, schema = _scan_schema(path)
+def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.DataFrame:
+    lazy, schema = scanned
     if "startTime" in schema:
         start_us = pl.col("startTime").cast(pl.Int64)  # µs since epoch (the official README says ns: wrong)
     elif "startTimeMillis" in schema:
@@ -370,9 +469,11 @@ def _hourly(
     family: str,
     slots: list[tuple[str, int]],
     *,
-    read_file: Callable[[Path], pl.DataFrame],
+    read_file: FileReader,
     schema: dict[str, pl.DataType],
     columns: list[str] | None = None,
+    skip_unreadable: bool = False,
+    report_missing: bool = True,
 ) -> ReadResult:
     result = ReadResult(frame=empty_frame(schema))
     frames: list[pl.DataFrame] = []
@@ -380,51 +481,63 @@ def _hourly(
         paths, missing = layout.hour_files(data_dir, family, day, hour)
         result.missing += missing
         for path in paths:
-            frames.append(read_file(path))
-            result.files.append(path)
+            frame = result.read_file(path, read_file, skip_unreadable=skip_unreadable)
+            if frame is not None:
+                frames.append(frame)
     result.frame = _stack(frames, schema, columns)
-    _report_missing(result.missing)
+    if report_missing:
+        _report_missing(result.missing)
     return result
 
 
 def read_logs(
-    data_dir: Path, *, start: datetime, end: datetime, columns: Iterable[str] | None = None
+    data_dir: Path, *, start: datetime, end: datetime, columns: Iterable[str] | None = None,
+    skip_unreadable: bool = False, report_missing: bool = True,
 ) -> ReadResult:
-    """Filebeat log rows with ``time`` in ``[start, end]``, in LOG_SCHEMA (or only ``columns`` plus time)."""
+    """Filebeat log rows with ``time`` in ``[start, end]``, in LOG_SCHEMA (or only ``columns`` plus time).
+
+    ``report_missing=False`` leaves the warning about absent hour files to the caller (the
+    nightly job summarises a whole day in one line).
+    """
     window = _checked_window(start, end)
     names = _log_columns(columns)
     return _hourly(
         Path(data_dir), "log", cst_hours_between(*window),
-        read_file=lambda p: _read_log_file(p, columns=names, window=window), schema=LOG_SCHEMA, columns=names,
+        read_file=lambda p, scanned: _read_log_file(p, scanned, columns=names, window=window), schema=LOG_SCHEMA,
+        columns=names, skip_unreadable=skip_unreadable, report_missing=report_missing,
     )
 
 
-def read_traces(data_dir: Path, *, start: datetime, end: datetime) -> ReadResult:
+def read_traces(
+    data_dir: Path, *, start: datetime, end: datetime, skip_unreadable: bool = False, report_missing: bool = True,
+) -> ReadResult:
     """Flattened Jaeger spans whose ``start`` is in ``[start, end]``, in SPAN_SCHEMA."""
     window = _checked_window(start, end)
     return _hourly(
         Path(data_dir), "trace", cst_hours_between(*window),
-        read_file=lambda p: _read_trace_file(p, window=window), schema=SPAN_SCHEMA,
+        read_file=lambda p, scanned: _read_trace_file(p, scanned, window=window), schema=SPAN_SCHEMA,
+        skip_unreadable=skip_unreadable, report_missing=report_missing,
     )
 
 
 # --------------------------------------------------------------------------- whole day
 
 
-def read_day(day_dir: Path, family: str) -> ReadResult:
+def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False) -> ReadResult:
     """Every row of one family in a CST day directory, unfiltered (for the nightly job).
 
     ``family`` is one of "apm", "infra", "log", "trace". Hour files are read whatever their
-    exact name (``-00-00`` or ``-59-00``); absent hours are listed in ``missing``.
+    exact name (``-00-00`` or ``-59-00``); absent hours are listed in ``missing``. With
+    ``skip_unreadable`` a bad file costs that file only (listed in ``issues``).
     """
     day_dir = Path(day_dir)
     day, data_dir = day_dir.name, day_dir.parent
     if not layout.is_day_dir(day_dir):
         raise ReaderError(f"{day_dir}: not a day directory named YYYY-MM-DD")
     if family == "apm":
-        return _apm(data_dir, [day], level=None, window=None)
+        return _apm(data_dir, [day], level=None, window=None, skip_unreadable=skip_unreadable)
     if family == "infra":
-        return _infra(data_dir, [day], families=None, kpis=None, window=None)
+        return _infra(data_dir, [day], families=None, kpis=None, window=None, skip_unreadable=skip_unreadable)
     if family not in layout.HOURLY_DIRS:
         raise ValueError(f"unknown family {family!r}; expected apm, infra, log or trace")
     slots = [(day, hour) for hour in range(24)]
@@ -432,6 +545,8 @@ def read_day(day_dir: Path, family: str) -> ReadResult:
         names = list(LOG_SCHEMA)
         return _hourly(
             data_dir, "log", slots,
-            read_file=lambda p: _read_log_file(p, columns=names, window=None), schema=LOG_SCHEMA,
+            read_file=lambda p, scanned: _read_log_file(p, scanned, columns=names, window=None), schema=LOG_SCHEMA,
+            skip_unreadable=skip_unreadable,
         )
-    return _hourly(data_dir, "trace", slots, read_file=lambda p: _read_trace_file(p, window=None), schema=SPAN_SCHEMA)
+    return _hourly(data_dir, "trace", slots, read_file=lambda p, scanned: _read_trace_file(p, scanned, window=None),
+                   schema=SPAN_SCHEMA, skip_unreadable=skip_unreadable)

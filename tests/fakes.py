@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from diagnose.prompt import CatalogueLine, SopExcerpt
-from index.models import Candidate, EvidenceItem, WindowQueryResult
+from index.models import Candidate, EvidenceItem, ModalityStatus, WindowQueryResult
 from knowledge.signatures import Signal, SignatureMatch, rank_signatures
 from rca.llm.base import LLMReply
 
@@ -32,14 +32,15 @@ class RecordedBackend:
 
 
 class StaticEvidence:
-    def __init__(self, candidates: list[Candidate], missing: list[str] | None = None) -> None:
+    def __init__(self, candidates: list[Candidate], data_status: list[ModalityStatus] | None = None) -> None:
         self.candidates = candidates
-        self.missing = missing or []
+        self.data_status = data_status or []
         self.queries: list[tuple[datetime, datetime]] = []
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
         self.queries.append((start, end))
-        return WindowQueryResult(start=start, end=end, candidates=self.candidates[:top_k], missing=self.missing)
+        return WindowQueryResult(start=start, end=end, candidates=self.candidates[:top_k],
+                                 data_status=self.data_status)
 
 
 class StaticKnowledge:

@@ -116,7 +116,7 @@ def test_unreadable_file_is_named_and_the_rest_continues(raw_day, tmp_path):
     assert len(outcomes["trace"].errors) == 1 and bad.name in outcomes["trace"].errors[0]
     assert outcomes["trace"].rows["trace_edges"] > 0
     entry = store.load_manifest(tmp_path / "index").partitions[f"{DAY}/trace"]
-    assert any(bad.name in m for m in entry.missing_inputs)
+    assert [lost.name() for lost in entry.lost_files] == [bad.name] and entry.lost_files[0].hour == 7
 
 
 def test_unknown_day_is_a_clear_error(raw_day, tmp_path):

@@ -147,7 +147,11 @@ def test_quiet_window_has_weak_candidates(tmp_path):
 def test_missing_partitions_are_listed(tmp_path):
     result = query_window(tmp_path, start=T0 + timedelta(minutes=40), end=T0 + timedelta(minutes=60))
     assert result.candidates == []
-    assert f"{DAY}/metric_series" in result.missing and f"{DAY}/trace_edges" in result.missing
+    status = {s.modality: s for s in result.data_status}
+    assert {s.state for s in status.values()} == {"no_data"}
+    assert f"{DAY}/metric_series" in status["metric"].missing_partitions
+    assert f"{DAY}/trace_edges" in status["trace"].missing_partitions
+    assert "no trace data in the window" in result.data_gaps()
 
 
 def test_window_crossing_cst_midnight_reads_two_days(tmp_path):
