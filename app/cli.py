@@ -1,12 +1,77 @@
-"""``rca``: the umbrella command. Each package owns its sub-command in its ``cli`` module."""
+"""``rca``: the umbrella command. Each package owns its sub-command in its ``cli`` module.
+
+Sub-commands are imported only when one is run: ``rca --help`` lists them from the table
+below without importing polars, ruptures or chromadb (3.5 s of imports before), and a
+broken optional piece names itself instead of breaking every command.
+"""
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+
+import click
 import typer
+from typer.core import TyperGroup
 
 from rca.clisupport import root_callback
 
+
+@dataclass(frozen=True)
+class LazyCommand:
+    module: str
+    attribute: str  # a Typer app (a group of sub-commands) or a single command function
+    help: str
+
+
+LAZY_COMMANDS: dict[str, LazyCommand] = {
+    "simulate": LazyCommand("simulate.cli", "app", "Simulate telemetry in the release layout, with faults and truth."),
+    "preprocess": LazyCommand("index.cli", "app", "Preprocess raw telemetry into the evidence index (the nightly job)."),
+    "kb": LazyCommand("knowledge.cli", "app", "SOP knowledge base: documents, validation, Chroma index, search."),
+    "judge": LazyCommand("judge.cli", "app", "Score result files (challenge rules or the QA judge)."),
+    "diagnose": LazyCommand("diagnose.cli", "rca_diagnose", "Diagnose cases with the LLM over indexed evidence."),
+    "demo": LazyCommand("app.demo", "demo", "Simulate, index and diagnose a few cases end to end."),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """Import one sub-command and turn it into its click command."""
+    spec = LAZY_COMMANDS[name]
+    target = getattr(importlib.import_module(spec.module), spec.attribute)
+    if isinstance(target, typer.Typer):
+        command = typer.main.get_command(target)
+    else:
+        single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        single.command(name)(target)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class _LazyGroup(TyperGroup):
+    """Lists the lazy sub-commands by their table entry; imports one only to run it."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        eager = super().list_commands(ctx)
+        return eager + [name for name in LAZY_COMMANDS if name not in eager]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS:
+            # A stand-in carrying the help line, for listings; resolve_command swaps in the real one.
+            help_text = LAZY_COMMANDS[cmd_name].help
+            command = click.Command(cmd_name, help=help_text, short_help=help_text)
+        return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in LAZY_COMMANDS and name not in super().list_commands(ctx):
+            command = load_command(name)
+        return name, command, rest
+
+
 app = typer.Typer(
     name="rca",
+    cls=_LazyGroup,
     help="Root-cause analysis for microservice incidents (2025 CCF AIOps Challenge layout).",
     no_args_is_help=True,
     add_completion=False,
@@ -16,21 +81,7 @@ app.callback()(root_callback)
 
 
 def _register() -> None:
-    # Imported here, not at module import, so `rca --help` stays cheap and a broken
-    # optional piece names itself instead of breaking every command.
-    from app.demo import demo
-    from diagnose.cli import rca_diagnose
-    from index.cli import app as preprocess_app
-    from judge.cli import app as judge_app
-    from knowledge.cli import app as kb_app
-    from simulate.cli import app as simulate_app
-
-    app.add_typer(simulate_app, name="simulate")
-    app.add_typer(preprocess_app, name="preprocess")
-    app.add_typer(kb_app, name="kb")
-    app.add_typer(judge_app, name="judge")
-    app.command("diagnose")(rca_diagnose)
-    app.command("demo")(demo)
+    """Kept for callers that registered the sub-commands explicitly; they now load on use."""
 
 
 def main() -> None:

@@ -38,8 +38,8 @@ def build_settings(ctx: typer.Context, overrides: Mapping[str, Mapping[str, Any]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Log a user-facing error and exit non-zero without a traceback."""
-    log.error(message)
+    """Print a user-facing error once (on stderr) and exit non-zero without a traceback."""
+    log.debug("exiting with status %d: %s", code, message)  # the user sees the line below, not this too
     typer.secho(f"error: {message}", err=True, fg="red")
     raise typer.Exit(code)
 

@@ -14,6 +14,7 @@ import time
 from typing import Any, Literal
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from rca.llm.base import LLMError, LLMReply
 from rca.settings import LLMSettings
@@ -139,11 +140,25 @@ class OpenAIBackend:
         else:
             messages.insert(0, {"role": "system", "content": instruction})
 
+    def _create(self, request: dict[str, Any]) -> ChatCompletion:
+        """One request; a 200 whose body is not a chat completion (a proxy's HTML page, torn JSON) is an LLMError."""
+        raw = self._client.chat.completions.with_raw_response.create(**request)
+        try:
+            parsed = raw.parse()
+        except ValueError as exc:  # json.JSONDecodeError: the body is cut or not JSON at all
+            raise LLMError(f"endpoint {self.base_url} (model {self.model}) answered HTTP {raw.status_code} with "
+                           f"invalid JSON ({exc}): {_body_start(raw.text)}") from exc
+        if not isinstance(parsed, ChatCompletion):
+            raise LLMError(f"endpoint {self.base_url} (model {self.model}) answered HTTP {raw.status_code} with "
+                           f"{raw.headers.get('content-type', 'no content type')}, not a chat completion: "
+                           f"{_body_start(raw.text)}; is the base URL right?")
+        return parsed
+
     def _create_with_retries(self, request: dict[str, Any]) -> tuple[Any, int]:
         attempts_allowed = self.max_retries + 1
         for attempt in range(1, attempts_allowed + 1):
             try:
-                return self._client.chat.completions.create(**request), attempt
+                return self._create(request), attempt
             except _TRANSIENT_ERRORS as exc:
                 reason = _describe(exc)
                 if attempt == attempts_allowed:
@@ -192,6 +207,11 @@ class OpenAIBackend:
 def _wait(seconds: float) -> None:
     """Backoff pause; a function of its own so tests can record delays instead of waiting."""
     time.sleep(seconds)
+
+
+def _body_start(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return repr(flat[:limit] + ("..." if len(flat) > limit else ""))
 
 
 def _describe(exc: openai.OpenAIError) -> str:
