@@ -62,7 +62,7 @@ def simulate_problem_set(
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:
     """Preprocess, diagnose every case with the configured LLM, and score with the challenge rules."""
     from diagnose.cases import load_cases
-    from diagnose.cli import run as diagnose_run
+    from diagnose.service import Diagnoser
     from index.build import run_nightly
 
     seconds: dict[str, float] = {}
@@ -76,7 +76,8 @@ def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Pat
     t1 = time.perf_counter()
     diagnose_settings = settings.model_copy(update={"paths": settings.paths.model_copy(update={"index_dir": index_dir})})
     cases = load_cases(problem_set.input_file)
-    diagnose_run(diagnose_settings, cases, out=result_file, print_prompt=False, as_json=False)
+    with Diagnoser.from_settings(diagnose_settings) as diagnoser:
+        diagnoser.run(cases, out=result_file)
     seconds["diagnose"] = round(time.perf_counter() - t1, 1)
 
     t2 = time.perf_counter()
