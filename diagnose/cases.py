@@ -116,8 +116,35 @@ def _json_error(path: Path, exc: json.JSONDecodeError, *, line_offset: int = 0) 
     return CaseError(f"{path}: malformed JSON at line {exc.lineno + line_offset}, column {exc.colno}: {exc.msg}")
 
 
+class CaseFile(BaseModel):
+    """The cases of a file that parse, and an error per case that does not (bad cases fail alone).
+
+    ``bad`` maps the case's uuid (or ``item N`` / ``line N`` when it has none) to its error.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    cases: list[Case]
+    bad: dict[str, str]
+
+
 def load_cases(path: Path) -> list[Case]:
-    """Parse an ``input.json`` (a JSON array of cases, or JSON Lines) into cases, in file order."""
+    """Parse an ``input.json`` (a JSON array of cases, or JSON Lines) into cases, in file order.
+
+    Raises ``CaseError`` on the first bad case; ``read_cases`` keeps the good ones instead.
+    """
+    case_file = read_cases(path)
+    if case_file.bad:
+        raise CaseError(next(iter(case_file.bad.values())))
+    return case_file.cases
+
+
+def read_cases(path: Path) -> CaseFile:
+    """Parse a case file, keeping every good case and one error per bad one, by name.
+
+    Only a file that cannot be read or is not JSON at all raises ``CaseError``.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -144,12 +171,19 @@ def load_cases(path: Path) -> list[Case]:
         raise CaseError(f"{path}: case file is empty")
 
     cases: list[Case] = []
+    bad: dict[str, str] = {}
     seen: set[str] = set()
     for obj, where in objects:
-        case = _case_from_object(obj, where=where)
-        if case.uuid in seen:
-            raise CaseError(f"{where}: duplicate uuid {case.uuid}")
+        raw_uuid = obj.get("uuid") if isinstance(obj, dict) else None
+        name = raw_uuid.strip() if isinstance(raw_uuid, str) and raw_uuid.strip() else where.rsplit(": ", 1)[-1]
+        try:
+            case = _case_from_object(obj, where=where)
+            if case.uuid in seen:
+                raise CaseError(f"{where}: duplicate uuid {case.uuid}")
+        except (CaseError, ValueError) as exc:  # ValueError: pydantic's validation of the window
+            bad.setdefault(name, str(exc) if isinstance(exc, CaseError) else f"{where}: {exc}")
+            continue
         seen.add(case.uuid)
         cases.append(case)
-    log.info("loaded %d cases from %s", len(cases), path)
-    return cases
+    log.info("loaded %d cases from %s%s", len(cases), path, f" ({len(bad)} unusable)" if bad else "")
+    return CaseFile(path=path, cases=cases, bad=bad)

@@ -2,6 +2,10 @@
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
     rca diagnose --all --out result.jsonl
+
+Exit status: 0 every case answered; 1 some case failed (each is named once, keeps its run
+record, and the others still ran); 2 bad arguments or unusable inputs (index, input file,
+model backend). A backend failure stops a batch at once, keeping what was answered.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rca.clisupport import build_settings, fail, state
+from rca.errors import RcaError
 from rca.llm.base import LLMError
 from rca.logsetup import configure_logging
 from rca.settings import Settings
@@ -62,33 +67,36 @@ def rca_diagnose(
                          "confirm_fault_type": confirm_fault_type},
         },
     )
-    cases = _select_cases(settings, uuid or [], all_cases)
+    cases, unusable = _select_cases(settings, uuid or [], all_cases)
+    for name, problem in unusable.items():
+        log.error("case %s cannot be diagnosed: %s", name, problem)
     try:
         _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
-    except (FileNotFoundError, LookupError) as exc:
+    except (FileNotFoundError, RcaError) as exc:
         fail(str(exc))
-    if failed:
+    if failed or unusable:
         raise typer.Exit(1)
 
 
 def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
-    from diagnose.cases import CaseError, load_cases
+    """The cases to run and, by name, the requested ones that are unusable (no window ...)."""
+    from diagnose.cases import CaseError, read_cases
 
-    if not uuids and not all_cases:
-        fail("give --uuid X (repeatable) or --all")
+    if bool(uuids) == all_cases:
+        fail("give --uuid X (repeatable) or --all, not both" if all_cases else "give --uuid X (repeatable) or --all")
     try:
-        cases = load_cases(settings.paths.input_file)
-    except (CaseError, OSError, ValueError) as exc:
+        case_file = read_cases(settings.paths.input_file)
+    except CaseError as exc:
         fail(str(exc))
     if all_cases:
-        return cases
-    by_uuid = {c.uuid: c for c in cases}
-    unknown = [u for u in uuids if u not in by_uuid]
+        return case_file.cases, case_file.bad
+    by_uuid = {c.uuid: c for c in case_file.cases}
+    unknown = [u for u in uuids if u not in by_uuid and u not in case_file.bad]
     if unknown:
         fail(f"unknown uuid {', '.join(unknown)} in {settings.paths.input_file}")
-    return [by_uuid[u] for u in uuids]
+    return [by_uuid[u] for u in uuids if u in by_uuid], {u: case_file.bad[u] for u in uuids if u in case_file.bad}
 
 
 def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool) -> tuple[list, dict[str, str]]:
@@ -98,17 +106,29 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
     with Diagnoser.from_settings(settings) as diagnoser:
         if print_prompt:
             for case in cases:
-                prepared = diagnoser.prepare(case)
-                typer.echo(prepared.prompt.render())  # plain echo: no wrapping, copy-pasteable
-                typer.echo(f"(~{prepared.prompt.approx_tokens} tokens)")
+                _print_prompt(diagnoser.prepare(case), as_json=as_json)
             return [], {}
         if out is not None:
             summary = diagnoser.run(cases, out=out, show_progress=not as_json)
             records, failed = summary.records, summary.failed
         else:
-            records, failed = [diagnoser.diagnose_adhoc(case) for case in cases], {}
+            records, failed = diagnoser.run_adhoc(cases)
     _report(Console(), records, strict=settings.diagnose.strict_format, as_json=as_json)
     return records, failed
+
+
+def _print_prompt(prepared, *, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({
+            "uuid": prepared.case.uuid,
+            "messages": prepared.prompt.messages,
+            "approx_tokens": prepared.prompt.approx_tokens,
+            "candidates": [c.component for c in prepared.candidates],
+            "data_status": [s.model_dump(mode="json") for s in prepared.data_status],
+        }, ensure_ascii=False))
+        return
+    typer.echo(prepared.prompt.render())  # plain echo: no wrapping, copy-pasteable
+    typer.echo(f"(~{prepared.prompt.approx_tokens} tokens)")
 
 
 def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
@@ -117,8 +137,15 @@ def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
             typer.echo(json.dumps(record.answer.to_submission(strict=strict), ensure_ascii=False))
         return
     table = Table(title="diagnoses")
+    # Identifiers never wrap or shorten (a cut "checkoutservice-2" names another pod); the
+    # reason folds instead, whatever the terminal width.
+    names = [r.uuid for r in records] + [r.answer.component for r in records] + [r.candidates[0].component for r in records]
+    widest = max((len(n) for n in names), default=8)
     for column in ("uuid", "component", "reason", "index top", "agree", "calls", "tokens in/out", "s"):
-        table.add_column(column)
+        if column in ("uuid", "component", "index top"):
+            table.add_column(column, no_wrap=True, min_width=min(widest, 40))
+        else:
+            table.add_column(column, overflow="fold", ratio=3 if column == "reason" else None)
     for r in records:
         usage = r.to_record().usage
         table.add_row(
@@ -134,3 +161,7 @@ def main() -> None:
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(rca_diagnose)  # a single command: typer runs it without a sub-command name
     app()
+
+
+if __name__ == "__main__":
+    main()

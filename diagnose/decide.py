@@ -158,6 +158,7 @@ def decide(
     samples: int = 1,
     temperature: float = 0.0,
     confirm: Callable[[str], str] | None = None,
+    outcome: DecisionOutcome | None = None,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
 
@@ -167,7 +168,9 @@ def decide(
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
-    outcome = DecisionOutcome()
+    # A caller-supplied outcome keeps the replies gathered so far when a later call fails,
+    # so the failed case's run record still holds them.
+    outcome = DecisionOutcome() if outcome is None else outcome
     need_reason = confirm is None
     if samples <= 1:
         decision, raw = _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=temperature,

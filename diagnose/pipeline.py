@@ -14,8 +14,9 @@ from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
 from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
-from index.models import Candidate, EvidenceItem, WindowQueryResult
+from index.models import Candidate, EvidenceItem, ModalityStatus, WindowQueryResult
 from knowledge.signatures import SignatureMatch
+from rca.errors import BackendError, DataError, RcaError
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
 from rca.taxonomy import applicable_fault_types, service_of
@@ -51,6 +52,7 @@ class CaseRecord:
     answer: Answer
     candidates: list[Candidate]
     missing: list[str]
+    data_status: list[ModalityStatus]
     sops: list[SopExcerpt]
     signature_matches: RunbookMatches
     prompt: Prompt
@@ -73,6 +75,7 @@ class CaseRecord:
             confirm_turn=self.outcome.confirm_turn,
             candidates=[c.model_dump(mode="json") for c in self.candidates],
             missing=self.missing,
+            data_status=self.data_status,
             sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in self.sops],
             signature_matches={name: [m.render() for m in found] for name, found in self.signature_matches.items()},
             prompt=PromptRecord(
@@ -164,6 +167,49 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
     return ordered[:limit]
 
 
+class NoCandidates(DataError, LookupError):
+    """The index holds nothing to choose from for a case's window."""
+
+
+class CaseFailed(RcaError):
+    """One case could not be diagnosed; ``record`` is its run record as far as it got.
+
+    The record keeps the prompt, the raw replies and the repair turn, which are exactly
+    what is needed to see why the case failed.
+    """
+
+    def __init__(self, message: str, *, record: RunRecord, backend_failed: bool) -> None:
+        super().__init__(message)
+        self.record = record
+        self.backend_failed = backend_failed  # the model backend itself failed: later cases would too
+
+
+def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None, outcome: DecisionOutcome | None,
+                   timings: dict[str, float]) -> RunRecord:
+    replies = outcome.replies if outcome is not None else []
+    return RunRecord(
+        uuid=case.uuid, status="failed", error=f"{type(exc).__name__}: {exc}",
+        window={"start": format_utc(case.start), "end": format_utc(case.end)},
+        candidates=[c.model_dump(mode="json") for c in prepared.candidates] if prepared else [],
+        missing=prepared.missing if prepared else [],
+        data_status=prepared.data_status if prepared else [],
+        sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in prepared.sops] if prepared else [],
+        prompt=PromptRecord(messages=prepared.prompt.messages, approx_tokens=prepared.prompt.approx_tokens,
+                            dropped_evidence=prepared.prompt.dropped_evidence,
+                            dropped_sops=prepared.prompt.dropped_sops) if prepared else None,
+        repaired=outcome.repaired if outcome else False,
+        votes=outcome.votes if outcome else {},
+        first_fault_type=outcome.first_fault_type if outcome else None,
+        confirm_turn=outcome.confirm_turn if outcome else None,
+        raw_responses=outcome.raw_responses if outcome else [],
+        usage=Usage(calls=len(replies), prompt_tokens=sum(r.prompt_tokens for r in replies),
+                    completion_tokens=sum(r.completion_tokens for r in replies),
+                    llm_seconds=round(sum(r.latency_s for r in replies), 3),
+                    model=replies[0].model if replies else None),
+        timings_s=timings,
+    )
+
+
 @dataclass
 class PreparedCase:
     """Everything the model will see for a case, before any LLM call."""
@@ -171,6 +217,7 @@ class PreparedCase:
     case: Case
     candidates: list[Candidate]
     missing: list[str]
+    data_status: list[ModalityStatus]
     sops: list[SopExcerpt]
     signature_matches: RunbookMatches
     prompt: Prompt
@@ -187,7 +234,9 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     candidates = ranked[:wanted]
     timings["index_s"] = round(time.perf_counter() - t0, 3)
     if not candidates:
-        raise LookupError(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}")
+        gaps = "; ".join(result.data_gaps())
+        raise NoCandidates(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}"
+                           + (f" ({gaps})" if gaps else ""))
 
     t1 = time.perf_counter()
     summary, hints = evidence_summary(candidates)
@@ -201,7 +250,7 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
         runbook_matches=matches,
     )
-    return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), sops=sops,
+    return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status, sops=sops,
                         signature_matches=matches, prompt=prompt, timings_s=timings)
 
 
@@ -214,7 +263,11 @@ def diagnose_case(
     knowledge: KnowledgeSource,
 ) -> CaseRecord:
     t0 = time.perf_counter()
-    prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
+    try:
+        prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
+    except RcaError as exc:
+        raise CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+                         record=_failed_record(case, exc, prepared=None, outcome=None, timings={})) from exc
     candidates, timings = prepared.candidates, prepared.timings_s
     t2 = time.perf_counter()
     names = [c.component for c in candidates]
@@ -224,8 +277,14 @@ def diagnose_case(
             candidate = next(c for c in candidates if c.component == component)
             matches = knowledge.signature_matches(candidate.evidence, fault_types=applicable_fault_types(component))
             return fault_type_turn_text(candidate, matches[:4])
-    outcome = decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency,
-                     temperature=settings.llm.temperature, confirm=confirm)
+    outcome = DecisionOutcome()
+    try:
+        decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency,
+               temperature=settings.llm.temperature, confirm=confirm, outcome=outcome)
+    except RcaError as exc:
+        timings["llm_s"] = round(time.perf_counter() - t2, 3)
+        raise CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+                         record=_failed_record(case, exc, prepared=prepared, outcome=outcome, timings=timings)) from exc
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
@@ -246,7 +305,8 @@ def diagnose_case(
     return CaseRecord(
         uuid=case.uuid,
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops,
+        answer=answer, candidates=candidates, missing=prepared.missing, data_status=prepared.data_status,
+        sops=prepared.sops,
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings,
     )

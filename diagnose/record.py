@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from index.models import ModalityStatus
 from rca.errors import DataError
 
 RUN_RECORD_VERSION = 1
@@ -68,7 +69,8 @@ class RunRecord(BaseModel):
     first_fault_type: str | None = None
     confirm_turn: str | None = None
     candidates: list[dict[str, Any]] = Field(default_factory=list)
-    missing: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)  # the data status in words, as the prompt says it
+    data_status: list[ModalityStatus] = Field(default_factory=list)
     sops: list[SopRecord] = Field(default_factory=list)
     signature_matches: dict[str, list[str]] = Field(default_factory=dict)
     prompt: PromptRecord | None = None

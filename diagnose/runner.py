@@ -1,10 +1,15 @@
 """Batch runs: many cases, resumable, with atomic appends and one run record per case.
 
 - Answers go to a JSONL file, one line per finished case, appended with a single
-  write + fsync; a torn last line (killed mid-write) is dropped on the next start.
+  write + fsync; a torn last line (killed mid-write) is dropped on the next start, but
+  only once every complete line has proved to be an answer line: a file that is not
+  ours (``-o input.json`` for ``-i``) is refused untouched.
 - Finished uuids are skipped, so a killed run resumes where it stopped.
 - Each case also gets ``<runs_dir>/<uuid>.json`` (evidence, prompt, raw response,
-  parsed answer, usage, timings, agreement flag), written atomically.
+  parsed answer, usage, timings, agreement flag), written atomically; a failed case
+  gets one too (``status: failed``, with the replies and the repair turn it got).
+- A failure of the model backend stops the batch at once: no further case starts
+  (cases already in flight with ``concurrency > 1`` finish their current call).
 """
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from diagnose.cases import Case
-from diagnose.pipeline import CaseRecord
+from diagnose.pipeline import CaseFailed, CaseRecord
 from rca.atomic import write_json_atomic
+from rca.errors import InputError, RcaError
 from rca.llm.base import LLMError
 
 log = logging.getLogger(__name__)
@@ -35,25 +41,42 @@ class RunSummary:
     records: list[CaseRecord] = field(default_factory=list)
 
 
+class NotAnAnswerFile(InputError):
+    """``--out`` names a file that does not hold answer lines; it is left untouched."""
+
+
+# Every answer line starts so (Answer.to_submission puts uuid first): how a torn line of ours looks.
+_ANSWER_PREFIX = b'{"uuid"'
+
+
 def finished_uuids(out_path: Path) -> set[str]:
-    """Uuids already answered in ``out_path``; a torn final line is cut off the file."""
+    """Uuids already answered in ``out_path``; a torn final line of ours is cut off the file.
+
+    Every complete line is checked first: the file is modified only when it is an answer
+    file, so a typo such as ``-o input.json`` costs nothing.
+    """
     if not out_path.exists():
         return set()
     raw = out_path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        keep = raw.rfind(b"\n") + 1
-        log.warning("%s: dropping an incomplete last line (%d bytes) left by an interrupted run", out_path, len(raw) - keep)
-        with open(out_path, "r+b") as handle:
-            handle.truncate(keep)
-        raw = raw[:keep]
+    complete, _, torn = raw.rpartition(b"\n") if b"\n" in raw else (b"", b"", raw)
     done: set[str] = set()
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    for number, line in enumerate(complete.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            done.add(json.loads(line)["uuid"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{out_path}:{number}: not an answer line ({exc}); fix or move the file") from exc
+            uuid = json.loads(line)["uuid"]
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise NotAnAnswerFile(f"{out_path}:{number}: not an answer line ({exc}); the file was left untouched: "
+                                  "is --out the right file?") from exc
+        done.add(uuid)
+    if torn:
+        if not torn.startswith(_ANSWER_PREFIX):
+            raise NotAnAnswerFile(f"{out_path}: the last line is not an answer line ({torn[:40]!r}); "
+                                  "the file was left untouched: is --out the right file?")
+        keep = len(raw) - len(torn)
+        log.warning("%s: dropping an incomplete last line (%d bytes) left by an interrupted run", out_path, len(torn))
+        with open(out_path, "r+b") as handle:
+            handle.truncate(keep)
     return done
 
 
@@ -86,6 +109,12 @@ def run_cases(
     concurrency: int = 1,
     show_progress: bool = True,
 ) -> RunSummary:
+    """Diagnose ``cases`` not yet answered in ``out_path``.
+
+    A failed case is logged by uuid, keeps its run record and stays unanswered (retried next
+    run). A backend failure stops the batch: it raises ``LLMError`` after the finished work
+    is safe, naming the case and how many did not start.
+    """
     summary = RunSummary()
     done = finished_uuids(out_path)
     todo = [c for c in cases if c.uuid not in done]
@@ -93,13 +122,23 @@ def run_cases(
     if summary.skipped:
         log.info("resuming: %d of %d cases already answered in %s", len(summary.skipped), len(cases), out_path)
     answers = AnswerFile(out_path)
+    stop = threading.Event()  # set by the first backend failure; checked before a case starts
 
-    def finish(case: Case) -> CaseRecord:
-        record = diagnose_one(case)
+    def finish(case: Case) -> CaseRecord | None:
+        if stop.is_set():
+            return None
+        try:
+            record = diagnose_one(case)
+        except CaseFailed as exc:
+            write_json_atomic(runs_dir / f"{case.uuid}.json", exc.record.model_dump(mode="json"))
+            if exc.backend_failed:
+                stop.set()  # in the worker itself, before the next queued case can start
+            raise
         write_json_atomic(runs_dir / f"{case.uuid}.json", record.to_json())
         answers.append(record.answer.to_submission(strict=strict_format))
         return record
 
+    backend_failure: tuple[str, CaseFailed] | None = None
     columns = (TextColumn("diagnose"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
     with Progress(*columns, disable=not show_progress, transient=False) as progress:
         task = progress.add_task("", total=len(todo))
@@ -107,19 +146,28 @@ def run_cases(
             futures = {pool.submit(finish, case): case for case in todo}
             for future in as_completed(futures):
                 case = futures[future]
+                if future.cancelled():
+                    continue  # never started: the batch stopped
                 try:
                     record = future.result()
-                except LLMError:
-                    # The backend itself is broken (unreachable, misconfigured): every
-                    # further case would fail the same way, so stop; finished work is kept.
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
-                except (LookupError, ValueError, RuntimeError) as exc:
+                except CaseFailed as exc:
+                    log.error("%s failed: %s (run record: %s)", case.uuid, exc, runs_dir / f"{case.uuid}.json")
+                    summary.failed[case.uuid] = str(exc)
+                    if exc.backend_failed and backend_failure is None:
+                        backend_failure = (case.uuid, exc)
+                        pool.shutdown(wait=False, cancel_futures=True)
+                except RcaError as exc:
                     # One bad case must not lose the others; it stays unanswered and is retried next run.
                     log.error("%s failed: %s", case.uuid, exc)
                     summary.failed[case.uuid] = str(exc)
                 else:
-                    summary.done.append(case.uuid)
-                    summary.records.append(record)
+                    if record is not None:
+                        summary.done.append(case.uuid)
+                        summary.records.append(record)
                 progress.update(task, advance=1, description=case.uuid)
+    if backend_failure is not None:
+        uuid, exc = backend_failure
+        unstarted = len(todo) - len(summary.done) - len(summary.failed)
+        raise LLMError(f"batch stopped at case {uuid}: {exc.__cause__ or exc}; {len(summary.done)} answered this run "
+                       f"(kept in {out_path}), {unstarted} not started; rerun to resume") from exc
     return summary

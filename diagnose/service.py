@@ -17,10 +17,18 @@ from pathlib import Path
 from types import TracebackType
 
 from diagnose.cases import Case
-from diagnose.pipeline import CaseRecord, EvidenceSource, KnowledgeSource, PreparedCase, diagnose_case, prepare_case
+from diagnose.pipeline import (
+    CaseFailed,
+    CaseRecord,
+    EvidenceSource,
+    KnowledgeSource,
+    PreparedCase,
+    diagnose_case,
+    prepare_case,
+)
 from diagnose.runner import RunSummary, run_cases
 from rca.atomic import write_json_atomic
-from rca.llm.base import LLMBackend
+from rca.llm.base import LLMBackend, LLMError
 from rca.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -78,10 +86,31 @@ class Diagnoser:
         return diagnose_case(case, settings=self.settings, llm=self.llm, evidence=self.evidence, knowledge=self.knowledge)
 
     def diagnose_adhoc(self, case: Case) -> CaseRecord:
-        """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``."""
-        record = self.diagnose(case)
-        write_json_atomic(self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json", record.to_json())
+        """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``, failed or not."""
+        path = self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json"
+        try:
+            record = self.diagnose(case)
+        except CaseFailed as exc:
+            write_json_atomic(path, exc.record.model_dump(mode="json"))
+            raise
+        write_json_atomic(path, record.to_json())
         return record
+
+    def run_adhoc(self, cases: Sequence[Case]) -> tuple[list[CaseRecord], dict[str, str]]:
+        """Cases one by one outside a batch: a failed case is named and the others still run;
+        a backend failure stops at once (raises ``LLMError``)."""
+        records: list[CaseRecord] = []
+        failed: dict[str, str] = {}
+        for case in cases:
+            try:
+                records.append(self.diagnose_adhoc(case))
+            except CaseFailed as exc:
+                record_path = self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json"
+                if exc.backend_failed:
+                    raise LLMError(f"{exc} (run record: {record_path})") from exc
+                log.error("%s failed: %s (run record: %s)", case.uuid, exc, record_path)
+                failed[case.uuid] = str(exc)
+        return records, failed
 
     def run(self, cases: Sequence[Case], *, out: Path, show_progress: bool = True) -> RunSummary:
         """A resumable batch: answers appended to ``out``, run records under ``<runs_dir>/<out stem>/``."""

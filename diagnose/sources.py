@@ -7,6 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from diagnose.prompt import CatalogueLine, SopExcerpt
+from index import store
 from index.models import EvidenceItem, WindowQueryResult
 from index.query import query_window
 from knowledge.retrieval import fault_catalogue, fault_signatures, retrieve
@@ -20,6 +21,7 @@ class IndexEvidence:
     def __init__(self, index_dir: Path, *, baseline_minutes: int) -> None:
         if not index_dir.is_dir():
             raise FileNotFoundError(f"evidence index {index_dir} does not exist: run `rca preprocess` first")
+        store.load_manifest(index_dir)  # a corrupt or foreign manifest fails here, once, naming the file
         self.index_dir = index_dir
         self.baseline_minutes = baseline_minutes
 
