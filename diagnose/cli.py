@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -136,24 +137,21 @@ def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
         for record in records:
             typer.echo(json.dumps(record.answer.to_submission(strict=strict), ensure_ascii=False))
         return
-    table = Table(title="diagnoses")
-    # Identifiers never wrap or shorten (a cut "checkoutservice-2" names another pod); the
-    # reason folds instead, whatever the terminal width.
-    names = [r.uuid for r in records] + [r.answer.component for r in records] + [r.candidates[0].component for r in records]
-    widest = max((len(n) for n in names), default=8)
-    for column in ("uuid", "component", "reason", "index top", "agree", "calls", "tokens in/out", "s"):
-        if column in ("uuid", "component", "index top"):
-            table.add_column(column, no_wrap=True, min_width=min(widest, 40))
-        else:
-            table.add_column(column, overflow="fold", ratio=3 if column == "reason" else None)
+    # Identifiers never wrap or shorten (a cut "checkoutservice-2" names another pod): the table
+    # holds only short columns (about 75 characters with the longest names), and each reason,
+    # whole, follows it on a line of its own.
+    table = Table(title="diagnoses", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for column in ("uuid", "component", "index top", "agree", "calls", "s"):
+        table.add_column(column, no_wrap=True)
     for r in records:
         usage = r.to_record().usage
-        table.add_row(
-            r.uuid, r.answer.component, r.answer.reason[:70], r.candidates[0].component,
-            "yes" if r.agreed_with_index else "NO", str(usage.calls),
-            f"{usage.prompt_tokens}/{usage.completion_tokens}", f"{r.timings_s.get('total_s', 0):.1f}",
-        )
+        table.add_row(r.uuid, r.answer.component, r.candidates[0].component, "yes" if r.agreed_with_index else "NO",
+                      str(usage.calls), f"{r.timings_s.get('total_s', 0):.1f}")
     console.print(table)
+    for r in records:
+        usage = r.to_record().usage
+        console.print(f"{r.uuid} ({usage.prompt_tokens}/{usage.completion_tokens} tokens): {r.answer.reason}",
+                      markup=False, highlight=False)
 
 
 def main() -> None:
