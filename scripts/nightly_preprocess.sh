@@ -29,5 +29,7 @@ args=(preprocess --all --workers "${NIGHTLY_WORKERS:-1}")
 echo "$(date -u +%FT%TZ) nightly preprocess start: ${args[*]}"
 status=0
 "$RCA_HOME/.venv/bin/rca" "${args[@]}" || status=$?
+# 0 complete, 1 a partition failed, 3 finished with data loss (unreadable files named above),
+# 4 another run holds the index lock (index/cli.py).
 echo "$(date -u +%FT%TZ) nightly preprocess end (exit $status)"
 exit "$status"
