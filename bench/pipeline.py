@@ -35,7 +35,7 @@ class PathResult:
 
 def simulate_problem_set(
     out_dir: Path, *, cases: int | None = None, seed: int, scale: str = "small", difficulty: float = 1.0,
-    reference_schedule: Path | None = None, per_type: int = 1,
+    reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
 
@@ -55,7 +55,7 @@ def simulate_problem_set(
         schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
         schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
     simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
-                               difficulty=difficulty, schedule=schedule_path))
+                               difficulty=difficulty, schedule=schedule_path, randomize=randomize))
     return problem_set
 
 
