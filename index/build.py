@@ -118,7 +118,7 @@ def build_metric_partition(*, data_dir: Path, index_dir: Path, day: str) -> Part
     built = PartitionBuild(rows={})
     frames: dict[str, pl.DataFrame] = {}
     for source in ("apm", "infra"):
-        result = read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True)
+        result = read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False)
         built.take(result, source=source, hour=None)
         frames[source] = result.frame
     series = metric_series(apm=frames["apm"], infra=frames["infra"])

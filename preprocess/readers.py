@@ -251,7 +251,8 @@ def _read_apm_file(meta: layout.MetricFile, scanned: Scanned, *, level: str, win
     return _collect(lazy.select(exprs).filter(_in_window(window)), path=meta.path)
 
 
-def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, skip_unreadable: bool = False) -> ReadResult:
+def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, skip_unreadable: bool = False,
+         report_missing: bool = True) -> ReadResult:
     levels = layout.APM_LEVELS if level is None else (level,)
     for name in levels:
         if name not in layout.APM_LEVELS:
@@ -269,7 +270,8 @@ def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, 
                 if frame is not None:
                     frames.append(frame)
     result.frame = _stack(frames, APM_SCHEMA).sort("object_id", "time")
-    _report_missing(result.missing)
+    if report_missing:
+        _report_missing(result.missing)
     return result
 
 
@@ -318,7 +320,7 @@ def _read_infra_file(meta: layout.MetricFile, scanned: Scanned, *, window: Windo
 
 def _infra(
     data_dir: Path, days: list[str], *, families: Iterable[str] | None, kpis: Iterable[str] | None, window: Window,
-    skip_unreadable: bool = False,
+    skip_unreadable: bool = False, report_missing: bool = True,
 ) -> ReadResult:
     chosen = tuple(families) if families is not None else layout.INFRA_FAMILIES
     for family in chosen:
@@ -340,7 +342,8 @@ def _infra(
                 if frame is not None:
                     frames.append(frame)
     result.frame = _stack(frames, INFRA_SCHEMA).sort("family", "kpi_key", "component", "time")
-    _report_missing(result.missing)
+    if report_missing:
+        _report_missing(result.missing)
     return result
 
 
@@ -523,21 +526,24 @@ def read_traces(
 # --------------------------------------------------------------------------- whole day
 
 
-def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False) -> ReadResult:
+def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, report_missing: bool = True) -> ReadResult:
     """Every row of one family in a CST day directory, unfiltered (for the nightly job).
 
     ``family`` is one of "apm", "infra", "log", "trace". Hour files are read whatever their
     exact name (``-00-00`` or ``-59-00``); absent hours are listed in ``missing``. With
-    ``skip_unreadable`` a bad file costs that file only (listed in ``issues``).
+    ``skip_unreadable`` a bad file costs that file only (listed in ``issues``);
+    ``report_missing=False`` leaves the warning about absent files to the caller.
     """
     day_dir = Path(day_dir)
     day, data_dir = day_dir.name, day_dir.parent
     if not layout.is_day_dir(day_dir):
         raise ReaderError(f"{day_dir}: not a day directory named YYYY-MM-DD")
     if family == "apm":
-        return _apm(data_dir, [day], level=None, window=None, skip_unreadable=skip_unreadable)
+        return _apm(data_dir, [day], level=None, window=None, skip_unreadable=skip_unreadable,
+                    report_missing=report_missing)
     if family == "infra":
-        return _infra(data_dir, [day], families=None, kpis=None, window=None, skip_unreadable=skip_unreadable)
+        return _infra(data_dir, [day], families=None, kpis=None, window=None, skip_unreadable=skip_unreadable,
+                      report_missing=report_missing)
     if family not in layout.HOURLY_DIRS:
         raise ValueError(f"unknown family {family!r}; expected apm, infra, log or trace")
     slots = [(day, hour) for hour in range(24)]
@@ -546,7 +552,7 @@ def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False) -> Re
         return _hourly(
             data_dir, "log", slots,
             read_file=lambda p, scanned: _read_log_file(p, scanned, columns=names, window=None), schema=LOG_SCHEMA,
-            skip_unreadable=skip_unreadable,
+            skip_unreadable=skip_unreadable, report_missing=report_missing,
         )
     return _hourly(data_dir, "trace", slots, read_file=lambda p, scanned: _read_trace_file(p, scanned, window=None),
-                   schema=SPAN_SCHEMA, skip_unreadable=skip_unreadable)
+                   schema=SPAN_SCHEMA, skip_unreadable=skip_unreadable, report_missing=report_missing)
