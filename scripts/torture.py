@@ -39,7 +39,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from index import store  # noqa: E402
-from index.lock import LOCK_NAME  # noqa: E402
 from simulate.simulator import SimulationOptions, simulate  # noqa: E402
 
 log = logging.getLogger("torture")
@@ -104,8 +103,12 @@ def no_traceback(done: Done) -> bool:
 
 
 def first_line(text: str, limit: int = 110) -> str:
+    """The user-facing error line (``error: ...``), else the first logged error without its prefix."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = next((x for x in lines if "error" in x.lower()), lines[0] if lines else "")
+    line = next((x for x in lines if x.startswith("error:")), None)
+    if line is None:
+        logged = next((x for x in lines if " ERROR " in x), lines[0] if lines else "")
+        line = logged.split(": ", 1)[-1] if " ERROR " in logged else logged
     return line[:limit]
 
 
@@ -193,11 +196,16 @@ class World:
         self.endpoint = Endpoint()
         self._n = 0
 
-    def fresh(self, name: str, *, data: bool = False, index: bool = False) -> tuple[Path, Path]:
-        """Copies of the data and/or index for one probe (uncopied ones are the shared clean ones)."""
+    def scratch(self, name: str) -> Path:
+        """An empty directory of the probe's own."""
         self._n += 1
         base = self.root / f"{self._n:02d}-{name.replace('/', '-')}"
         base.mkdir()
+        return base
+
+    def fresh(self, name: str, *, data: bool = False, index: bool = False) -> tuple[Path, Path]:
+        """Copies of the data and/or index for one probe (uncopied ones are the shared clean ones)."""
+        base = self.scratch(name)
         data_dir, index_dir = self.data, self.index
         if data:
             data_dir = base / "data"
@@ -285,7 +293,7 @@ def data_status_in_prompt(world: World) -> Verdict:
 
 
 def out_typo(world: World) -> Verdict:
-    base, _ = world.fresh("out-typo")
+    base = world.scratch("out-typo")
     target = base / "input.json"
     shutil.copy(world.input_file, target)
     raw = target.read_bytes().rstrip(b"\n")
@@ -300,26 +308,28 @@ def out_typo(world: World) -> Verdict:
 
 
 def concurrent_writers(world: World) -> Verdict:
+    """Two writers started together on one index: one runs, the other refuses naming it; with --wait it queues."""
     _, index = world.fresh("concurrent", index=True)
-    first = rca_popen("-q", "preprocess", "--data-dir", str(world.data), "--index-dir", str(index), "--all", "--force")
-    lock = index / LOCK_NAME
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and first.poll() is None and not (lock.exists() and lock.read_bytes()):
-        time.sleep(0.02)
-    second = rca("preprocess", "--data-dir", str(world.data), "--index-dir", str(index), "--date", world.days[-1])
-    still_running = first.poll() is None
-    waited = rca("-q", "preprocess", "--data-dir", str(world.data), "--index-dir", str(index), "--date",
-                 world.days[-1], "--force", "--wait")
-    first.wait()
+    args = ("preprocess", "--data-dir", str(world.data), "--index-dir", str(index), "--all", "--force")
+    pair = [rca_popen(*args), rca_popen(*args)]
+    results = [(p.pid, *p.communicate(timeout=900), p.returncode) for p in pair]
+    codes = sorted(code for *_, code in results)
+    refused = next((r for r in results if r[3] == 4), None)
+    winner = next((r for r in results if r[3] == 0), None)
+    named = refused is not None and winner is not None and f"pid {winner[0]}" in refused[2]
+    queued = [rca_popen(*args), rca_popen(*args, "--wait")]
+    queued_results = [(p.pid, *p.communicate(timeout=900), p.returncode) for p in queued]
+    waited = [r for r in queued_results if "waiting for the index writer lock" in r[2]]
     templates = set(store.load_templates(index).get_column("template_id"))
     dangling = 0
     for day in world.days:
         counts = pl.read_parquet(store.table_path(index, day, "log_counts"))
         dangling += counts.filter(~pl.col("template_id").is_in(list(templates))).height
-    ok = (second.code == 4 and f"pid {first.pid}" in second.err and waited.code == 0 and first.returncode == 0
-          and dangling == 0 and still_running)
-    return Verdict(ok, f"second writer exit {second.code} ({first_line(second.err, 80)}); with --wait exit "
-                       f"{waited.code}; first exit {first.returncode}; {dangling} log rows with unknown template")
+    queued_codes = sorted(r[3] for r in queued_results)
+    ok = codes == [0, 4] and named and queued_codes == [0, 0] and dangling == 0
+    said = first_line(refused[2], 90) if refused else "nobody refused"
+    return Verdict(ok, f"together: exits {codes}, refused one named the holder: {named} ({said}); with --wait: "
+                       f"exits {queued_codes}, {len(waited)} waited; {dangling} log rows with unknown template")
 
 
 # --------------------------------------------------------------------------- defect 4
@@ -338,7 +348,7 @@ def invalid_after_repair(world: World) -> Verdict:
 
 
 def endpoint_garbage(world: World, mode: str) -> Verdict:
-    base, _ = world.fresh(f"endpoint-{mode}")
+    base = world.scratch(f"endpoint-{mode}")
     out = base / "result.jsonl"
     done = world.diagnose("--all", "-o", str(out), mode=mode, runs=base / "runs")
     expected = "text/html" if mode == "html" else "invalid JSON"
@@ -404,7 +414,7 @@ def killed_worker(world: World) -> Verdict:
 
 
 def bad_case(world: World) -> Verdict:
-    base, _ = world.fresh("bad-case")
+    base = world.scratch("bad-case")
     broken = base / "input.json"
     good = world.cases[0]
     broken.write_text(json.dumps([good, {"uuid": "no-window-1", "Anomaly Description": "it broke, please look"}]))
@@ -420,7 +430,7 @@ def bad_case(world: World) -> Verdict:
 
 
 def backend_failure_stops(world: World, mode: str) -> Verdict:
-    base, _ = world.fresh(f"backend-{mode}")
+    base = world.scratch(f"backend-{mode}")
     out = base / "result.jsonl"
     env = {"RCA_LLM__TIMEOUT_S": "1", "RCA_LLM__MAX_RETRIES": "1"} if mode == "hang" else {}
     started = time.monotonic()
