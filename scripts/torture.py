@@ -534,8 +534,10 @@ def print_prompt_json(world: World) -> Verdict:
 
 def answer_table(world: World) -> Verdict:
     done = world.diagnose("--all")
-    names = [line.split()[1] for line in done.out.splitlines() if line.split() and line.split()[0] in
-             {c["uuid"] for c in world.cases}]
+    uuids = {c["uuid"] for c in world.cases}
+    rows = [line.split() for line in done.out.splitlines()]
+    # Table rows: "<uuid> <component> <index top> ..."; the reason lines after it: "<uuid> (<tokens>): ...".
+    names = [row[1] for row in rows if len(row) > 2 and row[0] in uuids and not row[1].startswith("(")]
     cut = [n for n in names if n.endswith("…")]
     widest = max((len(x) for x in done.out.splitlines()), default=0)
     return Verdict(done.code == 0 and names and not cut and widest <= 80,
