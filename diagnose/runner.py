@@ -151,9 +151,10 @@ def run_cases(
                 try:
                     record = future.result()
                 except CaseFailed as exc:
-                    log.error("%s failed: %s (run record: %s)", case.uuid, exc, runs_dir / f"{case.uuid}.json")
                     summary.failed[case.uuid] = str(exc)
-                    if exc.backend_failed and backend_failure is None:
+                    if not exc.backend_failed:
+                        log.error("%s failed: %s (run record: %s)", case.uuid, exc, runs_dir / f"{case.uuid}.json")
+                    elif backend_failure is None:  # said once, by the error that stops the batch
                         backend_failure = (case.uuid, exc)
                         pool.shutdown(wait=False, cancel_futures=True)
                 except RcaError as exc:
@@ -169,5 +170,6 @@ def run_cases(
         uuid, exc = backend_failure
         unstarted = len(todo) - len(summary.done) - len(summary.failed)
         raise LLMError(f"batch stopped at case {uuid}: {exc.__cause__ or exc}; {len(summary.done)} answered this run "
-                       f"(kept in {out_path}), {unstarted} not started; rerun to resume") from exc
+                       f"(kept in {out_path}), {unstarted} not started; run record: {runs_dir / f'{uuid}.json'}; "
+                       "rerun to resume") from exc
     return summary

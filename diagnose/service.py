@@ -120,6 +120,6 @@ class Diagnoser:
             cases, diagnose_one=self.diagnose, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
             strict_format=settings.diagnose.strict_format, concurrency=concurrency, show_progress=show_progress,
         )
-        if summary.failed:
+        if summary.failed:  # each was named with its error already; this is the count
             log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))
         return summary

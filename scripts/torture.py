@@ -440,8 +440,11 @@ def backend_failure_stops(world: World, mode: str) -> Verdict:
     records = sorted((base / "runs" / "result").glob("*.json"))
     statuses = [json.loads(p.read_text())["status"] for p in records]
     expected_calls = 2 if mode == "hang" else 1  # one case: its attempts, then stop
-    ok = done.code == 2 and "batch stopped" in done.err and calls == expected_calls and statuses == ["failed"]
-    return Verdict(ok, f"exit {done.code} after {seconds:.0f} s, {calls} request(s), run records {statuses}")
+    said = done.err.count("HTTP 500") if mode == "error" else 1  # the cause, printed once
+    ok = (done.code == 2 and "batch stopped" in done.err and calls == expected_calls and statuses == ["failed"]
+          and said == 1)
+    return Verdict(ok, f"exit {done.code} after {seconds:.0f} s, {calls} request(s), run records {statuses}, "
+                       f"cause printed {said} time(s)")
 
 
 # --------------------------------------------------------------------------- defect 7
