@@ -317,7 +317,7 @@ def concurrent_writers(world: World) -> Verdict:
     refused = next((r for r in results if r[3] == 4), None)
     winner = next((r for r in results if r[3] == 0), None)
     named = refused is not None and winner is not None and f"pid {winner[0]}" in refused[2]
-    queued = [rca_popen(*args), rca_popen(*args, "--wait")]
+    queued = [rca_popen(*args, "--wait"), rca_popen(*args, "--wait")]  # whichever is second waits
     queued_results = [(p.pid, *p.communicate(timeout=900), p.returncode) for p in queued]
     waited = [r for r in queued_results if "waiting for the index writer lock" in r[2]]
     templates = set(store.load_templates(index).get_column("template_id"))
@@ -326,7 +326,7 @@ def concurrent_writers(world: World) -> Verdict:
         counts = pl.read_parquet(store.table_path(index, day, "log_counts"))
         dangling += counts.filter(~pl.col("template_id").is_in(list(templates))).height
     queued_codes = sorted(r[3] for r in queued_results)
-    ok = codes == [0, 4] and named and queued_codes == [0, 0] and dangling == 0
+    ok = codes == [0, 4] and named and queued_codes == [0, 0] and len(waited) == 1 and dangling == 0
     said = first_line(refused[2], 90) if refused else "nobody refused"
     return Verdict(ok, f"together: exits {codes}, refused one named the holder: {named} ({said}); with --wait: "
                        f"exits {queued_codes}, {len(waited)} waited; {dangling} log rows with unknown template")
