@@ -96,9 +96,10 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
     from diagnose.pipeline import diagnose_case, prepare_case
     from diagnose.runner import run_cases, write_json_atomic
     from diagnose.sources import IndexEvidence, KnowledgeBase
+    from index.params import IndexParams
     from rca.llm.factory import open_backend
 
-    evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
+    evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
     knowledge = KnowledgeBase(settings)
     console = Console()
     if print_prompt:

@@ -22,13 +22,15 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from diagnose.cases import load_cases  # noqa: E402
+from index.params import IndexParams  # noqa: E402
 from index.query import known_components, query_window  # noqa: E402
 from judge.groundtruth import load_truth  # noqa: E402
+from rca.settings import load_settings  # noqa: E402
 
 KS = (1, 3, 5)
 
 
-def evaluate(*, index_dir: Path, input_file: Path, gt_file: Path, baseline_minutes: int) -> dict:
+def evaluate(*, index_dir: Path, input_file: Path, gt_file: Path, params: IndexParams) -> dict:
     truths = {t.uuid: t for t in load_truth(gt_file)}
     per_type: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     misses: list[str] = []
@@ -37,8 +39,7 @@ def evaluate(*, index_dir: Path, input_file: Path, gt_file: Path, baseline_minut
         if truth is None:
             logging.warning("case %s has no ground truth; skipped", case.uuid)
             continue
-        result = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS),
-                              baseline_minutes=baseline_minutes)
+        result = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), params=params)
         ranking = [c.component for c in result.candidates]
         universe = known_components(index_dir, start=case.start, end=case.end)
         answers = set(truth.instance)
@@ -75,12 +76,15 @@ def main() -> int:
     parser.add_argument("--index-dir", type=Path, required=True)
     parser.add_argument("--gt", type=Path, required=True)
     parser.add_argument("--input", type=Path, default=None, help="case file (default: DATA_DIR/input.json)")
-    parser.add_argument("--baseline-minutes", type=int, default=30)
+    parser.add_argument("--config", type=Path, default=None, help="TOML config whose [index] section to use")
+    parser.add_argument("--baseline-minutes", type=int, default=None, help="overrides [index] baseline_minutes")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    overrides = {"index": {"baseline_minutes": args.baseline_minutes}}
+    params = IndexParams.from_settings(load_settings(config_path=args.config, overrides=overrides).index)
     results = evaluate(index_dir=args.index_dir, input_file=args.input or args.data_dir / "input.json",
-                       gt_file=args.gt, baseline_minutes=args.baseline_minutes)
+                       gt_file=args.gt, params=params)
     console = Console()
     console.print(report(results))
     if args.show_misses:

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+from index.params import IndexParams
 from tests.test_index_query import FAULT_END, FAULT_START, T0, build_world, write_world
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "eval_index.py"
@@ -35,7 +36,7 @@ def test_eval_reports_hits_and_chance(tmp_path):
         {"uuid": "wrong-2", "instance": ["shippingservice", "paymentservice"]},
     ]))
     results = eval_index.evaluate(index_dir=tmp_path, input_file=tmp_path / "input.json",
-                                  gt_file=tmp_path / "gt.jsonl", baseline_minutes=30)
+                                  gt_file=tmp_path / "gt.jsonl", params=IndexParams())
     row = results["per_type"]["cpu stress"]
     assert row["cases"] == 2
     assert row["AC@1"] == 1 and row["AC@5"] == 1  # the second truth is not in the data at all
