@@ -1,14 +1,25 @@
 """SOP signals: grammar, matching against evidence data, and the shipped signatures."""
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import get_args
+
+import polars as pl
 import pytest
 
-from index.models import EvidenceItem
+from index.evidence import fanout_items, log_items, metric_items, trace_items
+from index.models import EvidenceItem, EvidenceSignal
+from index.params import RankWeights
 from knowledge.documents import DocumentError, parse_document
 from knowledge.retrieval import fault_signatures
-from knowledge.signatures import Signal, SignalError, match_signature, rank_signatures
+from knowledge.signatures import Clue, Signal, SignalError, match_signature, rank_signatures
+from preprocess.detect_log import LOG_EVENT_SCHEMA
+from preprocess.detect_metric import METRIC_EVENT_SCHEMA
+from preprocess.detect_trace import FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA
 from rca.settings import load_settings
 from rca.taxonomy import FAULT_TYPES, applicable_fault_types
+
+ONSET = datetime(2025, 6, 5, 16, 30, tzinfo=UTC)
 
 
 def metric(key: str, direction: str = "up", component: str = "checkoutservice") -> EvidenceItem:
@@ -125,3 +136,50 @@ Body.
         parse_document(text, source="x-fault.md")
     assert info.value.field == "signals" and info.value.line == 10
     assert "sideways" in str(info.value)
+
+
+def _metric_event(kpi: str, direction: str) -> pl.DataFrame:
+    return pl.DataFrame([{"component": "checkoutservice-0", "kind": "infra_pod", "kpi": kpi, "direction": direction,
+                          "z": 9.0, "ratio": 3.0, "baseline": 1.0, "window_value": 3.0, "onset": ONSET}],
+                        schema=METRIC_EVENT_SCHEMA)
+
+
+def _log_event(example: str, direction: str) -> pl.DataFrame:
+    return pl.DataFrame([{"component": "checkoutservice-0", "template_id": 7, "template": "request error <*>",
+                          "example": example, "direction": direction, "z": 9.0, "ratio": None, "window_count": 30,
+                          "baseline_count": 0, "onset": ONSET}], schema=LOG_EVENT_SCHEMA)
+
+
+def _trace_items() -> list[EvidenceItem]:
+    edges = pl.DataFrame([{"caller": "frontend", "callee": "checkoutservice", "callee_pod": "checkoutservice-0",
+                           "callee_node": "aiops-k8s-01", "operation": "PlaceOrder", "signal": signal, "z": 9.0,
+                           "ratio": 0.4, "window_calls": 50, "onset": ONSET}
+                          for signal in ("latency", "errors", "silent")], schema=TRACE_EVENT_SCHEMA)
+    fanout = pl.DataFrame([{"caller": "checkoutservice", "caller_pod": "checkoutservice-0",
+                            "callees": ["emailservice", "shippingservice"], "signal": signal, "z": 9.0,
+                            "onset": ONSET} for signal in ("errors", "latency")], schema=FANOUT_EVENT_SCHEMA)
+    items = trace_items(edges, propagation={}, fanout_callers=set(), weights=RankWeights()) + fanout_items(fanout)
+    return [item.evidence for _, item in items]
+
+
+def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:
+    """Evidence the index's own builders make from an event that fits ``clue``."""
+    if clue.modality == "metric":
+        direction = "up" if clue.direction == "any" else clue.direction
+        events = _metric_event(clue.pattern.replace("*", "x"), direction)
+        return [item.evidence for _, item in metric_items(events)]
+    if clue.modality == "log":
+        events = (_log_event("", "silent") if clue.pattern == "silent"
+                  else _log_event(f"request error: {clue.pattern} (after 3 tries)", "new"))
+        return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights())]
+    return _trace_items()
+
+
+def test_every_shipped_clue_can_match_evidence_the_index_produces():
+    """The SOP signals and the index share a vocabulary: no clue waits for evidence that cannot exist."""
+    signatures = fault_signatures(load_settings())
+    clues = {clue for signals in signatures.values() for signal in signals for clue in signal.clues}
+    assert {c.pattern for c in clues if c.modality == "trace"} <= set(get_args(EvidenceSignal))
+    unmatched = [f"{c.modality}:{c.pattern}" for c in sorted(clues, key=repr)
+                 if not any(c.matches(item) for item in _items_a_clue_could_match(c))]
+    assert unmatched == []
