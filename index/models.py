@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -58,3 +58,4 @@ class WindowQueryResult(BaseModel):
     end: datetime
     candidates: list[Candidate]
     missing: list[str] = Field(default_factory=list)  # partitions/modalities absent for this window
+    parameters: dict[str, Any] = Field(default_factory=dict)  # the IndexParams the result was made with

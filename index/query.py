@@ -70,7 +70,8 @@ def query_window(
     )
     log.info("window %s..%s: %s -> %d candidates", start.isoformat(), end.isoformat(),
              ", ".join(f"{frame.height} {kind}" for kind, frame in events.items()), len(candidates))
-    return WindowQueryResult(start=start, end=end, candidates=candidates, missing=missing + empty)
+    return WindowQueryResult(start=start, end=end, candidates=candidates, missing=missing + empty,
+                             parameters=params.as_dict())
 
 
 def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list[str]:
