@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,10 +104,13 @@ def ink_fraction(png: bytes, *, background: tuple[int, int, int] = (255, 255, 25
 # --------------------------------------------------------------------------- units and axes
 
 def value_formatter(unit: str) -> PercentFormatter | EngFormatter:
-    """Tick labels in ``unit``: percentages as such, everything else with SI prefixes (k, M, G)."""
+    """Tick labels: percentages as such, bytes and packets with SI prefixes (kB/s, MB), others plain numbers
+    with SI prefixes (the unit goes in the axis label)."""
     if unit == "%":
         return PercentFormatter(xmax=100, decimals=None)
-    return EngFormatter(unit=unit if unit not in ("", "count") else "", places=None, sep=" ")
+    if unit.startswith(("B", "packets")):
+        return EngFormatter(unit=unit, places=None, sep=" ")
+    return EngFormatter(unit="", places=None, sep="")
 
 
 def _time_axis(ax, *, label: bool = True) -> None:
@@ -150,8 +154,8 @@ def series_plot(
     panel: SeriesPanel,
     window: tuple[datetime, datetime],
     baseline_start: datetime,
-    width: float = WIDE / 2,
-    height: float = 2.5,
+    width: float = 5.0,
+    height: float = 2.9,
 ) -> Plot:
     """One KPI over [baseline_start, window end]: window shaded, baseline band, onset line."""
     fig = _new_figure(width, height)
@@ -180,7 +184,7 @@ def series_plot(
     ax.grid(alpha=0.3)
     _time_axis(ax)
     ax.xaxis.label.set_fontsize(8)
-    ax.legend(fontsize=6, loc="upper left", framealpha=0.8)
+    fig.legend(fontsize=6.5, loc="outside lower center", ncol=5, frameon=False, handlelength=1.5, columnspacing=1.0)
     return render(fig, alt=f"{title} from {baseline_start:%H:%M} to {window[1]:%H:%M} UTC ({panel.unit})")
 
 
@@ -205,15 +209,15 @@ class GraphNode:
 
 
 def _layers(graph: nx.DiGraph) -> dict[str, int]:
-    """Depth of each node from the entry points (nodes nobody calls), for a left-to-right layout."""
-    sources = [n for n in graph if graph.in_degree(n) == 0] or [min(graph, key=str)]
-    depth: dict[str, int] = {}
-    for source in sources:
-        for node, d in nx.single_source_shortest_path_length(graph, source).items():
-            depth[node] = min(depth.get(node, d), d)
-    for node in graph:
-        depth.setdefault(node, 0)
-    return depth
+    """Column of each node: the longest call chain leading to it, so callees sit right of all callers.
+
+    Cycles (rare in call graphs) are collapsed first, their members sharing a column.
+    """
+    condensed = nx.condensation(graph)
+    column: dict[int, int] = {}
+    for component in nx.topological_sort(condensed):
+        column[component] = max((column[p] + 1 for p in condensed.predecessors(component)), default=0)
+    return {node: column[condensed.graph["mapping"][node]] for node in graph}
 
 
 def call_graph_plot(
@@ -222,22 +226,24 @@ def call_graph_plot(
     edges: Sequence[GraphEdge],
     title: str,
     width: float = WIDE,
-    height: float = 4.6,
+    height: float | None = None,
 ) -> Plot:
     """Layered call graph, edges coloured by log2 p95 latency change; errors dashed; roles coloured."""
-    fig = _new_figure(width, height)
-    ax = fig.add_subplot()
-    ax.set_title(title, fontsize=10, loc="left")
-    ax.set_axis_off()
     graph = nx.DiGraph()
     for node in nodes:
         graph.add_node(node.name)
     for edge in edges:
         graph.add_edge(edge.caller, edge.callee)
+    layers = _layers(graph) if graph.number_of_nodes() else {}
+    tallest = max(Counter(layers.values()).values(), default=1)
+    fig = _new_figure(width, height if height is not None else max(3.8, 0.62 * tallest + 1.4))
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_axis_off()
     if graph.number_of_nodes() == 0:
         _empty(ax, "no calls recorded in the window")
         return render(fig, alt=f"{title}: no trace data")
-    for node, layer in _layers(graph).items():
+    for node, layer in layers.items():
         graph.nodes[node]["layer"] = layer
     pos = nx.multipartite_layout(graph, subset_key="layer", align="vertical", scale=1.0)
     role = {n.name: n for n in nodes}
@@ -292,7 +298,8 @@ def call_graph_plot(
         Patch(facecolor=CANDIDATE_COLOUR, label="other candidate"),
         Line2D([0], [0], color="#555", ls="dashed", label="errors up ≥5 pp / calls stopped"),
     ]
-    ax.legend(handles=legend, fontsize=6.5, loc="lower left", framealpha=0.85)
+    ax.margins(x=0.08, y=0.14)  # room for the square root node and its label at the edges
+    fig.legend(handles=legend, fontsize=6.5, loc="outside lower center", ncol=4, frameon=False)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.7, pad=0.01)
     bar.set_ticks([0, 1, 2, 3])
     bar.set_ticklabels(["≤1x", "2x", "4x", "≥8x"])
@@ -319,10 +326,10 @@ def log_counts_plot(
     baseline_start: datetime,
     title: str = "log lines per minute",
     width: float = WIDE,
-    height: float = 2.8,
+    height: float | None = None,
 ) -> Plot:
     """Lines per minute of each template, window shaded (step lines, one colour per template)."""
-    fig = _new_figure(width, height)
+    fig = _new_figure(width, height if height is not None else 2.6 + 0.14 * (len(templates) + 1))
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=10, loc="left")
     if not templates:
@@ -340,7 +347,7 @@ def log_counts_plot(
     ax.grid(alpha=0.3)
     _time_axis(ax)
     ax.xaxis.label.set_fontsize(8)
-    ax.legend(fontsize=6.5, loc="upper left", framealpha=0.85)
+    fig.legend(fontsize=6.5, loc="outside lower center", ncol=2, frameon=False)
     return render(fig, alt=f"{title}: {len(templates)} template(s)")
 
 
