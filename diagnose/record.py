@@ -60,6 +60,8 @@ class RunRecord(BaseModel):
     error: str | None = None
     window: dict[str, str]
     answer: dict[str, Any] | None = None
+    rules_answer: dict[str, Any] | None = None  # index top-1 + its best SOP fit, no model (an ablation)
+    rules_fault_type: str | None = None  # the fault type behind ``rules_answer``
     agreed_with_index: bool | None = None
     index_top: str | None = None
     decision: dict[str, Any] | None = None
