@@ -24,6 +24,7 @@ from diagnose.record import RunRecord
 from diagnose.report import plots
 from diagnose.report.evidence import CaseEvidence, chosen_component, load_case_evidence, record_candidates
 from rca.atomic import write_bytes_atomic
+from rca.settings import Settings
 from rca.timeutil import UTC
 
 log = logging.getLogger(__name__)
@@ -148,3 +149,16 @@ def write_batch_report(records: Sequence[RunRecord], *, index_dir: Path, baselin
     index = out_dir / "index.html"
     write_bytes_atomic(index, html.encode("utf-8"))
     return index
+
+
+def write_reports_for_cases(uuids: Sequence[str], *, runs_dir: Path, settings: Settings, out_dir: Path) -> Path:
+    """Pages for the run records ``<runs_dir>/<uuid>.json`` of ``uuids`` (those that exist) and their index page."""
+    records: list[RunRecord] = []
+    for uuid in uuids:
+        path = Path(runs_dir) / f"{uuid}.json"
+        if path.is_file():
+            records.append(RunRecord.load(path))
+        else:
+            log.warning("%s: no run record, no page for %s", path, uuid)
+    return write_batch_report(records, index_dir=settings.paths.index_dir,
+                              baseline_minutes=settings.preprocess.baseline_minutes, out_dir=out_dir)
