@@ -60,6 +60,7 @@ def screenshot(page: Path, *, out: Path, width: int = 1280, height: int = 4000, 
     return out
 
 
-def dump_dom(page: Path, *, timeout_s: float = 120.0) -> str:
-    """The DOM after load, serialised (``--dump-dom``)."""
-    return _run(page, ["--dump-dom", "--virtual-time-budget=5000"], timeout_s=timeout_s).stdout
+def dump_dom(page: Path, *, width: int = 1280, height: int = 4000, timeout_s: float = 120.0) -> str:
+    """The DOM after load, serialised (``--dump-dom``), laid out in a ``width`` × ``height`` window."""
+    return _run(page, ["--dump-dom", f"--window-size={width},{height}", "--virtual-time-budget=5000"],
+                timeout_s=timeout_s).stdout
