@@ -1,7 +1,7 @@
 """``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
-    rca diagnose --all --out result.jsonl
+    rca diagnose --all --out result.jsonl [--report-dir reports/]
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ def rca_diagnose(
     model: str | None = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
+    report: bool = typer.Option(False, "--report", help="Write an HTML case page per case (to --report-dir)."),
+    report_dir: Path | None = typer.Option(None, "--report-dir", help="Case pages + index.html here (implies --report; default <runs_dir>/reports)."),
     config: Path | None = typer.Option(None, "--config", help="TOML config file."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
 ) -> None:
@@ -69,6 +71,13 @@ def rca_diagnose(
         fail(f"LLM backend failed: {exc}")
     except (FileNotFoundError, LookupError) as exc:
         fail(str(exc))
+    if (report or report_dir is not None) and not print_prompt:
+        from diagnose.report.case import write_reports_for_cases
+
+        batch = settings.paths.runs_dir / (out.stem if out is not None else "adhoc")
+        index = write_reports_for_cases([c.uuid for c in cases], runs_dir=batch, settings=settings,
+                                        out_dir=report_dir or settings.paths.runs_dir / "reports")
+        typer.echo(f"case report(s): {index}", err=True)  # stderr: stdout carries the answers
     if failed:
         raise typer.Exit(1)
 
