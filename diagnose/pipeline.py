@@ -4,15 +4,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
-from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
+from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import SignatureMatch
@@ -57,11 +57,15 @@ class CaseRecord:
     outcome: DecisionOutcome
     agreed_with_index: bool
     timings_s: dict[str, float]
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies
         return RunRecord(
             uuid=self.uuid,
+            mode=self.mode,
+            agent_calls=self.agent_calls,
             window=self.window,
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,

@@ -91,6 +91,7 @@ class Observation:
     text: str
     lead: str
     ok: bool = True
+    empty: bool = False  # the tool ran and found nothing abnormal
 
 
 class Tool(Protocol):
@@ -125,6 +126,16 @@ def bound(text: str, max_chars: int) -> str:
     if not kept:  # a single huge line
         return text[: max_chars - 20] + " …(cut)"
     return "\n".join(kept) + f"\n…({len(lines) - len(kept)} more lines cut)"
+
+
+def _turn_branch(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"thought": {"type": "string", "maxLength": 200}, "tool": {"type": "string", "const": name},
+                       "args": args},
+        "required": ["thought", "tool", "args"],
+        "additionalProperties": False,
+    }
 
 
 class Toolbox:
@@ -192,7 +203,24 @@ class Toolbox:
         if isinstance(result, str):
             text = result.strip() or f"{name}: no result"
             result = Observation(text=text, lead=text.splitlines()[0])
-        return Observation(text=bound(result.text, self.max_chars), lead=result.lead, ok=result.ok)
+        return Observation(text=bound(result.text, self.max_chars), lead=result.lead, ok=result.ok, empty=result.empty)
+
+    def action_schema(self, *, finish: str | None = "final_answer") -> dict[str, Any]:
+        """JSON schema of one agent turn ``{"thought", "tool", "args"}``: one branch per tool with
+        its own arguments (component arguments limited to the data's components), plus ``finish``."""
+        branches = []
+        for tool in self._tools.values():
+            spec = tool.spec
+            args = {
+                "type": "object",
+                "properties": {p.name: p.json_schema(components=self.components) for p in spec.params},
+                "required": [p.name for p in spec.params if p.required],
+                "additionalProperties": False,
+            }
+            branches.append(_turn_branch(spec.name, args))
+        if finish:
+            branches.append(_turn_branch(finish, {"type": "object", "properties": {}, "additionalProperties": False}))
+        return {"anyOf": branches}
 
     def _error(self, message: str) -> Observation:
         text = bound(f"error: {message}", self.max_chars)
@@ -390,7 +418,7 @@ class MetricsTool:
 
 
 def _nothing(text: str) -> Observation:
-    return Observation(text=text, lead=text)
+    return Observation(text=text, lead=text, empty=True)
 
 
 class LogsTool:
@@ -507,11 +535,12 @@ class CandidatesTool:
     spec = ToolSpec("get_candidates", "components ranked by the evidence index (all modalities, call-graph aware), "
                     "with their strongest evidence", (LIMIT,))
 
-    def __init__(self, window: CaseWindow, evidence: EvidenceLike, *, evidence_lines: int = 2) -> None:
+    def __init__(self, window: CaseWindow, evidence: EvidenceLike, *, evidence_lines: int = 2,
+                 ranked: Sequence[Candidate] | None = None) -> None:
         self.window = window
         self.evidence = evidence
         self.evidence_lines = evidence_lines
-        self._ranked: list[Candidate] | None = None
+        self._ranked: list[Candidate] | None = list(ranked) if ranked is not None else None
 
     def ranked(self) -> list[Candidate]:
         if self._ranked is None:
@@ -567,10 +596,14 @@ def case_toolbox(
     baseline_minutes: int,
     max_chars: int = DEFAULT_MAX_CHARS,
     sop_k: int = 2,
+    ranked: Sequence[Candidate] | None = None,
 ) -> Toolbox:
-    """The observation tools over one case's window (telemetry read lazily, once)."""
+    """The observation tools over one case's window (telemetry read lazily, once).
+
+    ``ranked``: the index's candidates when the caller has queried them already.
+    """
     window = CaseWindow.of(case, telemetry=telemetry, baseline_minutes=baseline_minutes)
-    candidates = CandidatesTool(window, evidence)
+    candidates = CandidatesTool(window, evidence, ranked=ranked)
 
     def components() -> list[str]:
         try:
