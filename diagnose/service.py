@@ -19,7 +19,7 @@ from types import TracebackType
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord, EvidenceSource, KnowledgeSource, PreparedCase, diagnose_case, prepare_case
 from diagnose.runner import RunSummary, run_cases
-from diagnose.tools import TelemetrySource
+from diagnose.tools import RawTelemetry, TelemetrySource
 from rca.atomic import write_json_atomic
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
@@ -50,8 +50,6 @@ class Diagnoser:
     def from_settings(cls, settings: Settings) -> Diagnoser:
         """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend."""
         from diagnose.sources import IndexEvidence, KnowledgeBase
-
-        from diagnose.tools import RawTelemetry
 
         evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
         return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase(settings),
