@@ -59,9 +59,10 @@ def render(name: str, **values: object) -> str:
         raise KeyError(f"{PROMPTS_DIR / name}.md: no value for ${exc.args[0]}") from exc
 
 
-def short_catalogue(knowledge: KnowledgeSource) -> str:
-    """One line per fault type with its key metrics (the static part of the agents' prompts)."""
-    return "\n".join(f"- {line.fault_type}: {line.key_metrics}" for line in knowledge.catalogue())
+def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3) -> str:
+    """One line per fault type with its first key metrics (the static part of the agents' prompts)."""
+    return "\n".join(f"- {line.fault_type}: {', '.join(line.key_metrics.split(', ')[:metrics])}"
+                      for line in knowledge.catalogue())
 
 
 def window_text(case: Case) -> str:
@@ -190,6 +191,7 @@ def agent_record(
     # Usage covers every call of the case: the agents' calls, then the decision's.
     outcome.replies = trajectory.replies + outcome.replies
     outcome.raw_responses = [c.reply for c in trajectory.calls if c.reply is not None] + outcome.raw_responses
+    timings["llm_s"] = round(sum(r.latency_s for r in outcome.replies), 3)
     timings["total_s"] = round(time.perf_counter() - started, 3)
     return CaseRecord(
         uuid=case.uuid, window={"start": format_utc(case.start), "end": format_utc(case.end)},

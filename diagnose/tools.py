@@ -63,11 +63,13 @@ class Param:
     required: bool = False
     choices: tuple[str, ...] = ()
 
-    def json_schema(self, *, components: Sequence[str]) -> dict[str, Any]:
+    def json_schema(self, *, components: Sequence[str] = ()) -> dict[str, Any]:
         if self.kind == "integer":
             return {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
         if self.kind == "component" and components:
             return {"type": "string", "enum": list(components)}
+        if self.kind == "component":
+            return {"type": "string", "maxLength": 60}
         if self.choices:
             return {"type": "string", "enum": list(self.choices)}
         return {"type": "string", "maxLength": 120}
@@ -80,7 +82,7 @@ class ToolSpec:
     params: tuple[Param, ...] = ()
 
     def render(self) -> str:
-        args = ", ".join(f"{p.name}{'' if p.required else '?'}: {p.description}" for p in self.params)
+        args = ", ".join(f"{p.name}{'' if p.required else '?'}" for p in self.params)
         return f"- {self.name}({args}): {self.description}"
 
 
@@ -176,7 +178,15 @@ class Toolbox:
         return self._known
 
     def describe(self) -> str:
-        return "\n".join(tool.spec.render() for tool in self._tools.values())
+        """One line per tool, then each argument name once (? = optional); short for small models."""
+        lines = [tool.spec.render() for tool in self._tools.values()]
+        params: dict[str, str] = {}
+        for tool in self._tools.values():
+            for param in tool.spec.params:
+                params.setdefault(param.name, param.description)
+        if params:
+            lines.append("Arguments: " + "; ".join(f"{name} = {text}" for name, text in params.items()))
+        return "\n".join(lines)
 
     def call(self, name: str, args: Mapping[str, Any] | None) -> str:
         return self.invoke(name, args).text
@@ -205,15 +215,21 @@ class Toolbox:
             result = Observation(text=text, lead=text.splitlines()[0])
         return Observation(text=bound(result.text, self.max_chars), lead=result.lead, ok=result.ok, empty=result.empty)
 
-    def action_schema(self, *, finish: str | None = "final_answer") -> dict[str, Any]:
+    def action_schema(self, *, finish: str | None = "final_answer", component_enum: bool = False) -> dict[str, Any]:
         """JSON schema of one agent turn ``{"thought", "tool", "args"}``: one branch per tool with
-        its own arguments (component arguments limited to the data's components), plus ``finish``."""
+        its own arguments, plus ``finish``.
+
+        Component arguments are free strings unless ``component_enum``: an enum of every pod,
+        service and node in every tool branch makes llama.cpp's grammar sampling crawl on a
+        CPU, and :meth:`invoke` checks the name anyway (a wrong one comes back with the closest
+        valid names)."""
+        components = self.components if component_enum else ()
         branches = []
         for tool in self._tools.values():
             spec = tool.spec
             args = {
                 "type": "object",
-                "properties": {p.name: p.json_schema(components=self.components) for p in spec.params},
+                "properties": {p.name: p.json_schema(components=components) for p in spec.params},
                 "required": [p.name for p in spec.params if p.required],
                 "additionalProperties": False,
             }

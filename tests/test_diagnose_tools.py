@@ -84,7 +84,7 @@ def test_tool_exceptions_become_observations():
     observation = toolbox.invoke("restart", {"component": "cartservice-0"})
     assert not observation.ok
     assert observation.text == "error: restart failed: RuntimeError: disk on fire"
-    assert "restart(component: pod)" in toolbox.describe()
+    assert "restart(component): restart a pod" in toolbox.describe()
     with pytest.raises(ValueError, match="already"):
         toolbox.add(FunctionTool(ToolSpec("restart", "again"), lambda a: "x"))
 
