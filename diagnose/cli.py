@@ -1,6 +1,7 @@
 """``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
+    diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 """
 from __future__ import annotations
@@ -27,6 +28,11 @@ def rca_diagnose(
     all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir)."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="pipeline (one prepared call) | react (tool loop) | team (specialists + judge)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="react: tool calls before the answer."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
@@ -58,10 +64,10 @@ def rca_diagnose(
     settings = build_settings(
         ctx,
         overrides={
-            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir},
+            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir, "data_dir": data_dir},
             "llm": llm_overrides,
             "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
-                         "confirm_fault_type": confirm_fault_type},
+                         "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
     cases = _select_cases(settings, uuid or [], all_cases)

@@ -6,13 +6,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
-from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
+from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import SignatureMatch
@@ -60,11 +60,15 @@ class CaseRecord:
     rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
     rules_fault_type: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies
         return RunRecord(
             uuid=self.uuid,
+            mode=self.mode,
+            agent_calls=self.agent_calls,
             window=self.window,
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,

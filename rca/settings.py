@@ -93,6 +93,13 @@ class DiagnoseSettings(_Section):
     # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
     confirm_fault_type: bool = False
     strict_format: bool = False  # four-field submission format (later rules)
+    # pipeline: one prepared call (best with a small local model); react: the model calls the
+    # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
+    # specialists and a judge (docs/agentic.md compares the three).
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    react_max_steps: int = Field(default=3, ge=1, le=12)  # model-chosen tool calls before the final answer
+    team_max_rounds: int = Field(default=2, ge=1, le=4)  # judge send-backs + 1
+    observation_chars: int = Field(default=1200, ge=200, le=8000)  # bound of one tool observation
 
 
 class PreprocessSettings(_Section):
