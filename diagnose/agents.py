@@ -149,7 +149,7 @@ def open_investigation(case: Case, *, settings: Settings, evidence: EvidenceSour
     if not ranked:
         raise LookupError(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
     toolbox = case_toolbox(case, telemetry=telemetry, evidence=evidence, knowledge=knowledge,
-                           baseline_minutes=settings.preprocess.baseline_minutes,
+                           baseline_minutes=settings.index.baseline_minutes,
                            max_chars=settings.diagnose.observation_chars, sop_k=settings.knowledge.top_k, ranked=ranked)
     return toolbox, list(ranked)
 

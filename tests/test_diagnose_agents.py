@@ -25,9 +25,11 @@ def _case(uuid: str = "case-1") -> Case:
 
 def _candidates() -> list[Candidate]:
     cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="cartservice-0",
-                       text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0)
+                       text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0, signal="level",
+                       direction="up")
     edge = EvidenceItem(modality="trace", key="frontend->cartservice", component="cartservice",
-                        text="frontend->cartservice p95 10x (z=20)", magnitude=20.0)
+                        text="frontend->cartservice p95 10x (z=20)", magnitude=20.0, signal="latency",
+                        caller="frontend", callee="cartservice")
     return [Candidate(component="cartservice", level="service", score=2.0, evidence=[cpu, edge]),
             Candidate(component="frontend", level="service", score=0.5, evidence=[edge])]
 
