@@ -22,6 +22,7 @@ def _register() -> None:
     from diagnose.cli import rca_diagnose
     from index.cli import app as preprocess_app
     from judge.cli import app as judge_app
+    from judge.server.cli import submit_command
     from knowledge.cli import app as kb_app
     from simulate.cli import app as simulate_app
 
@@ -31,6 +32,7 @@ def _register() -> None:
     app.add_typer(judge_app, name="judge")
     app.command("diagnose")(rca_diagnose)
     app.command("demo")(demo)
+    app.command("submit")(submit_command)
 
 
 def main() -> None:
