@@ -175,7 +175,7 @@ class JudgeService:
     def queue(self) -> dict[str, int]:
         with store.transaction(self.engine) as session:
             counts = dict(session.execute(
-                select(Submission.status, func.count()).group_by(Submission.status)).tuples().all())
+                select(Submission.status, func.count()).group_by(Submission.status)).all())
         return {state: int(counts.get(state, 0)) for state in (store.QUEUED, store.SCORING, store.DONE, store.ERROR)}
 
     def contests(self) -> list[tuple[str, str, str]]:
