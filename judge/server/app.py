@@ -104,7 +104,7 @@ class JudgeService:
             raise ProtocolError(401, CONTEST_INVALID)
         if len(ticket) > MAX_HEADER_CHARS:
             raise ProtocolError(401, TICKET_INVALID)
-        with store.transaction(self.engine) as session:
+        with store.reading(self.engine) as session:
             contest = store.contest_by_name(session, contest_name)
             if contest is None:
                 raise ProtocolError(401, CONTEST_INVALID)
@@ -146,7 +146,7 @@ class JudgeService:
             uuidlib.UUID(submission_id)
         except ValueError as exc:
             raise ProtocolError(404, NOT_FOUND) from exc
-        with store.transaction(self.engine) as session:
+        with store.reading(self.engine) as session:
             found = store.own_submission(session, caller=caller, submission_id=submission_id)
             if found is None:
                 raise ProtocolError(404, NOT_FOUND)
@@ -157,14 +157,14 @@ class JudgeService:
             }
 
     def history(self, caller: store.Caller) -> list[dict[str, Any]]:
-        with store.transaction(self.engine) as session:
+        with store.reading(self.engine) as session:
             rows = store.team_submissions(session, team_id=caller.team_id)
         return [{"submission_id": s.id, "create_time": store.iso_utc(s.create_time),
                  "judge_time": store.iso_utc(s.judge_time), "status": s.status, "score": s.score,
                  "error": s.error, "summary": json.loads(s.summary) if s.summary else None} for s in rows]
 
     def board(self, contest_name: str) -> tuple[str | None, list[Any]]:
-        with store.transaction(self.engine) as session:
+        with store.reading(self.engine) as session:
             contest = store.contest_by_name(session, contest_name[:NAME_CHARS + 1])
             if contest is None:
                 raise ProtocolError(404, "Contest not found")
@@ -173,7 +173,7 @@ class JudgeService:
             return store.iso_utc(contest.frozen_at), rows
 
     def queue(self) -> dict[str, int]:
-        with store.transaction(self.engine) as session:
+        with store.reading(self.engine) as session:
             counts = dict(session.execute(
                 select(Submission.status, func.count()).group_by(Submission.status)).all())
         return {state: int(counts.get(state, 0)) for state in (store.QUEUED, store.SCORING, store.DONE, store.ERROR)}

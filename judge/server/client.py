@@ -66,21 +66,22 @@ def _reply(response: httpx.Response) -> dict[str, Any]:
     return body
 
 
-def submit(answers: list[Any], *, endpoint: Endpoint) -> dict[str, Any]:
+def submit(answers: list[Any], *, endpoint: Endpoint, http: httpx.Client | None = None) -> dict[str, Any]:
     body = json.dumps({"data": answers}).encode("utf-8")
     headers = {"ticket": endpoint.ticket, "contest": endpoint.contest, "Content-Type": "application/json"}
     try:
-        response = httpx.post(endpoint.server, content=body, headers=headers, timeout=endpoint.timeout_s)
+        response = (http or httpx).post(endpoint.server, content=body, headers=headers, timeout=endpoint.timeout_s)
     except httpx.HTTPError as exc:
         raise SubmitError(f"{endpoint.server}: {exc}") from exc
     return _reply(response)
 
 
-def status(submission_id: str, *, endpoint: Endpoint) -> dict[str, Any]:
+def status(submission_id: str, *, endpoint: Endpoint, http: httpx.Client | None = None) -> dict[str, Any]:
     headers = {"ticket": endpoint.ticket, "contest": endpoint.contest, "submission": submission_id,
                "Content-Type": "application/json"}
     try:
-        response = httpx.get(endpoint.server.rstrip("/") + "/status", headers=headers, timeout=endpoint.timeout_s)
+        response = (http or httpx).get(endpoint.server.rstrip("/") + "/status", headers=headers,
+                                       timeout=endpoint.timeout_s)
     except httpx.HTTPError as exc:
         raise SubmitError(f"{endpoint.server}: {exc}") from exc
     return _reply(response)
@@ -89,8 +90,9 @@ def status(submission_id: str, *, endpoint: Endpoint) -> dict[str, Any]:
 def wait_for_score(submission_id: str, *, endpoint: Endpoint, poll_s: float, timeout_s: float) -> dict[str, Any]:
     """Poll ``/status`` until the submission is judged (``judge_time`` set) or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        reply = status(submission_id, endpoint=endpoint)
-        if reply.get("judge_time") or time.monotonic() >= deadline:
-            return reply
-        time.sleep(poll_s)
+    with httpx.Client() as http:  # one connection pool and SSL context for the whole wait
+        while True:
+            reply = status(submission_id, endpoint=endpoint, http=http)
+            if reply.get("judge_time") or time.monotonic() >= deadline:
+                return reply
+            time.sleep(poll_s)

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import secrets
+import threading
 import uuid as uuidlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 SQLITE_BUSY_TIMEOUT_S = 30.0
 
+READ_ONLY = "judge_read_only"  # execution option: a transaction that only reads
 QUEUED, SCORING, DONE, ERROR = "queued", "scoring", "done", "error"
 
 
@@ -87,8 +89,10 @@ def make_engine(url: str) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _begin_immediate(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin(connection: Any) -> None:
+        # Readers need no write lock (WAL lets them run beside the writer).
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 
@@ -113,9 +117,39 @@ def open_database(url: str) -> Engine:
     return engine
 
 
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _write_lock(engine: Engine) -> threading.Lock | None:
+    """SQLite: one in-process lock per database for write transactions.
+
+    SQLite's busy handler polls with sleeps of up to 100 ms, so twenty threads contending for the
+    write lock spend most of their time asleep; queueing them on a Python lock hands it over at once.
+    Other processes (an admin command beside the server) still wait through busy_timeout.
+    """
+    if engine.dialect.name != "sqlite":
+        return None
+    key = engine.url.render_as_string(hide_password=False)
+    with _WRITE_LOCKS_GUARD:
+        return _WRITE_LOCKS.setdefault(key, threading.Lock())
+
+
 @contextmanager
 def transaction(engine: Engine) -> Iterator[Session]:
-    with Session(engine, expire_on_commit=False) as session, session.begin():
+    lock = _write_lock(engine)
+    if lock is None:
+        with Session(engine, expire_on_commit=False) as session, session.begin():
+            yield session
+        return
+    with lock, Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session
+
+
+@contextmanager
+def reading(engine: Engine) -> Iterator[Session]:
+    """A transaction that only reads: on SQLite it does not queue behind writers for the write lock."""
+    with Session(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False) as session, session.begin():
         yield session
 
 
@@ -158,7 +192,7 @@ def require_contest(session: Session, name: str) -> Contest:
 
 
 def list_contests(engine: Engine) -> list[Contest]:
-    with transaction(engine) as session:
+    with reading(engine) as session:
         return list(session.scalars(select(Contest).order_by(Contest.id)))
 
 
@@ -338,7 +372,7 @@ def lease_cutoff(now: datetime, lease_s: float) -> datetime:
 
 
 def load_contest(engine: Engine, contest_id: int) -> Contest:
-    with transaction(engine) as session:
+    with reading(engine) as session:
         contest = session.get(Contest, contest_id)
         if contest is None:
             raise StoreError(f"contest id {contest_id} not found")
