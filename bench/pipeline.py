@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.problems import ProblemSet, compact_schedule, read_jsonl
-from bench.report import run_costs, score_file
+from bench.report import ModelShare, run_costs, score_file
 from judge.challenge import ChallengeReport
 from rca.settings import Settings
 
@@ -35,7 +35,7 @@ class PathResult:
 
 def simulate_problem_set(
     out_dir: Path, *, cases: int | None = None, seed: int, scale: str = "small", difficulty: float = 1.0,
-    reference_schedule: Path | None = None, per_type: int = 1,
+    reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
 
@@ -55,14 +55,14 @@ def simulate_problem_set(
         schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
         schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
     simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
-                               difficulty=difficulty, schedule=schedule_path))
+                               difficulty=difficulty, schedule=schedule_path, randomize=randomize))
     return problem_set
 
 
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:
     """Preprocess, diagnose every case with the configured LLM, and score with the challenge rules."""
     from diagnose.cases import load_cases
-    from diagnose.cli import run as diagnose_run
+    from diagnose.service import Diagnoser
     from index.build import run_nightly
 
     seconds: dict[str, float] = {}
@@ -76,7 +76,8 @@ def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Pat
     t1 = time.perf_counter()
     diagnose_settings = settings.model_copy(update={"paths": settings.paths.model_copy(update={"index_dir": index_dir})})
     cases = load_cases(problem_set.input_file)
-    diagnose_run(diagnose_settings, cases, out=result_file, print_prompt=False, as_json=False)
+    with Diagnoser.from_settings(diagnose_settings) as diagnoser:
+        diagnoser.run(cases, out=result_file)
     seconds["diagnose"] = round(time.perf_counter() - t1, 1)
 
     t2 = time.perf_counter()
@@ -98,3 +99,25 @@ def print_path_result(result: PathResult, console: Console) -> None:
     for stage, secs in result.stage_seconds.items():
         table.add_row(f"{stage} wall seconds", str(secs))
     console.print(table)
+
+
+def print_model_share(share: ModelShare, console: Console) -> None:
+    """The model against the rules alone on the same cases, and where they differ."""
+    table = Table(title="the model's share of the decision (same cases)")
+    for column in ("answers", "final", "LA", "TA"):
+        table.add_column(column, justify="left" if column == "answers" else "right")
+    for name, report in (("model", share.model), ("rules only (index top-1 + best SOP fit)", share.rules_only)):
+        score = report.overall
+        table.add_row(name, f"{score.final:.1f}", f"{score.la:.2f}", f"{score.ta:.2f}")
+    console.print(table)
+    mean, low, high = share.difference
+    console.print(f"model gain per case, (LA+TA)/2: {mean:+.3f} [95% CI {low:+.3f} .. {high:+.3f}], "
+                  f"{len(share.differing)} case(s) differ")
+    if share.differing:
+        diff = Table(title="cases where the model and the rules differ")
+        for column in ("uuid", "truth type", "model", "rules", "model pts", "rules pts"):
+            diff.add_column(column)
+        for row in share.differing:
+            diff.add_row(row["uuid"], row["fault_type"], row["model"], row["rules"],
+                         f"{row['model_points']:.1f}", f"{row['rules_points']:.1f}")
+        console.print(diff)

@@ -12,6 +12,7 @@ from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
+from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import SignatureMatch
@@ -56,39 +57,47 @@ class CaseRecord:
     outcome: DecisionOutcome
     agreed_with_index: bool
     timings_s: dict[str, float]
+    rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
+    rules_fault_type: str | None = None
+
+    def to_record(self) -> RunRecord:
+        replies = self.outcome.replies
+        return RunRecord(
+            uuid=self.uuid,
+            window=self.window,
+            answer=self.answer.model_dump(),
+            agreed_with_index=self.agreed_with_index,
+            index_top=self.candidates[0].component if self.candidates else None,
+            decision=self.outcome.decision.model_dump(),
+            repaired=self.outcome.repaired,
+            votes=self.outcome.votes,
+            first_fault_type=self.outcome.first_fault_type,
+            confirm_turn=self.outcome.confirm_turn,
+            candidates=[c.model_dump(mode="json") for c in self.candidates],
+            missing=self.missing,
+            sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in self.sops],
+            signature_matches={name: [m.render() for m in found] for name, found in self.signature_matches.items()},
+            prompt=PromptRecord(
+                messages=self.prompt.messages,
+                approx_tokens=self.prompt.approx_tokens,
+                dropped_evidence=self.prompt.dropped_evidence,
+                dropped_sops=self.prompt.dropped_sops,
+            ),
+            raw_responses=self.outcome.raw_responses,
+            usage=Usage(
+                calls=self.outcome.calls,
+                prompt_tokens=sum(r.prompt_tokens for r in replies),
+                completion_tokens=sum(r.completion_tokens for r in replies),
+                llm_seconds=round(sum(r.latency_s for r in replies), 3),
+                model=replies[0].model if replies else None,
+            ),
+            timings_s=self.timings_s,
+            rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
+            rules_fault_type=self.rules_fault_type,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "uuid": self.uuid,
-            "window": self.window,
-            "answer": self.answer.model_dump(),
-            "agreed_with_index": self.agreed_with_index,
-            "index_top": self.candidates[0].component if self.candidates else None,
-            "decision": self.outcome.decision.model_dump(),
-            "repaired": self.outcome.repaired,
-            "votes": self.outcome.votes,
-            "first_fault_type": self.outcome.first_fault_type,
-            "confirm_turn": self.outcome.confirm_turn,
-            "candidates": [c.model_dump(mode="json") for c in self.candidates],
-            "missing": self.missing,
-            "sops": [{"id": s.doc_id, "title": s.title, "score": s.score} for s in self.sops],
-            "signature_matches": {name: [m.render() for m in found] for name, found in self.signature_matches.items()},
-            "prompt": {
-                "messages": self.prompt.messages,
-                "approx_tokens": self.prompt.approx_tokens,
-                "dropped_evidence": self.prompt.dropped_evidence,
-                "dropped_sops": self.prompt.dropped_sops,
-            },
-            "raw_responses": self.outcome.raw_responses,
-            "usage": {
-                "calls": self.outcome.calls,
-                "prompt_tokens": sum(r.prompt_tokens for r in self.outcome.replies),
-                "completion_tokens": sum(r.completion_tokens for r in self.outcome.replies),
-                "llm_seconds": round(sum(r.latency_s for r in self.outcome.replies), 3),
-                "model": self.outcome.replies[0].model if self.outcome.replies else None,
-            },
-            "timings_s": self.timings_s,
-        }
+        return self.to_record().model_dump(mode="json")
 
 
 def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3, top: int = 2) -> tuple[str, list[str]]:
@@ -159,6 +168,34 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
     return ordered[:limit]
 
 
+def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: str, fault_type: str,
+                   model_reason: str, knowledge: KnowledgeSource) -> Answer:
+    """The challenge answer for a chosen component and fault type: reason led by the fault type and
+    the key metrics the evidence shows, onset time, and the trace of analyses behind it."""
+    chosen = next(c for c in candidates if c.component == component)
+    metrics = _reason_metrics(fault_type, chosen, knowledge)
+    signature = next(iter(knowledge.signature_matches(chosen.evidence, fault_types=[fault_type])), None)
+    return Answer(
+        uuid=case.uuid,
+        component=component,
+        reason=_reason(model_reason, fault_type, component, metrics),
+        time=_answer_time(case, chosen),
+        reasoning_trace=build_trace(chosen=component, fault_type=fault_type, reason_metrics=metrics,
+                                    candidates=candidates, signature=signature),
+    )
+
+
+def rules_only_choice(candidates: Sequence[Candidate], matches: RunbookMatches) -> tuple[str, str]:
+    """What the rules alone would answer: the index's first candidate and its best SOP fit.
+
+    Recorded beside every model answer so benchmarks can measure the model's share of the decision.
+    """
+    top = candidates[0].component
+    fits = matches.get(top) or []
+    fault_type = fits[0].fault_type if fits else applicable_fault_types(top)[0]
+    return top, fault_type
+
+
 @dataclass
 class PreparedCase:
     """Everything the model will see for a case, before any LLM call."""
@@ -224,17 +261,11 @@ def diagnose_case(
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
-    chosen = next(c for c in candidates if c.component == decision.component)
-    metrics = _reason_metrics(decision.fault_type, chosen, knowledge)
-    signature = next(iter(knowledge.signature_matches(chosen.evidence, fault_types=[decision.fault_type])), None)
-    answer = Answer(
-        uuid=case.uuid,
-        component=decision.component,
-        reason=_reason(decision.reason, decision.fault_type, decision.component, metrics),
-        time=_answer_time(case, chosen),
-        reasoning_trace=build_trace(chosen=decision.component, fault_type=decision.fault_type, reason_metrics=metrics, candidates=candidates,
-                                     signature=signature),
-    )
+    answer = compose_answer(case, candidates=candidates, component=decision.component,
+                            fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge)
+    rules = rules_only_choice(candidates, prepared.signature_matches)
+    rules_answer = compose_answer(case, candidates=candidates, component=rules[0], fault_type=rules[1],
+                                  model_reason="", knowledge=knowledge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")
@@ -243,5 +274,6 @@ def diagnose_case(
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
         answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops,
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
-        outcome=outcome, agreed_with_index=agreed, timings_s=timings,
+        outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
+        rules_fault_type=rules[1],
     )

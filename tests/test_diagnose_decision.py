@@ -221,3 +221,16 @@ def test_trace_reports_a_signal_check_that_found_nothing() -> None:
     assert 3 <= len(steps) <= 5
     check = next(s for s in steps if s.action.startswith("SOP signal check"))
     assert check.observation == "pod_cpu_usage: no documented pod failure signal in the evidence"
+
+
+def test_record_keeps_the_rules_only_answer_beside_the_model_answer() -> None:
+    # The model overrules the index; the record still says what the rules alone would answer.
+    settings = _one_turn_settings()
+    reply = _reply(component="checkoutservice", fault_type="pod failure", reason="errors towards emailservice")
+    record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([reply]),
+                           evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    saved = record.to_record()
+    assert saved.answer["component"] == "checkoutservice"
+    assert saved.rules_answer["component"] == "emailservice" and saved.rules_fault_type == "cpu stress"
+    assert saved.rules_answer["reason"].startswith("cpu stress on emailservice (pod_cpu_usage")
+    assert 2 <= len(saved.rules_answer["reasoning_trace"]) <= 5
