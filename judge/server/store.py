@@ -22,11 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, func, select, update
+from sqlalchemy import CursorResult, Engine, create_engine, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, defer
@@ -231,7 +231,7 @@ def requeue_contest(engine: Engine, *, contest: str) -> int:
             .where(Submission.contest_id == found.id, Submission.status.in_([DONE, ERROR]))
             .values(status=QUEUED, claimed_at=None, judge_time=None, score=None, summary=None, error=None)
         )
-        return int(result.rowcount or 0)
+        return int(cast(CursorResult, result).rowcount or 0)
 
 
 # ---- requests -----------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def finish(engine: Engine, *, claimed: Claimed, now: datetime, score: float | No
             .values(status=DONE if error is None else ERROR, judge_time=naive_utc(now), score=score,
                     summary=None if summary is None else json.dumps(summary), error=error)
         )
-        return bool(result.rowcount)
+        return bool(cast(CursorResult, result).rowcount)
 
 
 def requeue_claimed(engine: Engine, *, older_than: datetime | None) -> int:
@@ -364,7 +364,7 @@ def requeue_claimed(engine: Engine, *, older_than: datetime | None) -> int:
         condition.append(Submission.claimed_at < naive_utc(older_than))
     with transaction(engine) as session:
         result = session.execute(update(Submission).where(*condition).values(status=QUEUED, claimed_at=None))
-        return int(result.rowcount or 0)
+        return int(cast(CursorResult, result).rowcount or 0)
 
 
 def lease_cutoff(now: datetime, lease_s: float) -> datetime:
