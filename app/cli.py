@@ -23,6 +23,7 @@ def _register() -> None:
     from diagnose.report.cli import app as report_app
     from index.cli import app as preprocess_app
     from judge.cli import app as judge_app
+    from judge.server.cli import submit_command
     from knowledge.cli import app as kb_app
     from simulate.cli import app as simulate_app
 
@@ -33,6 +34,7 @@ def _register() -> None:
     app.command("diagnose")(rca_diagnose)
     app.add_typer(report_app, name="report")
     app.command("demo")(demo)
+    app.command("submit")(submit_command)
 
 
 def main() -> None:

@@ -79,6 +79,32 @@ class JudgeSettings(_Section):
     similarity_weight: float = 0.4
 
 
+class JudgeServerSettings(_Section):
+    """The judge server (``rca judge serve``): database, quotas, request limits."""
+
+    # SQLite file under data/ by default; PostgreSQL as postgresql+psycopg://user@host:port/db.
+    db_url: str = "sqlite:///data/judge.sqlite"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    daily_quota: int = Field(default=10, ge=1)
+    total_quota: int = Field(default=350, ge=1)
+    # The day of the daily quota starts at midnight in this zone (the 2025 challenge ran on Beijing time).
+    timezone: str = "Asia/Shanghai"
+    # Per team, across POST / and /status: at most rate_max_requests in any rate_window_s seconds.
+    rate_max_requests: int = Field(default=60, ge=1)
+    rate_window_s: float = Field(default=60.0, gt=0)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_answers: int = Field(default=2000, ge=1)
+    max_field_chars: int = Field(default=10000, ge=16)
+    max_trace_steps: int = Field(default=200, ge=1)
+    max_json_depth: int = Field(default=8, ge=4)
+    # Semantic reason step (embedding model) in RCA scoring, as `rca judge rca` without --keyword-only.
+    semantic: bool = True
+    worker_poll_s: float = Field(default=0.5, gt=0)
+    # A submission claimed longer ago than this by a worker that never finished is queued again.
+    scoring_lease_s: float = Field(default=600.0, gt=0)
+
+
 class DiagnoseSettings(_Section):
     top_candidates: int = 3
     # Offer the model one level per service: the best-ranked of a service and its pods
@@ -127,6 +153,7 @@ class Settings(_Section):
     embedding: EmbeddingSettings = EmbeddingSettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
     judge: JudgeSettings = JudgeSettings()
+    judge_server: JudgeServerSettings = JudgeServerSettings()
     diagnose: DiagnoseSettings = DiagnoseSettings()
     preprocess: PreprocessSettings = PreprocessSettings()
     index: IndexSettings = IndexSettings()
