@@ -29,7 +29,9 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "kb": LazyCommand("knowledge.cli", "app", "SOP knowledge base: documents, validation, Chroma index, search."),
     "judge": LazyCommand("judge.cli", "app", "Score result files (challenge rules or the QA judge)."),
     "diagnose": LazyCommand("diagnose.cli", "rca_diagnose", "Diagnose cases with the LLM over indexed evidence."),
+    "report": LazyCommand("diagnose.report.cli", "app", "Render case reports (self-contained HTML) from run records."),
     "demo": LazyCommand("app.demo", "demo", "Simulate, index and diagnose a few cases end to end."),
+    "submit": LazyCommand("judge.server.cli", "submit_command", "Submit a result file to a judge server."),
 }
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
-from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
+from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, ModalityStatus, WindowQueryResult
 from knowledge.signatures import SignatureMatch
@@ -61,11 +61,16 @@ class CaseRecord:
     timings_s: dict[str, float]
     rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
     rules_fault_type: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies
         return RunRecord(
             uuid=self.uuid,
+            mode=self.mode,
+            agent_calls=self.agent_calls,
             window=self.window,
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,
@@ -97,6 +102,7 @@ class CaseRecord:
             timings_s=self.timings_s,
             rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
             rules_fault_type=self.rules_fault_type,
+            parameters=self.parameters,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -188,6 +194,16 @@ class CaseFailed(RcaError):
         self.backend_failed = backend_failed  # the model backend itself failed: later cases would too
 
 
+def case_failed(case: Case, exc: RcaError) -> CaseFailed:
+    """A failure from outside the pipeline's own steps (an agent mode) as a ``CaseFailed`` with a minimal record."""
+    if isinstance(exc, CaseFailed):
+        return exc
+    failure = CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+                         record=_failed_record(case, exc, prepared=None, outcome=None, timings={}))
+    failure.__cause__ = exc
+    return failure
+
+
 def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None, outcome: DecisionOutcome | None,
                    timings: dict[str, float]) -> RunRecord:
     replies = outcome.replies if outcome is not None else []
@@ -254,6 +270,7 @@ class PreparedCase:
     signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource) -> PreparedCase:
@@ -282,8 +299,9 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
         runbook_matches=matches,
     )
-    return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status, sops=sops,
-                        signature_matches=matches, prompt=prompt, timings_s=timings)
+    return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
+                        sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings,
+                        parameters={"index": result.parameters} if result.parameters else {})
 
 
 def diagnose_case(
@@ -335,5 +353,5 @@ def diagnose_case(
         sops=prepared.sops,
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
-        rules_fault_type=rules[1],
+        rules_fault_type=rules[1], parameters=prepared.parameters,
     )

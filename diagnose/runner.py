@@ -25,7 +25,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from diagnose.cases import Case
-from diagnose.pipeline import CaseFailed, CaseRecord
+from diagnose.pipeline import CaseFailed, CaseRecord, case_failed
 from rca.atomic import write_json_atomic
 from rca.errors import InputError, RcaError
 from rca.llm.base import LLMError
@@ -128,7 +128,10 @@ def run_cases(
         if stop.is_set():
             return None
         try:
-            record = diagnose_one(case)
+            try:
+                record = diagnose_one(case)
+            except RcaError as exc:
+                raise case_failed(case, exc) from exc
         except CaseFailed as exc:
             write_json_atomic(runs_dir / f"{case.uuid}.json", exc.record.model_dump(mode="json"))
             if exc.backend_failed:

@@ -1,7 +1,10 @@
 """The nightly job: raw telemetry of CST days -> evidence index partitions.
 
-One partition is a (CST day, family) pair, family ``metric`` (APM + infra + TiDB),
-``log`` or ``trace``. The job is
+One partition is a (CST day, family) pair, the family being a registered detector
+(``preprocess.detect.DETECTORS``: ``metric`` from APM + infra + TiDB, ``log``, ``trace``).
+Every partition is built the same way: read the raw input the detector declares (the whole
+day, or hour by hour), hand it to the detector's ``build``, write the tables it returns.
+The job is
 
 * incremental: a partition whose input fingerprint (name, size, mtime of every raw
   file) equals the manifest's is skipped;
@@ -16,9 +19,9 @@ One partition is a (CST day, family) pair, family ``metric`` (APM + infra + TiDB
 * supervised: worker processes die with this process (rca/lifeline.py), and a worker that
   dies fails its partition with a message instead of a traceback.
 
-Log templates are mined by one Drain3 miner whose state lives in the index directory,
-so log partitions are built one after another in day order; metric and trace
-partitions may run in worker processes.
+A ``sequential`` detector keeps state across days in the index directory (the log
+detector's Drain3 miner), so its partitions are built one after another in day order in
+this process; the others may run in worker processes.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -39,10 +42,9 @@ from index import store
 from index.lock import writer_lock
 from index.models import LostFile
 from preprocess import layout
-from preprocess.detect_log import LOG_COUNT_SCHEMA, LogTemplateMiner, log_counts
-from preprocess.detect_metric import day_change_points, metric_series, placement
-from preprocess.detect_trace import EDGE_STATS_SCHEMA, edge_stats
-from preprocess.readers import ReaderError, ReadResult, read_day, read_logs, read_traces
+from preprocess.detect import Detector, RawInput, make_detectors
+from preprocess.readers import ReadResult, read_day, read_logs, read_traces
+from rca.errors import DataError
 from rca.lifeline import die_with_parent
 from rca.timeutil import cst_day_bounds_utc
 
@@ -83,26 +85,22 @@ class PartitionBuild:
                 self.notes.append(f"{issue.path.name}: {issue.reason}")
 
 
-def family_inputs(data_dir: Path, day: str, family: str) -> tuple[list[Path], list[str]]:
+def family_inputs(data_dir: Path, day: str, raw: RawInput) -> tuple[list[Path], list[str]]:
     """Raw files a partition is built from, and descriptions of expected files that are absent."""
     files: list[Path] = []
     missing: list[str] = []
-    if family == "metric":
-        for level in layout.APM_LEVELS:
-            found, absent = layout.apm_files(data_dir, day, level)
+    for source in raw.sources:
+        if raw.per_hour:
+            for hour in range(24):
+                found, absent = layout.hour_files(data_dir, source, day, hour)
+                files += found
+                missing += absent
+            continue
+        listings = ([layout.apm_files(data_dir, day, level) for level in layout.APM_LEVELS] if source == "apm"
+                    else [layout.infra_files(data_dir, day, family) for family in layout.INFRA_FAMILIES])
+        for found, absent in listings:
             files += [m.path for m in found]
             missing += absent
-        for infra_family in layout.INFRA_FAMILIES:
-            found, absent = layout.infra_files(data_dir, day, infra_family)
-            files += [m.path for m in found]
-            missing += absent
-    elif family in ("log", "trace"):
-        for hour in range(24):
-            found, absent = layout.hour_files(data_dir, family, day, hour)
-            files += found
-            missing += absent
-    else:
-        raise ValueError(f"unknown partition family {family!r}; expected one of {store.PARTITION_FAMILIES}")
     return files, missing
 
 
@@ -113,73 +111,59 @@ def _hour_windows(day: str) -> list[tuple[datetime, datetime]]:
             for h in range(24)]
 
 
-def build_metric_partition(*, data_dir: Path, index_dir: Path, day: str) -> PartitionBuild:
-    """Read APM and infra of one day file by file, write series, placement and change points."""
+_HOURLY_READERS = {"log": read_logs, "trace": read_traces}
+
+
+def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None) -> ReadResult:
+    """One source's rows, file by file: an unreadable file is skipped and listed in ``issues``.
+
+    Absent files are summarised once per partition by the caller, not per hour here.
+    """
+    if hour is None:
+        return read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False)
+    start, end = hour
+    return _HOURLY_READERS[source](data_dir, start=start, end=end, skip_unreadable=True, report_missing=False)
+
+
+def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day: str) -> PartitionBuild:
+    """Build one (day, detector) partition: read its raw input, build, write its tables.
+
+    A bad raw file costs that file only: it is skipped, and listed with its reason in the
+    returned ``lost_files``; the rest of the day is still built. Index-wide tables (the log
+    templates) are written before the day's tables.
+    """
     built = PartitionBuild(rows={})
-    frames: dict[str, pl.DataFrame] = {}
-    for source in ("apm", "infra"):
-        result = read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False)
-        built.take(result, source=source, hour=None)
-        frames[source] = result.frame
-    series = metric_series(apm=frames["apm"], infra=frames["infra"])
-    tables = {
-        "metric_series": series,
-        "metric_placement": placement(frames["infra"]),
-        "metric_change_points": day_change_points(series),
-    }
-    for table, frame in tables.items():
-        store.atomic_write_parquet(frame, store.table_path(index_dir, day, table))
-    built.rows = {table: frame.height for table, frame in tables.items()}
+    rows_read = 0
+
+    def chunks() -> Iterator[Mapping[str, pl.DataFrame | None]]:
+        nonlocal rows_read
+        hours: list[tuple[datetime, datetime] | None] = (
+            list(_hour_windows(day)) if detector.raw.per_hour else [None])
+        for number, hour in enumerate(hours):
+            chunk: dict[str, pl.DataFrame | None] = {}
+            for source in detector.raw.sources:
+                result = _read(source, data_dir=data_dir, day=day, hour=hour)
+                built.take(result, source=source, hour=number if hour is not None else None)
+                chunk[source] = result.frame
+            rows_read += sum(frame.height for frame in chunk.values() if frame is not None)
+            yield chunk
+
+    tables = detector.build(chunks(), state_dir=Path(index_dir))
+    ordered = sorted(detector.feature_tables, key=lambda t: t.scope != "index")
+    for table in ordered:
+        path = (store.index_table_path(index_dir, table.name) if table.scope == "index"
+                else store.table_path(index_dir, day, table.name))
+        store.atomic_write_parquet(tables[table.name], path)
+    built.rows = {t.name: tables[t.name].height for t in detector.feature_tables if t.scope != "index"}
+    if detector.raw.rows_read is not None:
+        built.rows[detector.raw.rows_read] = rows_read
     return built
 
 
-def build_trace_partition(*, data_dir: Path, index_dir: Path, day: str) -> PartitionBuild:
-    """Per-minute call-edge statistics of one day, read hour by hour to bound memory."""
-    built = PartitionBuild(rows={})
-    parts: list[pl.DataFrame] = []
-    spans_read = 0
-    for hour, (start, end) in enumerate(_hour_windows(day)):
-        result = read_traces(data_dir, start=start, end=end, skip_unreadable=True, report_missing=False)
-        built.take(result, source="trace", hour=hour)
-        spans_read += result.frame.height
-        parts.append(edge_stats(result.frame))
-    frame = pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)
-    store.atomic_write_parquet(frame, store.table_path(index_dir, day, "trace_edges"))
-    built.rows = {"trace_edges": frame.height, "spans_read": spans_read}
-    return built
-
-
-def build_log_partition(
-    *, data_dir: Path, index_dir: Path, day: str, miner: LogTemplateMiner,
-) -> PartitionBuild:
-    """Per-minute (pod, template) counts of one day; saves miner state and template table."""
-    built = PartitionBuild(rows={})
-    parts: list[pl.DataFrame] = []
-    lines_read = 0
-    for hour, (start, end) in enumerate(_hour_windows(day)):
-        result = read_logs(data_dir, start=start, end=end, skip_unreadable=True, report_missing=False)
-        built.take(result, source="log", hour=hour)
-        lines_read += result.frame.height
-        parts.append(log_counts(result.frame, miner=miner))
-    frame = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
-    # Miner state and templates first: a kill before the manifest update only re-mines
-    # this day, and the restored miner assigns the same template ids again.
-    miner.save()
-    store.atomic_write_parquet(miner.templates(), Path(index_dir) / store.TEMPLATES_NAME)
-    store.atomic_write_parquet(frame, store.table_path(index_dir, day, "log_counts"))
-    built.rows = {"log_counts": frame.height, "lines_read": lines_read}
-    return built
-
-
-def _build(family: str, *, data_dir: Path, index_dir: Path, day: str,
-           miner: LogTemplateMiner | None = None) -> PartitionBuild:
-    if family == "metric":
-        return build_metric_partition(data_dir=data_dir, index_dir=index_dir, day=day)
-    if family == "trace":
-        return build_trace_partition(data_dir=data_dir, index_dir=index_dir, day=day)
-    if miner is None:
-        raise ValueError("log partitions need the shared template miner")
-    return build_log_partition(data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
+def _build_in_worker(family: str, *, params: Mapping[str, object], data_dir: Path, index_dir: Path,
+                     day: str) -> PartitionBuild:
+    """A worker process's partition: its own detector, built from picklable params."""
+    return build_partition(make_detectors(params)[family], data_dir=data_dir, index_dir=index_dir, day=day)
 
 
 @dataclass(frozen=True)
@@ -199,15 +183,18 @@ def run_nightly(
     families: tuple[str, ...] = store.PARTITION_FAMILIES,
     force: bool = False,
     workers: int = 1,
+    detector_params: Mapping[str, object] | None = None,
     wait_for_lock: bool = False,
     on_partition_done: ProgressCallback | None = None,
 ) -> list[PartitionOutcome]:
     """Build every stale partition of ``days`` (all day directories when None).
 
-    With ``workers > 1``, metric and trace partitions run in ``workers - 1`` spawned
-    processes while log partitions (which share the template miner) run here in day order.
-    Only this process writes the manifest. The run holds the index's writer lock; another
-    writer makes it raise ``IndexBusyError`` (or wait, with ``wait_for_lock``).
+    ``detector_params`` maps a detector name to its ``Params`` (defaults when absent; see
+    ``index.params.IndexParams.detector_params``). With ``workers > 1``, partitions of
+    non-sequential detectors run in ``workers - 1`` spawned processes while sequential
+    ones (sharing state across days) run here in day order. Only this process writes the
+    manifest. The run holds the index's writer lock; another writer makes it raise
+    ``IndexBusyError`` (or wait, with ``wait_for_lock``).
     """
     data_dir, index_dir = Path(data_dir), Path(index_dir)
     if not data_dir.is_dir():
@@ -218,15 +205,21 @@ def run_nightly(
     unknown = [d for d in wanted if d not in available]
     if unknown:
         raise FileNotFoundError(f"{data_dir}: no day directory for {', '.join(unknown)}")
+    params = dict(detector_params or {})
+    detectors = make_detectors(params)
+    unknown_families = [f for f in families if f not in detectors]
+    if unknown_families:
+        raise ValueError(f"unknown partition family {unknown_families[0]!r}; expected one of {tuple(detectors)}")
     with writer_lock(index_dir, wait=wait_for_lock):
         return _run_locked(data_dir=data_dir, index_dir=index_dir, wanted=wanted, families=families, force=force,
-                           workers=workers, on_partition_done=on_partition_done)
+                           workers=workers, params=params, on_partition_done=on_partition_done)
 
 
 def _run_locked(
     *, data_dir: Path, index_dir: Path, wanted: list[str], families: tuple[str, ...], force: bool, workers: int,
-    on_partition_done: ProgressCallback | None,
+    params: dict[str, object], on_partition_done: ProgressCallback | None,
 ) -> list[PartitionOutcome]:
+    detectors = make_detectors(params)
     manifest = store.load_manifest(index_dir, rebuild_older=True)
     stale = store.remove_stale_temp_files(index_dir)
     if stale:
@@ -241,7 +234,7 @@ def _run_locked(
     todo: list[_Task] = []
     for day in wanted:
         for family in families:
-            files, missing = family_inputs(data_dir, day, family)
+            files, missing = family_inputs(data_dir, day, detectors[family].raw)
             fingerprint = store.input_fingerprint(files)
             entry = manifest.partitions.get(store.partition_key(day, family))
             if not force and entry is not None and entry.fingerprint == fingerprint:
@@ -253,27 +246,26 @@ def _run_locked(
                 log.warning("%s %s: rebuilding a damaged partition: %s", day, family, "; ".join(damaged))
             todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
-    log_tasks = [t for t in todo if t.family == "log"]
-    miner = LogTemplateMiner(state_path=index_dir / store.MINER_STATE_NAME) if log_tasks else None
+    here_tasks = [t for t in todo if detectors[t.family].sequential]
 
     def run_here(task: _Task) -> None:
         started = time.monotonic()
         try:
-            built = _build(task.family, data_dir=data_dir, index_dir=index_dir, day=task.day, miner=miner)
+            built = build_partition(detectors[task.family], data_dir=data_dir, index_dir=index_dir, day=task.day)
         except _PARTITION_ERRORS as exc:
             record(_failed(task, exc))
             return
         record(_finish(task, index_dir=index_dir, started=started, built=built))
 
-    if workers > 1 and len(todo) > len(log_tasks):
+    if workers > 1 and len(todo) > len(here_tasks):
         # Spawned, not forked: polars' thread pool does not survive a fork.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context, initializer=die_with_parent,
                                  initargs=(os.getpid(),)) as pool:
-            futures = [(task, time.monotonic(), pool.submit(_build, task.family, data_dir=data_dir,
-                                                            index_dir=index_dir, day=task.day))
-                       for task in todo if task.family != "log"]
-            for task in log_tasks:
+            futures = [(task, time.monotonic(), pool.submit(_build_in_worker, task.family, params=params,
+                                                            data_dir=data_dir, index_dir=index_dir, day=task.day))
+                       for task in todo if not detectors[task.family].sequential]
+            for task in here_tasks:
                 run_here(task)
             for task, started, future in futures:
                 try:
@@ -294,7 +286,7 @@ def _run_locked(
 
 
 # Failures that stop one partition but not the job (anything else is a bug and propagates).
-_PARTITION_ERRORS = (ReaderError, OSError, pl.exceptions.PolarsError, ValueError)
+_PARTITION_ERRORS = (DataError, OSError, pl.exceptions.PolarsError, ValueError)
 
 
 def _summarise_missing(task: _Task) -> None:

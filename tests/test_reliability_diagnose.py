@@ -45,7 +45,7 @@ def _settings(tmp_path: Path):
 
 def _candidates() -> list[Candidate]:
     cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="checkoutservice-2",
-                       text="pod_cpu_usage up 4.1x (z=9.3) on checkoutservice-2", magnitude=9.3)
+                       text="pod_cpu_usage up 4.1x (z=9.3) on checkoutservice-2", magnitude=9.3, signal="level")
     return [
         Candidate(component="checkoutservice-2", level="pod", score=0.9, evidence=[cpu]),
         Candidate(component="productcatalogservice", level="service", score=0.4, evidence=[]),
