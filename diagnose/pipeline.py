@@ -52,7 +52,6 @@ class CaseRecord:
     answer: Answer
     candidates: list[Candidate]
     missing: list[str]
-    data_status: list[ModalityStatus]
     sops: list[SopExcerpt]
     signature_matches: RunbookMatches
     prompt: Prompt
@@ -64,6 +63,7 @@ class CaseRecord:
     parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
     mode: Literal["pipeline", "react", "team"] = "pipeline"
     agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
+    data_status: list[ModalityStatus] = field(default_factory=list)  # typed; ``missing`` says it in words
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies

@@ -320,7 +320,7 @@ def concurrent_writers(world: World) -> Verdict:
     queued = [rca_popen(*args, "--wait"), rca_popen(*args, "--wait")]  # whichever is second waits
     queued_results = [(p.pid, *p.communicate(timeout=900), p.returncode) for p in queued]
     waited = [r for r in queued_results if "waiting for the index writer lock" in r[2]]
-    templates = set(store.load_templates(index).get_column("template_id"))
+    templates = set(pl.read_parquet(store.index_table_path(index, "log_templates")).get_column("template_id"))
     dangling = 0
     for day in world.days:
         counts = pl.read_parquet(store.table_path(index, day, "log_counts"))
