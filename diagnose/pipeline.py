@@ -198,10 +198,8 @@ def case_failed(case: Case, exc: RcaError) -> CaseFailed:
     """A failure from outside the pipeline's own steps (an agent mode) as a ``CaseFailed`` with a minimal record."""
     if isinstance(exc, CaseFailed):
         return exc
-    failure = CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
-                         record=_failed_record(case, exc, prepared=None, outcome=None, timings={}))
-    failure.__cause__ = exc
-    return failure
+    return CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+                      record=_failed_record(case, exc, prepared=None, outcome=None, timings={}))
 
 
 def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None, outcome: DecisionOutcome | None,

@@ -128,15 +128,15 @@ def run_cases(
         if stop.is_set():
             return None
         try:
-            try:
-                record = diagnose_one(case)
-            except RcaError as exc:
-                raise case_failed(case, exc) from exc
-        except CaseFailed as exc:
-            write_json_atomic(runs_dir / f"{case.uuid}.json", exc.record.model_dump(mode="json"))
-            if exc.backend_failed:
+            record = diagnose_one(case)
+        except RcaError as exc:
+            failure = case_failed(case, exc)  # the CaseFailed itself, or one wrapping an agent mode's error
+            write_json_atomic(runs_dir / f"{case.uuid}.json", failure.record.model_dump(mode="json"))
+            if failure.backend_failed:
                 stop.set()  # in the worker itself, before the next queued case can start
-            raise
+            if failure is exc:
+                raise
+            raise failure from exc
         write_json_atomic(runs_dir / f"{case.uuid}.json", record.to_json())
         answers.append(record.answer.to_submission(strict=strict_format))
         return record

@@ -115,13 +115,13 @@ class Diagnoser:
         """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``, failed or not."""
         path = self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json"
         try:
-            try:
-                record = self.diagnose(case)
-            except RcaError as exc:
-                raise case_failed(case, exc) from exc
-        except CaseFailed as exc:
-            write_json_atomic(path, exc.record.model_dump(mode="json"))
-            raise
+            record = self.diagnose(case)
+        except RcaError as exc:
+            failure = case_failed(case, exc)  # the CaseFailed itself, or one wrapping an agent mode's error
+            write_json_atomic(path, failure.record.model_dump(mode="json"))
+            if failure is exc:
+                raise
+            raise failure from exc
         write_json_atomic(path, record.to_json())
         return record
 
