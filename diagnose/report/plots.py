@@ -230,8 +230,8 @@ def call_graph_plot(
 ) -> Plot:
     """Layered call graph, edges coloured by log2 p95 latency change; errors dashed; roles coloured."""
     graph = nx.DiGraph()
-    for node in nodes:
-        graph.add_node(node.name)
+    for spec in nodes:
+        graph.add_node(spec.name)
     for edge in edges:
         graph.add_edge(edge.caller, edge.callee)
     layers = _layers(graph) if graph.number_of_nodes() else {}
@@ -259,31 +259,31 @@ def call_graph_plot(
         width_pt = 1.0 + 2.5 * min(1.0, math.log10(max(1, edge.calls)) / 4)
         nx.draw_networkx_edges(graph, pos, edgelist=[(u, v)], ax=ax, edge_color=[colour], width=width_pt, style=style,
                                arrows=True, arrowsize=11, node_size=1700, connectionstyle="arc3,rad=0.06")
-        labels = []
+        notes: list[str] = []
         if edge.latency_ratio and abs(change) >= 0.4:
-            labels.append(f"p95 {edge.latency_ratio:.1f}x")
+            notes.append(f"p95 {edge.latency_ratio:.1f}x")
         if error_rise >= 0.05:
-            labels.append(f"err {edge.error_rate:.0%}")
+            notes.append(f"err {edge.error_rate:.0%}")
         if edge.vanished:
-            labels.append("no calls")
-        if labels:
-            nx.draw_networkx_edge_labels(graph, pos, edge_labels={(u, v): ", ".join(labels)}, ax=ax, font_size=6,
+            notes.append("no calls")
+        if notes:
+            nx.draw_networkx_edge_labels(graph, pos, edge_labels={(u, v): ", ".join(notes)}, ax=ax, font_size=6,
                                          font_color="#7a0010", bbox={"alpha": 0.7, "color": "white", "lw": 0},
                                          connectionstyle="arc3,rad=0.06")
-    fill = {"root": ROOT_COLOUR, "victim": VICTIM_COLOUR, "candidate": CANDIDATE_COLOUR, "normal": NORMAL_COLOUR}
+    fill: dict[str, str] = {"root": ROOT_COLOUR, "victim": VICTIM_COLOUR, "candidate": CANDIDATE_COLOUR, "normal": NORMAL_COLOUR}
     for kind in ("normal", "candidate", "victim", "root"):
-        members = [n for n in graph if role.get(n, GraphNode(n)).role == kind]
+        members = [name for name in graph if role.get(name, GraphNode(name)).role == kind]
         if members:
             nx.draw_networkx_nodes(graph, pos, nodelist=members, ax=ax, node_color=fill[kind], node_size=2100 if kind == "root" else 1100,
                                    edgecolors="#222" if kind == "root" else "#667", linewidths=2.2 if kind == "root" else 0.8,
                                    node_shape="s" if kind == "root" else "o")
-    labels = {}
+    names: dict[str, str] = {}
     for n in graph:
         detail = role[n].detail if n in role else ""
-        labels[n] = n.replace("service", "\nservice") if len(n) > 12 else n
+        names[n] = n.replace("service", "\nservice") if len(n) > 12 else n
         if detail:
-            labels[n] += f"\n({detail})"
-    for n, text in labels.items():
+            names[n] += f"\n({detail})"
+    for n, text in names.items():
         is_root = role.get(n, GraphNode(n)).role == "root"
         nx.draw_networkx_labels(graph, pos, labels={n: text}, ax=ax, font_size=6.5,
                                 font_color="white" if is_root else "black", font_weight="bold" if is_root else "normal")
