@@ -99,10 +99,10 @@ def test_react_stops_at_the_step_limit():
 def test_react_final_answer_is_constrained_to_components_of_the_data():
     record, backend, toolbox = _react([_act("get_logs"), _act("final_answer"),
                                        _answer("paymentservice"), _answer("redis-cart", "network loss")])
-    action_schema = backend.requests[0]["json_schema"]
-    metrics_branch = next(b for b in action_schema["anyOf"] if b["properties"]["tool"]["const"] == "get_metrics")
-    assert metrics_branch["properties"]["args"]["properties"]["component"] == {"type": "string", "maxLength": 60}
-    assert toolbox.action_schema(component_enum=True)["anyOf"][0]["properties"]["args"]["properties"]["component"][
+    action = backend.requests[0]["json_schema"]["properties"]
+    assert action["tool"]["enum"] == toolbox.names + ["final_answer"]
+    assert action["args"]["properties"]["component"] == {"type": "string"}
+    assert toolbox.action_schema(component_enum=True)["properties"]["args"]["properties"]["component"][
         "enum"] == toolbox.components
     final_schema = backend.requests[2]["json_schema"]
     offered = [b["properties"]["component"]["const"] for b in final_schema["anyOf"]]
