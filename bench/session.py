@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from bench.interface import Agent, ActionSyntaxError, SessionTools, parse_action
+from bench.interface import ActionSyntaxError, Agent, SessionTools, parse_action
 from bench.problems import Problem
 from bench.tasks import Evaluation, SubmissionError, Task
 from rca.errors import RcaError

@@ -88,6 +88,11 @@ class DiagnoseSettings(_Section):
     # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
     confirm_fault_type: bool = False
     strict_format: bool = False  # four-field submission format (later rules)
+    # `diagnose --detect`: a window is a fault when its strongest candidate scores above
+    # this floor (calibrated on tuning seeds: `rca bench calibrate-detect`); within
+    # +-detect_margin of it the model judges the evidence instead.
+    detect_floor: float = 3.0
+    detect_margin: float = 0.25
 
 
 class PreprocessSettings(_Section):
