@@ -22,7 +22,7 @@ from typing import Any
 from bench.observe import sop_documents, sop_section
 from bench.problems import answer_level
 from diagnose.cases import Case, parse_window
-from diagnose.detect import detect_case
+from diagnose.detect import detect_case, detect_from_candidates
 from diagnose.pipeline import CaseRecord, PreparedCase
 from diagnose.service import Diagnoser
 from rca.llm.base import LLMBackend, LLMError
@@ -39,9 +39,10 @@ ACTION_PARAM = {"restart_pod": "pod", "delete_pod": "pod", "restart_deployment":
 
 def case_from_context(problem_desc: str) -> Case:
     """The case a problem text is about (``Incident <uuid>: <description>`` + window line)."""
-    first = problem_desc.splitlines()[0]
-    uuid = first.removeprefix("Incident ").split(":", 1)[0].strip()
-    start, end = parse_window(problem_desc, uuid=uuid)
+    lines = problem_desc.splitlines()
+    uuid = lines[0].removeprefix("Incident ").split(":", 1)[0].strip()
+    window = next((line for line in lines if line.startswith("Window (UTC):")), problem_desc)
+    start, end = parse_window(window, uuid=uuid)
     return Case(uuid=uuid, description=problem_desc, start=start, end=end)
 
 
@@ -171,10 +172,11 @@ class IndexAgent(ScriptedAgent):
         return self.views[case.uuid]
 
     def plan(self, case: Case, task: str) -> list[str]:
-        if task == "detection":
-            found = detect_case(case, settings=self.diagnoser.settings, evidence=self.diagnoser.evidence, model=None)
-            return [call("submit", {"fault": found.fault})]
         view = self.view(case)
+        if task == "detection":
+            found = detect_from_candidates(case, view.prepared.candidates if view.prepared else [],
+                                           settings=self.diagnoser.settings, model=None)
+            return [call("submit", {"fault": found.fault})]
         ranked = view.ranked or ["frontend"]
         top = ranked[0]
         fault_type = view.best_fit(top) if self.use_sop else None

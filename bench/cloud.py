@@ -319,7 +319,8 @@ class SimCloud:
                 for row, name in enumerate(names):
                     if name not in skip and worst[row] > KPI_LIMIT:
                         sign = "+" if (now[kpi][row] - ref[kpi][row]).mean() >= 0 else "-"
-                        bad.append(f"{name} {kpi} {sign}{worst[row]:.0%}")
+                        size = f"{worst[row]:.0%}" if worst[row] < 10 else ">999%"
+                        bad.append(f"{name} {kpi} {sign}{size}")
 
         compare(sick.pod_names, sick.pod, base.pod, set())
         compare(sick.node_names, sick.node, base.node, set(self.cordoned))

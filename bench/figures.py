@@ -33,7 +33,7 @@ def accuracy_bars(*, tasks: list[str], agents: list[str], mean: dict[tuple[str, 
         vals = [mean.get((t, agent), (np.nan, np.nan, np.nan)) for t in tasks]
         m = np.array([v[0] for v in vals])
         err = np.array([[v[0] - v[1] for v in vals], [v[2] - v[0] for v in vals]])
-        ax.bar(x + k * width - 0.4 + width / 2, m, width, yerr=np.nan_to_num(err), capsize=2, label=agent)
+        ax.bar(x + k * width - 0.4 + width / 2, m, width, yerr=np.clip(np.nan_to_num(err), 0, None), capsize=2, label=agent)
     ax.set_xticks(x, tasks)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("accuracy (95% CI)")

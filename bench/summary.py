@@ -93,6 +93,8 @@ def build_report(rows: list[Row], out_dir: Path) -> Report:
         det = []
         for agent in agents:
             group = by.get(("detection", agent), [])
+            if not group:
+                continue
             faults = [r for r in group if r.details.get("truth") is True]
             quiet = [r for r in group if r.details.get("truth") is False]
             tpr = _mean([float(r.details.get("answer") is True) for r in faults])

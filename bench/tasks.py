@@ -89,6 +89,13 @@ class Detection(Task):
     def applies(self, truth: CaseTruth) -> bool:
         return True
 
+    def problem(self, truth: CaseTruth) -> Problem:
+        # Neutral wording: the case's own description says "a fault occurred" even for a quiet window.
+        case = truth.case
+        context = (f"Incident {case.uuid}: an alert asks whether anything is wrong in this window.\n"
+                   f"Window (UTC): {case.start:%Y-%m-%dT%H:%M:%SZ} to {case.end:%Y-%m-%dT%H:%M:%SZ}.")
+        return Problem(id=f"{case.uuid}-{self.name}", task=self.name, case=case, context=context, solution=truth)
+
     def check_submission(self, args: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(args.get("fault"), bool):
             raise SubmissionError('submit needs "fault": true or false')

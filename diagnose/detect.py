@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose.cases import Case
 from diagnose.pipeline import EvidenceSource, one_level_per_service
+from index.models import Candidate
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import Settings
 from rca.timeutil import format_utc
@@ -64,10 +65,15 @@ def detect_case(case: Case, *, settings: Settings, evidence: EvidenceSource,
                 model: Callable[[], LLMBackend] | None) -> Detection:
     """Fault or not for ``case``'s window (see the module doc); ``model`` opens the backend
     only when the evidence is too close to the floor to decide alone."""
+    result = evidence.query(start=case.start, end=case.end, top_k=settings.diagnose.top_candidates * 4)
+    return detect_from_candidates(case, one_level_per_service(result.candidates), settings=settings, model=model)
+
+
+def detect_from_candidates(case: Case, candidates: Sequence[Candidate], *, settings: Settings,
+                           model: Callable[[], LLMBackend] | None) -> Detection:
+    """``detect_case`` on candidates already ranked for the window (one level per service)."""
     t0 = time.perf_counter()
     cfg = settings.diagnose
-    result = evidence.query(start=case.start, end=case.end, top_k=cfg.top_candidates * 4)
-    candidates = one_level_per_service(result.candidates)
     score = candidates[0].score if candidates else 0.0
     top = candidates[0].component if candidates else None
     floor = cfg.detect_floor
