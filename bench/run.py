@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 AGENTS: tuple[str, ...] = ("chance", "index-top1", "index-sop", "diagnoser", "react")
 MODEL_AGENTS = frozenset({"diagnoser", "react"})
 RESULTS_FILE = "results.sqlite"
-QUICK = {"cases": 3, "no_fault_windows": 2, "seed": 7, "max_steps": 5}
+QUICK = {"cases": 2, "no_fault_windows": 1, "seed": 7, "max_steps": 4}
 
 
 @dataclass(frozen=True)
