@@ -21,8 +21,10 @@ def _register() -> None:
     from app.demo import demo
     from bench.cli import app as bench_app
     from diagnose.cli import rca_diagnose
+    from diagnose.report.cli import app as report_app
     from index.cli import app as preprocess_app
     from judge.cli import app as judge_app
+    from judge.server.cli import submit_command
     from knowledge.cli import app as kb_app
     from simulate.cli import app as simulate_app
 
@@ -32,7 +34,9 @@ def _register() -> None:
     app.add_typer(judge_app, name="judge")
     app.add_typer(bench_app, name="bench")
     app.command("diagnose")(rca_diagnose)
+    app.add_typer(report_app, name="report")
     app.command("demo")(demo)
+    app.command("submit")(submit_command)
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ def simulate_command(
     start_date: str = typer.Option("2025-06-06", "--start-date", help="First CST day (YYYY-MM-DD)."),
     no_fault: int = typer.Option(0, "--no-fault-windows", min=0,
                                  help="Also write N fault-free windows as cases (truth in nofault.jsonl)."),
+    randomize: bool = typer.Option(False, "--randomize", help="Draw each fault's and day's world from wide priors (see simulate/randomize.py)."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -44,8 +45,9 @@ def simulate_command(
     if schedule is not None and not schedule.is_file():
         fail(f"--schedule {schedule}: file not found")
     try:
-        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale,
-                                    difficulty=difficulty, schedule=schedule, start_date=first_day, no_fault_windows=no_fault)
+        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize,
+                                    difficulty=difficulty, schedule=schedule, start_date=first_day,
+                                    no_fault_windows=no_fault)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "options"
