@@ -1,6 +1,7 @@
 """``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
+    diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 """
 from __future__ import annotations
@@ -27,10 +28,17 @@ def rca_diagnose(
     all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir)."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="pipeline (one prepared call) | react (tool loop) | team (specialists + judge)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="react: tool calls before the answer."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
+    detect: bool = typer.Option(False, "--detect", help="Only say whether each window holds a fault "
+                                "(evidence vs the calibrated floor; the model judges near it)."),
     strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
     self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
     confirm_fault_type: bool | None = typer.Option(
@@ -58,13 +66,21 @@ def rca_diagnose(
     settings = build_settings(
         ctx,
         overrides={
-            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir},
+            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir, "data_dir": data_dir},
             "llm": llm_overrides,
             "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
-                         "confirm_fault_type": confirm_fault_type},
+                         "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
     cases = _select_cases(settings, uuid or [], all_cases)
+    if detect:
+        try:
+            _detect(settings, cases, as_json=as_json)
+        except LLMError as exc:
+            fail(f"LLM backend failed: {exc}")
+        except FileNotFoundError as exc:
+            fail(str(exc))
+        return
     try:
         _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
@@ -118,6 +134,25 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
             records, failed = [diagnoser.diagnose_adhoc(case) for case in cases], {}
     _report(Console(), records, strict=settings.diagnose.strict_format, as_json=as_json)
     return records, failed
+
+
+def _detect(settings: Settings, cases, *, as_json: bool) -> None:
+    from diagnose.detect import detect_case
+    from diagnose.service import Diagnoser
+
+    with Diagnoser.from_settings(settings) as diagnoser:
+        found = [detect_case(case, settings=settings, evidence=diagnoser.evidence, model=lambda: diagnoser.llm)
+                 for case in cases]
+    if as_json:
+        for d in found:
+            typer.echo(d.model_dump_json())
+        return
+    table = Table(title=f"detection (floor {settings.diagnose.detect_floor:g})")
+    for column in ("uuid", "fault", "score", "decided by", "top", "reason"):
+        table.add_column(column)
+    for d in found:
+        table.add_row(d.uuid, "yes" if d.fault else "no", f"{d.score:.2f}", d.decided_by, d.top or "-", d.reason[:60])
+    Console().print(table)
 
 
 def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:

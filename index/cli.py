@@ -15,9 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
+from index.params import IndexParams
 from index.store import PARTITION_FAMILIES, IndexStoreError
 from preprocess import layout
 from rca.clisupport import build_settings, fail
+from rca.settings import SettingsError
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
                   add_completion=False)
@@ -43,6 +45,10 @@ def preprocess(
     if not data_root.is_dir():
         fail(f"{data_root}: data directory not found")
     days = layout.list_days(data_root) if all_days else sorted(set(dates))
+    try:
+        params = IndexParams.from_settings(settings.index)
+    except SettingsError as exc:
+        fail(str(exc))
     if not days:
         fail(f"{data_root}: no YYYY-MM-DD day directories")
 
@@ -56,7 +62,8 @@ def preprocess(
 
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   workers=settings.preprocess.workers, on_partition_done=advance)
+                                   workers=settings.preprocess.workers, detector_params=params.detector_params(),
+                                   on_partition_done=advance)
         except (FileNotFoundError, IndexStoreError) as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))
