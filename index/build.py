@@ -12,16 +12,15 @@ One partition is a (CST day, family) pair, family ``metric`` (APM + infra + TiDB
   hours, other families) is still built, and the partition records what was skipped.
 
 Log templates are mined by one Drain3 miner whose state lives in the index directory,
-so log partitions are built one after another in day order; metric and trace
-partitions may run in worker processes.
+so log partitions are built one after another in day order (one engine chain: each
+loads the state the previous day saved); metric and trace partitions run wherever the
+engine puts them (``index/engines.py``: this process, a process pool, or Ray tasks).
 """
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +28,8 @@ from pathlib import Path
 import polars as pl
 
 from index import store
+from index.engine_local import LocalEngine
+from index.engines import PartitionEngine, PartitionResult, PartitionTask
 from preprocess import layout
 from preprocess.detect_log import LOG_COUNT_SCHEMA, LogTemplateMiner, log_counts
 from preprocess.detect_metric import day_change_points, metric_series, placement
@@ -144,15 +145,27 @@ def build_log_partition(
     return {"log_counts": frame.height, "lines_read": lines_read}, errors
 
 
-def _build(family: str, *, data_dir: Path, index_dir: Path, day: str,
-           miner: LogTemplateMiner | None = None) -> tuple[dict[str, int], list[str]]:
+def _build(family: str, *, data_dir: Path, index_dir: Path, day: str) -> tuple[dict[str, int], list[str]]:
     if family == "metric":
         return build_metric_partition(data_dir=data_dir, index_dir=index_dir, day=day)
     if family == "trace":
         return build_trace_partition(data_dir=data_dir, index_dir=index_dir, day=day)
-    if miner is None:
-        raise ValueError("log partitions need the shared template miner")
+    # The miner state the previous log partition saved (the log chain runs in day order).
+    miner = LogTemplateMiner(state_path=Path(index_dir) / store.MINER_STATE_NAME)
     return build_log_partition(data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
+
+
+LOG_CHAIN = "log"  # engine chain of the log partitions (shared Drain3 miner state)
+
+
+def run_partition_task(task: PartitionTask) -> PartitionResult:
+    """Build one partition where the engine runs it; data failures come back in the result."""
+    started = time.monotonic()
+    try:
+        rows, errors = _build(task.family, data_dir=task.data_dir, index_dir=task.index_dir, day=task.day)
+    except _PARTITION_ERRORS as exc:
+        return PartitionResult(task=task, failure=str(exc), seconds=time.monotonic() - started)
+    return PartitionResult(task=task, rows=rows, errors=tuple(errors), seconds=time.monotonic() - started)
 
 
 @dataclass(frozen=True)
@@ -173,12 +186,13 @@ def run_nightly(
     force: bool = False,
     workers: int = 1,
     on_partition_done: ProgressCallback | None = None,
+    engine: PartitionEngine | None = None,
 ) -> list[PartitionOutcome]:
     """Build every stale partition of ``days`` (all day directories when None).
 
-    With ``workers > 1``, metric and trace partitions run in ``workers - 1`` spawned
-    processes while log partitions (which share the template miner) run here in day order.
-    Only this process writes the manifest.
+    ``engine`` places the builds (default: ``LocalEngine(workers=workers)``, where with
+    ``workers > 1`` metric and trace partitions run in ``workers - 1`` spawned processes
+    while log partitions run here in day order). Only this process writes the manifest.
     """
     data_dir, index_dir = Path(data_dir), Path(index_dir)
     if not data_dir.is_dir():
@@ -213,37 +227,16 @@ def run_nightly(
             else:
                 todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
-    log_tasks = [t for t in todo if t.family == "log"]
-    miner = LogTemplateMiner(state_path=index_dir / store.MINER_STATE_NAME) if log_tasks else None
-
-    def run_here(task: _Task) -> None:
-        started = time.monotonic()
-        try:
-            rows, errors = _build(task.family, data_dir=data_dir, index_dir=index_dir, day=task.day, miner=miner)
-        except _PARTITION_ERRORS as exc:
-            record(_failed(task, exc))
-            return
-        record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
-
-    if workers > 1 and len(todo) > len(log_tasks):
-        # Spawned, not forked: polars' thread pool does not survive a fork.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
-            futures = [(task, time.monotonic(), pool.submit(_build, task.family, data_dir=data_dir,
-                                                            index_dir=index_dir, day=task.day))
-                       for task in todo if task.family != "log"]
-            for task in log_tasks:
-                run_here(task)
-            for task, started, future in futures:
-                try:
-                    rows, errors = future.result()
-                except _PARTITION_ERRORS as exc:
-                    record(_failed(task, exc))
-                    continue
-                record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
-    else:
-        for task in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family))):
-            run_here(task)
+    tasks = [PartitionTask(day=t.day, family=t.family, data_dir=data_dir, index_dir=index_dir,
+                           chain=LOG_CHAIN if t.family == "log" else None)
+             for t in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family)))]
+    by_name = {f"{t.day}/{t.family}": t for t in todo}
+    for result in (engine or LocalEngine(workers=workers)).run(tasks, work=run_partition_task):
+        task = by_name[result.task.name]
+        if result.failure is not None:
+            record(_failed(task, result.failure))
+        else:
+            record(_finish(task, index_dir=index_dir, result=result))
     return outcomes
 
 
@@ -251,18 +244,18 @@ def run_nightly(
 _PARTITION_ERRORS = (ReaderError, OSError, pl.exceptions.PolarsError, ValueError)
 
 
-def _finish(task: _Task, *, index_dir: Path, started: float, rows: dict[str, int],
-            errors: list[str]) -> PartitionOutcome:
+def _finish(task: _Task, *, index_dir: Path, result: PartitionResult) -> PartitionOutcome:
     """Record a built partition in the manifest (its files are already in place)."""
+    errors = list(result.errors)
     store.record_partition(index_dir, day=task.day, family=task.family, entry=store.PartitionEntry(
-        fingerprint=task.fingerprint, input_files=len(task.files), rows=rows,
+        fingerprint=task.fingerprint, input_files=len(task.files), rows=result.rows,
         missing_inputs=list(task.missing) + errors, written_at=datetime.now(UTC)))
     for error in errors:
         log.error("%s %s: %s", task.day, task.family, error)
-    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=rows,
-                            seconds=time.monotonic() - started, errors=errors)
+    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=result.rows,
+                            seconds=result.seconds, errors=errors)
 
 
-def _failed(task: _Task, exc: Exception) -> PartitionOutcome:
-    log.error("%s %s: partition failed: %s", task.day, task.family, exc)
-    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[str(exc)])
+def _failed(task: _Task, failure: str) -> PartitionOutcome:
+    log.error("%s %s: partition failed: %s", task.day, task.family, failure)
+    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[failure])
