@@ -1,7 +1,7 @@
 """The nightly job on Ray: the same index as the local engine, named failures, retried dead workers.
 
-Starts one local Ray cluster (2 CPUs) for the module. The dataset is three small simulated
-days (tests/layout_fixtures.py), so the log chain carries Drain3 state across days.
+Starts one local Ray cluster (2 CPUs) for the module. The dataset is two small simulated
+days (tests/layout_fixtures.py), so the log chain carries Drain3 state from one day to the next.
 """
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from index import store
 from index.build import run_nightly, run_partition_task
 from index.engines import PartitionResult, PartitionTask
 from tests.layout_fixtures import write_day
+from tests.test_preprocess_engines import timed
 
 ray = pytest.importorskip("ray")
 
 from index.engine_ray import RayEngine  # noqa: E402  (needs ray)
 
-DAYS = ("2025-06-06", "2025-06-07", "2025-06-08")
+DAYS = ("2025-06-06", "2025-06-07")
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,15 @@ def test_a_worker_that_keeps_dying_fails_its_partition_by_name(ray_cluster, raw_
                RayEngine(workers=2, max_retries=0).run(_tasks(raw_days, tmp_path / "index"), work=crash_once)}
     assert results["metric"].failure is None
     assert results["trace"].failure is not None and "worker lost" in results["trace"].failure
+
+
+def test_ray_runs_the_log_chain_one_day_after_the_other(ray_cluster, tmp_path):
+    tasks = [PartitionTask(day=day, family=family, data_dir=tmp_path, index_dir=tmp_path,
+                           chain="log" if family == "log" else None)
+             for day in ("d1", "d2", "d3", "d4") for family in ("metric", "log", "trace")]
+    results = list(RayEngine(workers=2).run(tasks, work=timed))
+    assert sorted(r.task.name for r in results) == sorted(t.name for t in tasks)
+    chain = sorted((r for r in results if r.task.chain), key=lambda r: r.rows["started_ms"])
+    assert [r.task.day for r in chain] == ["d1", "d2", "d3", "d4"]
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert after.rows["started_ms"] >= before.rows["ended_ms"]
