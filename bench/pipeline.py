@@ -35,7 +35,7 @@ class PathResult:
 
 def simulate_problem_set(
     out_dir: Path, *, cases: int | None = None, seed: int, scale: str = "small", difficulty: float = 1.0,
-    reference_schedule: Path | None = None, per_type: int = 1,
+    reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
 
@@ -55,14 +55,14 @@ def simulate_problem_set(
         schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
         schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
     simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
-                               difficulty=difficulty, schedule=schedule_path))
+                               difficulty=difficulty, schedule=schedule_path, randomize=randomize))
     return problem_set
 
 
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:
     """Preprocess, diagnose every case with the configured LLM, and score with the challenge rules."""
     from diagnose.cases import load_cases
-    from diagnose.cli import run as diagnose_run
+    from diagnose.service import Diagnoser
     from index.build import run_nightly
 
     seconds: dict[str, float] = {}
@@ -76,7 +76,8 @@ def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Pat
     t1 = time.perf_counter()
     diagnose_settings = settings.model_copy(update={"paths": settings.paths.model_copy(update={"index_dir": index_dir})})
     cases = load_cases(problem_set.input_file)
-    diagnose_run(diagnose_settings, cases, out=result_file, print_prompt=False, as_json=False)
+    with Diagnoser.from_settings(diagnose_settings) as diagnoser:
+        diagnoser.run(cases, out=result_file)
     seconds["diagnose"] = round(time.perf_counter() - t1, 1)
 
     t2 = time.perf_counter()

@@ -93,43 +93,21 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
 
 def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool) -> tuple[list, dict[str, str]]:
     """Diagnose ``cases``; returns the case records (none with ``print_prompt``) and failures by uuid."""
-    from diagnose.pipeline import diagnose_case, prepare_case
-    from diagnose.runner import run_cases, write_json_atomic
-    from diagnose.sources import IndexEvidence, KnowledgeBase
-    from rca.llm.factory import open_backend
+    from diagnose.service import Diagnoser
 
-    evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
-    knowledge = KnowledgeBase(settings)
-    console = Console()
-    if print_prompt:
-        for case in cases:
-            prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
-            typer.echo(prepared.prompt.render())  # plain echo: no wrapping, copy-pasteable
-            typer.echo(f"(~{prepared.prompt.approx_tokens} tokens)")
-        return [], {}
-
-    strict = settings.diagnose.strict_format
-    failed: dict[str, str] = {}
-    with open_backend(settings) as llm:
-        def one(case):
-            return diagnose_case(case, settings=settings, llm=llm, evidence=evidence, knowledge=knowledge)
-
-        if out is not None:
-            concurrency = settings.llm.concurrency if settings.llm.backend == "openai" else 1
-            summary = run_cases(
-                cases, diagnose_one=one, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
-                strict_format=strict, concurrency=concurrency, show_progress=not as_json,
-            )
-            records, failed = summary.records, summary.failed
-            if summary.failed:
-                log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))
-        else:
-            records = []
+    with Diagnoser.from_settings(settings) as diagnoser:
+        if print_prompt:
             for case in cases:
-                record = one(case)
-                write_json_atomic(settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json", record.to_json())
-                records.append(record)
-    _report(console, records, strict=strict, as_json=as_json)
+                prepared = diagnoser.prepare(case)
+                typer.echo(prepared.prompt.render())  # plain echo: no wrapping, copy-pasteable
+                typer.echo(f"(~{prepared.prompt.approx_tokens} tokens)")
+            return [], {}
+        if out is not None:
+            summary = diagnoser.run(cases, out=out, show_progress=not as_json)
+            records, failed = summary.records, summary.failed
+        else:
+            records, failed = [diagnoser.diagnose_adhoc(case) for case in cases], {}
+    _report(Console(), records, strict=settings.diagnose.strict_format, as_json=as_json)
     return records, failed
 
 
@@ -142,11 +120,11 @@ def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
     for column in ("uuid", "component", "reason", "index top", "agree", "calls", "tokens in/out", "s"):
         table.add_column(column)
     for r in records:
-        usage = r.to_json()["usage"]
+        usage = r.to_record().usage
         table.add_row(
             r.uuid, r.answer.component, r.answer.reason[:70], r.candidates[0].component,
-            "yes" if r.agreed_with_index else "NO", str(usage["calls"]),
-            f"{usage['prompt_tokens']}/{usage['completion_tokens']}", f"{r.timings_s.get('total_s', 0):.1f}",
+            "yes" if r.agreed_with_index else "NO", str(usage.calls),
+            f"{usage.prompt_tokens}/{usage.completion_tokens}", f"{r.timings_s.get('total_s', 0):.1f}",
         )
     console.print(table)
 

@@ -12,6 +12,7 @@ from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
+from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import SignatureMatch
@@ -57,38 +58,42 @@ class CaseRecord:
     agreed_with_index: bool
     timings_s: dict[str, float]
 
+    def to_record(self) -> RunRecord:
+        replies = self.outcome.replies
+        return RunRecord(
+            uuid=self.uuid,
+            window=self.window,
+            answer=self.answer.model_dump(),
+            agreed_with_index=self.agreed_with_index,
+            index_top=self.candidates[0].component if self.candidates else None,
+            decision=self.outcome.decision.model_dump(),
+            repaired=self.outcome.repaired,
+            votes=self.outcome.votes,
+            first_fault_type=self.outcome.first_fault_type,
+            confirm_turn=self.outcome.confirm_turn,
+            candidates=[c.model_dump(mode="json") for c in self.candidates],
+            missing=self.missing,
+            sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in self.sops],
+            signature_matches={name: [m.render() for m in found] for name, found in self.signature_matches.items()},
+            prompt=PromptRecord(
+                messages=self.prompt.messages,
+                approx_tokens=self.prompt.approx_tokens,
+                dropped_evidence=self.prompt.dropped_evidence,
+                dropped_sops=self.prompt.dropped_sops,
+            ),
+            raw_responses=self.outcome.raw_responses,
+            usage=Usage(
+                calls=self.outcome.calls,
+                prompt_tokens=sum(r.prompt_tokens for r in replies),
+                completion_tokens=sum(r.completion_tokens for r in replies),
+                llm_seconds=round(sum(r.latency_s for r in replies), 3),
+                model=replies[0].model if replies else None,
+            ),
+            timings_s=self.timings_s,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "uuid": self.uuid,
-            "window": self.window,
-            "answer": self.answer.model_dump(),
-            "agreed_with_index": self.agreed_with_index,
-            "index_top": self.candidates[0].component if self.candidates else None,
-            "decision": self.outcome.decision.model_dump(),
-            "repaired": self.outcome.repaired,
-            "votes": self.outcome.votes,
-            "first_fault_type": self.outcome.first_fault_type,
-            "confirm_turn": self.outcome.confirm_turn,
-            "candidates": [c.model_dump(mode="json") for c in self.candidates],
-            "missing": self.missing,
-            "sops": [{"id": s.doc_id, "title": s.title, "score": s.score} for s in self.sops],
-            "signature_matches": {name: [m.render() for m in found] for name, found in self.signature_matches.items()},
-            "prompt": {
-                "messages": self.prompt.messages,
-                "approx_tokens": self.prompt.approx_tokens,
-                "dropped_evidence": self.prompt.dropped_evidence,
-                "dropped_sops": self.prompt.dropped_sops,
-            },
-            "raw_responses": self.outcome.raw_responses,
-            "usage": {
-                "calls": self.outcome.calls,
-                "prompt_tokens": sum(r.prompt_tokens for r in self.outcome.replies),
-                "completion_tokens": sum(r.completion_tokens for r in self.outcome.replies),
-                "llm_seconds": round(sum(r.latency_s for r in self.outcome.replies), 3),
-                "model": self.outcome.replies[0].model if self.outcome.replies else None,
-            },
-            "timings_s": self.timings_s,
-        }
+        return self.to_record().model_dump(mode="json")
 
 
 def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3, top: int = 2) -> tuple[str, list[str]]:

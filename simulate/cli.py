@@ -29,6 +29,7 @@ def simulate_command(
     difficulty: float = typer.Option(1.0, "--difficulty", help="Larger = smaller effects against more noise."),
     schedule: Path | None = typer.Option(None, "--schedule", help="Replay faults of a ground-truth JSONL file."),
     start_date: str = typer.Option("2025-06-06", "--start-date", help="First CST day (YYYY-MM-DD)."),
+    randomize: bool = typer.Option(False, "--randomize", help="Draw each fault's and day's world from wide priors (see simulate/randomize.py)."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -42,7 +43,7 @@ def simulate_command(
     if schedule is not None and not schedule.is_file():
         fail(f"--schedule {schedule}: file not found")
     try:
-        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale,
+        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize,
                                     difficulty=difficulty, schedule=schedule, start_date=first_day)
     except ValidationError as exc:
         first = exc.errors()[0]

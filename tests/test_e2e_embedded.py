@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from app.cli import _register, app
 from bench.report import score_file
 from diagnose.cases import load_cases
-from diagnose.cli import run as diagnose_run
+from diagnose.service import Diagnoser
 from index.build import run_nightly
 from rca.settings import load_settings
 from simulate.simulator import SimulationOptions, simulate
@@ -37,7 +37,9 @@ def test_two_cases_with_the_real_embedded_model(dataset: Path) -> None:
     })
     cases = load_cases(settings.paths.input_file)
     out = dataset / "result.jsonl"
-    records, failed = diagnose_run(settings, cases, out=out, print_prompt=False, as_json=True)
+    with Diagnoser.from_settings(settings) as diagnoser:
+        summary = diagnoser.run(cases, out=out, show_progress=False)
+    records, failed = summary.records, summary.failed
     assert failed == {}
     assert len(records) == 2
     for record in records:
@@ -45,8 +47,8 @@ def test_two_cases_with_the_real_embedded_model(dataset: Path) -> None:
         assert record.answer.component in names  # the schema enum held
         assert 2 <= len(record.answer.reasoning_trace) <= 5
         assert all(len(s.observation) <= 100 for s in record.answer.reasoning_trace)
-        usage = record.to_json()["usage"]
-        assert usage["calls"] in (1, 2) and usage["prompt_tokens"] > 200 and usage["model"]
+        usage = record.to_record().usage
+        assert usage.calls in (1, 2) and usage.prompt_tokens > 200 and usage.model
         assert (dataset / "runs" / "result" / f"{record.uuid}.json").exists()
 
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -55,8 +57,9 @@ def test_two_cases_with_the_real_embedded_model(dataset: Path) -> None:
     assert report.valid and report.overall.cases == 2 and 0.0 <= report.overall.final <= 100.0
 
     # A rerun resumes: nothing left to do, no model call needed.
-    again, failed_again = diagnose_run(settings, cases, out=out, print_prompt=False, as_json=True)
-    assert again == [] and failed_again == {}
+    with Diagnoser.from_settings(settings) as diagnoser:
+        again = diagnoser.run(cases, out=out, show_progress=False)
+    assert again.records == [] and again.failed == {} and len(again.skipped) == 2
 
 
 def test_unreachable_endpoint_exits_cleanly(dataset: Path) -> None:

@@ -1,0 +1,96 @@
+"""The composition root of the diagnoser: one object that owns the index, the knowledge base
+and the model backend, built the same way by the CLI, the demo, the benchmarks and the tests.
+
+    with Diagnoser.from_settings(settings) as diagnoser:
+        prepared = diagnoser.prepare(case)          # what the model will see; no model call
+        record = diagnoser.diagnose(case)           # one case -> CaseRecord
+        summary = diagnoser.run(cases, out=path)    # a resumable batch with run records
+
+The backend is opened lazily, so ``prepare`` (``--print-prompt``) never loads a model.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from types import TracebackType
+
+from diagnose.cases import Case
+from diagnose.pipeline import CaseRecord, EvidenceSource, KnowledgeSource, PreparedCase, diagnose_case, prepare_case
+from diagnose.runner import RunSummary, run_cases
+from rca.atomic import write_json_atomic
+from rca.llm.base import LLMBackend
+from rca.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Diagnoser:
+    """Diagnoses cases over one evidence source, one knowledge source and one model backend."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        evidence: EvidenceSource,
+        knowledge: KnowledgeSource,
+        llm: LLMBackend | None = None,
+    ) -> None:
+        self.settings = settings
+        self.evidence = evidence
+        self.knowledge = knowledge
+        self._llm = llm
+        self._stack = ExitStack()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Diagnoser:
+        """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend."""
+        from diagnose.sources import IndexEvidence, KnowledgeBase
+
+        evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
+        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase(settings))
+
+    @property
+    def llm(self) -> LLMBackend:
+        """The model backend, opened on first use and closed with the diagnoser."""
+        if self._llm is None:
+            from rca.llm.factory import open_backend
+
+            self._llm = self._stack.enter_context(open_backend(self.settings))
+        return self._llm
+
+    def __enter__(self) -> Diagnoser:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def prepare(self, case: Case) -> PreparedCase:
+        """Candidates, SOPs and the prompt for ``case``, without calling the model."""
+        return prepare_case(case, settings=self.settings, evidence=self.evidence, knowledge=self.knowledge)
+
+    def diagnose(self, case: Case) -> CaseRecord:
+        """One case through the model."""
+        return diagnose_case(case, settings=self.settings, llm=self.llm, evidence=self.evidence, knowledge=self.knowledge)
+
+    def diagnose_adhoc(self, case: Case) -> CaseRecord:
+        """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``."""
+        record = self.diagnose(case)
+        write_json_atomic(self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json", record.to_json())
+        return record
+
+    def run(self, cases: Sequence[Case], *, out: Path, show_progress: bool = True) -> RunSummary:
+        """A resumable batch: answers appended to ``out``, run records under ``<runs_dir>/<out stem>/``."""
+        settings = self.settings
+        concurrency = settings.llm.concurrency if settings.llm.backend == "openai" else 1
+        summary = run_cases(
+            cases, diagnose_one=self.diagnose, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
+            strict_format=settings.diagnose.strict_format, concurrency=concurrency, show_progress=show_progress,
+        )
+        if summary.failed:
+            log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))
+        return summary
