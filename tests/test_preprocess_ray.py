@@ -133,3 +133,39 @@ def test_ray_runs_the_log_chain_one_day_after_the_other(ray_cluster, tmp_path):
     assert [r.task.day for r in chain] == ["d1", "d2", "d3", "d4"]
     for before, after in zip(chain, chain[1:], strict=False):
         assert after.rows["started_ms"] >= before.rows["ended_ms"]
+
+
+@pytest.mark.slow
+def test_killed_ray_driver_resumes_like_the_local_job(raw_days, tmp_path):
+    """SIGKILL of `rca preprocess --engine ray` mid-run: its local cluster goes with it, finished
+    partitions survive, and the rerun builds only the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    index = tmp_path / "index"
+    command = [sys.executable, "-m", "app.cli", "-q", "preprocess", "--data-dir", str(raw_days),
+               "--index-dir", str(index), "--all", "--engine", "ray", "--workers", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if (index / store.MANIFEST_NAME).exists() and store.load_manifest(index).partitions:
+            break
+        time.sleep(0.05)
+    cluster = psutil.Process(process.pid).children(recursive=True)
+    assert cluster  # gcs_server, raylet, workers
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done_before = set(store.load_manifest(index).partitions)
+    assert done_before and len(done_before) < len(DAYS) * len(store.PARTITION_FAMILIES)
+    _, alive = psutil.wait_procs(cluster, timeout=60)
+    assert not alive, [p.pid for p in alive]  # Ray's processes share the driver's fate
+
+    outcomes = run_nightly(data_dir=raw_days, index_dir=index)
+    statuses = {f"{o.day}/{o.family}": o.status for o in outcomes}
+    assert all(statuses[key] == "skipped" for key in done_before)
+    assert len(store.load_manifest(index).partitions) == len(DAYS) * len(store.PARTITION_FAMILIES)
+    assert not list(index.rglob(".*.tmp"))
