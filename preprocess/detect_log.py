@@ -150,7 +150,7 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
         .join(mapping, on="masked", how="left")
         .group_by("time", "pod", "node", "template_id")
         .agg(pl.col("count").sum(), _most_frequent("masked").alias("example"))
-        .sort("time", "pod", "template_id")
+        .sort("time", "pod", "node", "template_id")  # the whole group key: a reproducible file
         .cast(LOG_COUNT_SCHEMA)
     )
 

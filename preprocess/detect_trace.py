@@ -129,7 +129,9 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
             pl.col("latency_us").quantile(0.95, "nearest").alias("p95_us"),
             pl.col("latency_us").mean().alias("mean_us"),
         )
-        .sort("time", "caller", "callee")
+        # The whole group key: group_by's row order varies run to run, and ties on a shorter
+        # key would make the written file differ between two builds of the same day.
+        .sort("time", *EDGE_KEY)
         .cast(EDGE_STATS_SCHEMA)
     )
 
