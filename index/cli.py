@@ -20,10 +20,12 @@ from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
 from index.engines import make_engine
+from index.params import IndexParams
 from index.store import PARTITION_FAMILIES, IndexStoreError
 from preprocess import layout
 from rca.clisupport import build_settings, fail
 from rca.errors import InputError
+from rca.settings import SettingsError
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
                   add_completion=False)
@@ -53,6 +55,10 @@ def preprocess(
     if not data_root.is_dir():
         fail(f"{data_root}: data directory not found")
     days = layout.list_days(data_root) if all_days else sorted(set(dates))
+    try:
+        params = IndexParams.from_settings(settings.index)
+    except SettingsError as exc:
+        fail(str(exc))
     if not days:
         fail(f"{data_root}: no YYYY-MM-DD day directories")
     try:
@@ -71,8 +77,8 @@ def preprocess(
 
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   workers=settings.preprocess.workers, on_partition_done=advance,
-                                   engine=partition_engine)
+                                   workers=settings.preprocess.workers, detector_params=params.detector_params(),
+                                   on_partition_done=advance, engine=partition_engine)
         except (FileNotFoundError, IndexStoreError) as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))

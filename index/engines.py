@@ -19,7 +19,7 @@ The contract every engine keeps:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -39,6 +39,7 @@ class PartitionTask:
     data_dir: Path
     index_dir: Path
     chain: str | None = None  # tasks of one chain run one at a time, in order
+    params: Mapping[str, object] = field(default_factory=dict)  # picklable detector params, by family
 
     @property
     def name(self) -> str:

@@ -19,6 +19,7 @@ from tests.test_preprocess_engines import timed
 ray = pytest.importorskip("ray")
 
 from index.engine_ray import RayEngine  # noqa: E402  (needs ray)
+from preprocess.detect_log import MINER_STATE_NAME  # noqa: E402
 
 DAYS = ("2025-06-06", "2025-06-07")
 
@@ -62,7 +63,7 @@ def test_ray_index_is_byte_identical_to_local(ray_cluster, raw_days, local_index
     for name, data in local_files.items():
         assert ray_files[name] == data, name
     # The miner state the next night starts from is the same too, so template ids stay equal.
-    assert (tmp_path / store.MINER_STATE_NAME).read_bytes() == (local_index / store.MINER_STATE_NAME).read_bytes()
+    assert (tmp_path / MINER_STATE_NAME).read_bytes() == (local_index / MINER_STATE_NAME).read_bytes()
 
     local_manifest, ray_manifest = store.load_manifest(local_index), store.load_manifest(tmp_path)
     assert local_manifest.partitions.keys() == ray_manifest.partitions.keys()
@@ -75,7 +76,7 @@ def test_ray_index_is_byte_identical_to_local(ray_cluster, raw_days, local_index
 
 
 def test_failing_partitions_are_named_and_the_others_finish(ray_cluster, raw_days, tmp_path):
-    state = tmp_path / store.MINER_STATE_NAME
+    state = tmp_path / MINER_STATE_NAME
     state.write_bytes(b"not a Drain3 state")  # a corrupt stored artefact: every log partition fails on it
     outcomes = run_nightly(data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
     by_family: dict[str, set[str]] = {}
