@@ -28,6 +28,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "preprocess": LazyCommand("index.cli", "app", "Preprocess raw telemetry into the evidence index (the nightly job)."),
     "kb": LazyCommand("knowledge.cli", "app", "SOP knowledge base: documents, validation, Chroma index, search."),
     "judge": LazyCommand("judge.cli", "app", "Score result files (challenge rules or the QA judge)."),
+    "bench": LazyCommand("bench.cli", "app", "Evaluate RCA agents on problems built from a dataset."),
     "diagnose": LazyCommand("diagnose.cli", "rca_diagnose", "Diagnose cases with the LLM over indexed evidence."),
     "report": LazyCommand("diagnose.report.cli", "app", "Render case reports (self-contained HTML) from run records."),
     "demo": LazyCommand("app.demo", "demo", "Simulate, index and diagnose a few cases end to end."),

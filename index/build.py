@@ -16,22 +16,20 @@ The job is
   partition records the lost files in the manifest, so a rerun still reports the loss and
   a query tells the model which data is missing;
 * exclusive: the whole run holds the index's writer lock (index/lock.py);
-* supervised: worker processes die with this process (rca/lifeline.py), and a worker that
-  dies fails its partition with a message instead of a traceback.
+* supervised: local worker processes die with this process (rca/lifeline.py), and a
+  worker that dies fails its partitions with a message instead of a traceback
+  (index/engine_local.py).
 
 A ``sequential`` detector keeps state across days in the index directory (the log
-detector's Drain3 miner), so its partitions are built one after another in day order in
-this process; the others may run in worker processes.
+detector's Drain3 miner), so its partitions form one engine chain: built one after
+another in day order, each loading the state the previous day saved. The others run
+wherever the engine puts them (``index/engines.py``: this process, a process pool, Ray).
 """
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,13 +37,14 @@ from pathlib import Path
 import polars as pl
 
 from index import store
+from index.engine_local import LocalEngine
+from index.engines import PartitionEngine, PartitionResult, PartitionTask
 from index.lock import writer_lock
 from index.models import LostFile
 from preprocess import layout
 from preprocess.detect import Detector, RawInput, make_detectors
 from preprocess.readers import ReadResult, read_day, read_logs, read_traces
 from rca.errors import DataError
-from rca.lifeline import die_with_parent
 from rca.timeutil import cst_day_bounds_utc
 
 log = logging.getLogger(__name__)
@@ -160,10 +159,21 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
     return built
 
 
-def _build_in_worker(family: str, *, params: Mapping[str, object], data_dir: Path, index_dir: Path,
-                     day: str) -> PartitionBuild:
-    """A worker process's partition: its own detector, built from picklable params."""
-    return build_partition(make_detectors(params)[family], data_dir=data_dir, index_dir=index_dir, day=day)
+def run_partition_task(task: PartitionTask) -> PartitionResult:
+    """Build one partition where the engine runs it; data failures come back in the result.
+
+    The detector is made here from the task's picklable params; a sequential one loads the
+    state its previous partition saved in the index directory (the engine ran that one first).
+    """
+    started = time.monotonic()
+    try:
+        detector = make_detectors(task.params)[task.family]
+        built = build_partition(detector, data_dir=task.data_dir, index_dir=task.index_dir, day=task.day)
+    except _PARTITION_ERRORS as exc:
+        return PartitionResult(task=task, failure=str(exc), seconds=time.monotonic() - started)
+    return PartitionResult(task=task, rows=built.rows, errors=tuple(f"{f.name()}: {f.reason}" for f in built.lost_files),
+                           lost_files=tuple(built.lost_files), notes=tuple(built.notes),
+                           seconds=time.monotonic() - started)
 
 
 @dataclass(frozen=True)
@@ -186,15 +196,17 @@ def run_nightly(
     detector_params: Mapping[str, object] | None = None,
     wait_for_lock: bool = False,
     on_partition_done: ProgressCallback | None = None,
+    engine: PartitionEngine | None = None,
 ) -> list[PartitionOutcome]:
     """Build every stale partition of ``days`` (all day directories when None).
 
     ``detector_params`` maps a detector name to its ``Params`` (defaults when absent; see
-    ``index.params.IndexParams.detector_params``). With ``workers > 1``, partitions of
-    non-sequential detectors run in ``workers - 1`` spawned processes while sequential
-    ones (sharing state across days) run here in day order. Only this process writes the
-    manifest. The run holds the index's writer lock; another writer makes it raise
-    ``IndexBusyError`` (or wait, with ``wait_for_lock``).
+    ``index.params.IndexParams.detector_params``). ``engine`` places the builds (default
+    ``LocalEngine(workers=workers)``: with ``workers > 1``, partitions of non-sequential
+    detectors run in ``workers - 1`` spawned processes while sequential ones, sharing state
+    across days, run here in day order). Only this process writes the manifest. The run
+    holds the index's writer lock; another writer makes it raise ``IndexBusyError`` (or
+    wait, with ``wait_for_lock``).
     """
     data_dir, index_dir = Path(data_dir), Path(index_dir)
     if not data_dir.is_dir():
@@ -212,12 +224,12 @@ def run_nightly(
         raise ValueError(f"unknown partition family {unknown_families[0]!r}; expected one of {tuple(detectors)}")
     with writer_lock(index_dir, wait=wait_for_lock):
         return _run_locked(data_dir=data_dir, index_dir=index_dir, wanted=wanted, families=families, force=force,
-                           workers=workers, params=params, on_partition_done=on_partition_done)
+                           workers=workers, params=params, on_partition_done=on_partition_done, engine=engine)
 
 
 def _run_locked(
     *, data_dir: Path, index_dir: Path, wanted: list[str], families: tuple[str, ...], force: bool, workers: int,
-    params: dict[str, object], on_partition_done: ProgressCallback | None,
+    params: dict[str, object], on_partition_done: ProgressCallback | None, engine: PartitionEngine | None,
 ) -> list[PartitionOutcome]:
     detectors = make_detectors(params)
     manifest = store.load_manifest(index_dir, rebuild_older=True)
@@ -246,42 +258,16 @@ def _run_locked(
                 log.warning("%s %s: rebuilding a damaged partition: %s", day, family, "; ".join(damaged))
             todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
-    here_tasks = [t for t in todo if detectors[t.family].sequential]
-
-    def run_here(task: _Task) -> None:
-        started = time.monotonic()
-        try:
-            built = build_partition(detectors[task.family], data_dir=data_dir, index_dir=index_dir, day=task.day)
-        except _PARTITION_ERRORS as exc:
-            record(_failed(task, exc))
-            return
-        record(_finish(task, index_dir=index_dir, started=started, built=built))
-
-    if workers > 1 and len(todo) > len(here_tasks):
-        # Spawned, not forked: polars' thread pool does not survive a fork.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context, initializer=die_with_parent,
-                                 initargs=(os.getpid(),)) as pool:
-            futures = [(task, time.monotonic(), pool.submit(_build_in_worker, task.family, params=params,
-                                                            data_dir=data_dir, index_dir=index_dir, day=task.day))
-                       for task in todo if not detectors[task.family].sequential]
-            for task in here_tasks:
-                run_here(task)
-            for task, started, future in futures:
-                try:
-                    built = future.result()
-                except BrokenProcessPool as exc:
-                    record(_failed(task, RuntimeError(
-                        f"worker process died before finishing ({exc}); killed or out of memory? "
-                        "Rerun to build this partition")))
-                    continue
-                except _PARTITION_ERRORS as exc:
-                    record(_failed(task, exc))
-                    continue
-                record(_finish(task, index_dir=index_dir, started=started, built=built))
-    else:
-        for task in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family))):
-            run_here(task)
+    tasks = [PartitionTask(day=t.day, family=t.family, data_dir=data_dir, index_dir=index_dir, params=params,
+                           chain=t.family if detectors[t.family].sequential else None)
+             for t in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family)))]
+    by_name = {f"{t.day}/{t.family}": t for t in todo}
+    for result in (engine or LocalEngine(workers=workers)).run(tasks, work=run_partition_task):
+        task = by_name[result.task.name]
+        if result.failure is not None:
+            record(_failed(task, result.failure))
+        else:
+            record(_finish(task, index_dir=index_dir, result=result))
     return outcomes
 
 
@@ -297,21 +283,20 @@ def _summarise_missing(task: _Task) -> None:
         log.warning("%s %s: %d expected input(s) absent: %s", task.day, task.family, len(task.missing), shown)
 
 
-def _finish(task: _Task, *, index_dir: Path, started: float, built: PartitionBuild) -> PartitionOutcome:
+def _finish(task: _Task, *, index_dir: Path, result: PartitionResult) -> PartitionOutcome:
     """Record a built partition in the manifest (its files are already in place)."""
     store.record_partition(index_dir, day=task.day, family=task.family, entry=store.PartitionEntry(
-        fingerprint=task.fingerprint, input_files=len(task.files), rows=built.rows,
-        missing_inputs=list(task.missing), lost_files=built.lost_files,
+        fingerprint=task.fingerprint, input_files=len(task.files), rows=result.rows,
+        missing_inputs=list(task.missing), lost_files=list(result.lost_files),
         table_sizes=store.table_sizes(index_dir, task.day, task.family), written_at=datetime.now(UTC)))
     _summarise_missing(task)
-    for lost in built.lost_files:
+    for lost in result.lost_files:
         log.error("%s %s: lost file %s: %s", task.day, task.family, lost.path, lost.reason)
-    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=built.rows,
-                            seconds=time.monotonic() - started,
-                            errors=[f"{lost.name()}: {lost.reason}" for lost in built.lost_files],
-                            lost_files=built.lost_files, notes=built.notes)
+    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=result.rows,
+                            seconds=result.seconds, errors=list(result.errors),
+                            lost_files=list(result.lost_files), notes=list(result.notes))
 
 
-def _failed(task: _Task, exc: Exception) -> PartitionOutcome:
-    log.error("%s %s: partition failed: %s", task.day, task.family, exc)
-    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[str(exc)])
+def _failed(task: _Task, failure: str) -> PartitionOutcome:
+    log.error("%s %s: partition failed: %s", task.day, task.family, failure)
+    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[failure])

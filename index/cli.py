@@ -1,6 +1,10 @@
 """``rca preprocess``: build or refresh the evidence index from raw telemetry (the nightly job).
 
     rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--force] [--wait]
+                   [--engine local|ray] [--ray-address ADDRESS]
+
+``--engine ray`` builds each partition as a Ray task (``index/engine_ray.py``): on the
+cluster at ``--ray-address``, or on a local cluster of ``--workers`` CPUs started for the run.
 
 Shows a progress bar and a summary table naming every unreadable file. Exit status:
 
@@ -22,11 +26,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
+from index.engines import make_engine
 from index.lock import IndexBusyError
 from index.params import IndexParams
 from index.store import PARTITION_FAMILIES, IndexStoreError
 from preprocess import layout
 from rca.clisupport import build_settings, fail
+from rca.errors import InputError
 from rca.settings import SettingsError
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
@@ -43,11 +49,15 @@ def preprocess(
     workers: int = typer.Option(None, "--workers", min=1, help="Processes for metric/trace partitions."),
     force: bool = typer.Option(False, "--force", help="Rebuild partitions even when inputs are unchanged."),
     wait: bool = typer.Option(False, "--wait", help="Wait for another run's index lock instead of refusing."),
+    engine: str = typer.Option(None, "--engine", help="Where partitions are built: local or ray."),
+    ray_address: str = typer.Option(None, "--ray-address",
+                                    help="Ray cluster to join (with --engine ray); none: a local cluster."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     settings = build_settings(ctx, {"paths": {"data_dir": data_dir, "index_dir": index_dir},
-                                    "preprocess": {"workers": workers}})
+                                    "preprocess": {"workers": workers, "engine": engine,
+                                                   "ray_address": ray_address}})
     if bool(dates) == all_days:
         fail("give either --date YYYY-MM-DD (repeatable) or --all")
     data_root, index_root = settings.paths.data_dir, settings.paths.index_dir
@@ -60,6 +70,11 @@ def preprocess(
         fail(str(exc))
     if not days:
         fail(f"{data_root}: no YYYY-MM-DD day directories")
+    try:
+        partition_engine = make_engine(settings.preprocess.engine, workers=settings.preprocess.workers,
+                                       ray_address=settings.preprocess.ray_address)
+    except InputError as exc:
+        fail(str(exc))
 
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -72,7 +87,7 @@ def preprocess(
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
                                    workers=settings.preprocess.workers, detector_params=params.detector_params(),
-                                   wait_for_lock=wait, on_partition_done=advance)
+                                   wait_for_lock=wait, on_partition_done=advance, engine=partition_engine)
         except IndexBusyError as exc:
             fail(str(exc), code=EXIT_BUSY)
         except (FileNotFoundError, IndexStoreError) as exc:

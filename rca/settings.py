@@ -126,10 +126,19 @@ class DiagnoseSettings(_Section):
     react_max_steps: int = Field(default=3, ge=1, le=12)  # model-chosen tool calls before the final answer
     team_max_rounds: int = Field(default=2, ge=1, le=4)  # judge send-backs + 1
     observation_chars: int = Field(default=1200, ge=200, le=8000)  # bound of one tool observation
+    # `diagnose --detect`: a window is a fault when its strongest candidate scores above
+    # this floor (calibrated on tuning seeds: `rca bench calibrate-detect`); within
+    # +-detect_margin of it the model judges the evidence instead.
+    detect_floor: float = 2.14  # rca bench calibrate-detect, seeds 101+102 (16 faults, 12 quiet): balanced acc 1.0
+    detect_margin: float = 0.25
 
 
 class PreprocessSettings(_Section):
     workers: int = 1
+    # Where partitions are built (index/engines.py): "local" (this machine) or "ray"
+    # (a Ray cluster at ray_address, or a local one started for the run when it is empty).
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
 
 
 class IndexSettings(_Section):
