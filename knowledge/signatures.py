@@ -16,7 +16,8 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   matches a log stream that stopped;
 * ``trace:<signal>``: trace evidence of that signal: ``latency`` or ``errors`` on calls
   into the component, ``calls_stopped`` (calls into it vanished), ``fanout`` (the
-  component's own calls to several services went wrong at once);
+  component's own calls to several services went wrong at once; a fan-out of errors also
+  counts as ``errors``);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
 
 Clues match evidence data (``Observation``: the index's ``EvidenceItem``), never the
@@ -51,6 +52,7 @@ class Observation(Protocol):
     key: str
     direction: str
     example: str  # log: the quoted log line
+    fanout_signal: str | None  # fanout: what the caller pod's calls showed (errors | latency)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,9 @@ class Clue:
             direction_ok = self.direction == "any" or item.direction == self.direction
             return direction_ok and fnmatch.fnmatchcase(item.key, self.pattern)
         if self.modality == "trace":
-            return item.signal == self.pattern
+            # A fan-out of errors is errors on the component's own calls: it counts as errors too.
+            return item.signal == self.pattern or (
+                self.pattern == "errors" and item.signal == "fanout" and item.fanout_signal == "errors")
         if self.pattern == "silent":
             return item.signal == "silent"
         return self.pattern.lower() in item.example.lower()

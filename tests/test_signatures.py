@@ -52,6 +52,8 @@ def trace(signal: str, component: str = "checkoutservice") -> EvidenceItem:
     ("trace:latency", trace("errors"), False),
     ("trace:latency", metric("rrt"), False),
     ("trace:fanout", trace("fanout"), True),
+    ("trace:errors", trace("fanout").model_copy(update={"fanout_signal": "errors"}), True),
+    ("trace:errors", trace("fanout").model_copy(update={"fanout_signal": "latency"}), False),
     ("log:connection refused|trace:calls_stopped", trace("calls_stopped"), True),
     ("log:silent", metric("request", "silent"), False),
 ])
