@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench.intervals import bootstrap_interval
 from diagnose.cases import load_cases
+from index.params import IndexParams
 from index.query import known_components, query_window
 from judge.groundtruth import load_truth
 
@@ -58,7 +59,7 @@ class IndexEvaluation:
         return [c for c in self.cases if not c.hits[k]]
 
 
-def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, baseline_minutes: int) -> IndexEvaluation:
+def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: IndexParams) -> IndexEvaluation:
     truths = {t.uuid: t for t in load_truth(gt_file)}
     result = IndexEvaluation()
     for case in load_cases(input_file):
@@ -66,7 +67,7 @@ def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, baseline
         if truth is None:
             log.warning("case %s has no ground truth; skipped", case.uuid)
             continue
-        found = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), baseline_minutes=baseline_minutes)
+        found = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), params=params)
         ranking = [c.component for c in found.candidates]
         universe = known_components(index_dir, start=case.start, end=case.end)
         answers = set(truth.instance)

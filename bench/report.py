@@ -58,6 +58,7 @@ class ModelShare:
     rules_only: ChallengeReport
     difference: tuple[float, float, float]  # mean per-case (LA + TA)/2 gain of the model, 95% interval
     differing: list[dict[str, Any]]
+    records: int  # cases with a recorded rules-only answer (pipeline mode records them)
 
 
 def _case_points(report: ChallengeReport) -> dict[str, float]:
@@ -95,4 +96,4 @@ def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings
             "model_points": model_points[uuid], "rules_points": rule_points[uuid],
             "component_right": {"model": outcomes[uuid].component_right, "rules": rule_outcomes[uuid].component_right},
         })
-    return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing)
+    return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing, records=len(shared))

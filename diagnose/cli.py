@@ -1,7 +1,8 @@
 """``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
-    rca diagnose --all --out result.jsonl
+    diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
+    rca diagnose --all --out result.jsonl [--report-dir reports/]
 """
 from __future__ import annotations
 
@@ -27,10 +28,17 @@ def rca_diagnose(
     all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir)."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="pipeline (one prepared call) | react (tool loop) | team (specialists + judge)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="react: tool calls before the answer."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
+    detect: bool = typer.Option(False, "--detect", help="Only say whether each window holds a fault "
+                                "(evidence vs the calibrated floor; the model judges near it)."),
     strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
     self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
     confirm_fault_type: bool | None = typer.Option(
@@ -39,6 +47,8 @@ def rca_diagnose(
     model: str | None = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
+    report: bool = typer.Option(False, "--report", help="Write an HTML case page per case (to --report-dir)."),
+    report_dir: Path | None = typer.Option(None, "--report-dir", help="Case pages + index.html here (implies --report; default <runs_dir>/reports)."),
     config: Path | None = typer.Option(None, "--config", help="TOML config file."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
 ) -> None:
@@ -56,19 +66,34 @@ def rca_diagnose(
     settings = build_settings(
         ctx,
         overrides={
-            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir},
+            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir, "data_dir": data_dir},
             "llm": llm_overrides,
             "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
-                         "confirm_fault_type": confirm_fault_type},
+                         "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
     cases = _select_cases(settings, uuid or [], all_cases)
+    if detect:
+        try:
+            _detect(settings, cases, as_json=as_json)
+        except LLMError as exc:
+            fail(f"LLM backend failed: {exc}")
+        except FileNotFoundError as exc:
+            fail(str(exc))
+        return
     try:
         _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
     except (FileNotFoundError, LookupError) as exc:
         fail(str(exc))
+    if (report or report_dir is not None) and not print_prompt:
+        from diagnose.report.case import write_reports_for_cases
+
+        batch = settings.paths.runs_dir / (out.stem if out is not None else "adhoc")
+        index = write_reports_for_cases([c.uuid for c in cases], runs_dir=batch, settings=settings,
+                                        out_dir=report_dir or settings.paths.runs_dir / "reports")
+        typer.echo(f"case report(s): {index}", err=True)  # stderr: stdout carries the answers
     if failed:
         raise typer.Exit(1)
 
@@ -109,6 +134,25 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
             records, failed = [diagnoser.diagnose_adhoc(case) for case in cases], {}
     _report(Console(), records, strict=settings.diagnose.strict_format, as_json=as_json)
     return records, failed
+
+
+def _detect(settings: Settings, cases, *, as_json: bool) -> None:
+    from diagnose.detect import detect_case
+    from diagnose.service import Diagnoser
+
+    with Diagnoser.from_settings(settings) as diagnoser:
+        found = [detect_case(case, settings=settings, evidence=diagnoser.evidence, model=lambda: diagnoser.llm)
+                 for case in cases]
+    if as_json:
+        for d in found:
+            typer.echo(d.model_dump_json())
+        return
+    table = Table(title=f"detection (floor {settings.diagnose.detect_floor:g})")
+    for column in ("uuid", "fault", "score", "decided by", "top", "reason"):
+        table.add_column(column)
+    for d in found:
+        table.add_row(d.uuid, "yes" if d.fault else "no", f"{d.score:.2f}", d.decided_by, d.top or "-", d.reason[:60])
+    Console().print(table)
 
 
 def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:

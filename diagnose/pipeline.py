@@ -4,15 +4,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
-from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
+from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import SignatureMatch
@@ -59,11 +59,16 @@ class CaseRecord:
     timings_s: dict[str, float]
     rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
     rules_fault_type: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies
         return RunRecord(
             uuid=self.uuid,
+            mode=self.mode,
+            agent_calls=self.agent_calls,
             window=self.window,
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,
@@ -94,6 +99,7 @@ class CaseRecord:
             timings_s=self.timings_s,
             rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
             rules_fault_type=self.rules_fault_type,
+            parameters=self.parameters,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -207,6 +213,7 @@ class PreparedCase:
     signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource) -> PreparedCase:
@@ -234,7 +241,8 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         runbook_matches=matches,
     )
     return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops,
-                        signature_matches=matches, prompt=prompt, timings_s=timings)
+                        signature_matches=matches, prompt=prompt, timings_s=timings,
+                        parameters={"index": result.parameters} if result.parameters else {})
 
 
 def diagnose_case(
@@ -275,5 +283,5 @@ def diagnose_case(
         answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops,
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
-        rules_fault_type=rules[1],
+        rules_fault_type=rules[1], parameters=prepared.parameters,
     )

@@ -23,6 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.index_eval import KS, IndexEvaluation, evaluate_index
+from index.params import IndexParams
+from rca.settings import load_settings
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 TUNING_SEEDS = range(100, 200)
@@ -74,11 +76,12 @@ def main() -> int:
     parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
     parser.add_argument("--difficulty", type=float, default=1.0)
     parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
-    parser.add_argument("--baseline-minutes", type=int, default=30)
+    parser.add_argument("--config", type=Path, default=None, help="TOML config whose [index] section to use")
+    parser.add_argument("--baseline-minutes", type=int, default=None, help="overrides [index] baseline_minutes")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    console = Console()
+    console = Console(width=140)
 
     sets: list[tuple[Path, Path, Path, Path]] = []
     if args.simulate_seed:
@@ -95,10 +98,12 @@ def main() -> int:
     else:
         parser.error("give --data-dir, --index-dir and --gt, or --simulate-seed S")
 
+    overrides = {"index": {"baseline_minutes": args.baseline_minutes}}
+    params = IndexParams.from_settings(load_settings(config_path=args.config, overrides=overrides).index)
     evaluation = IndexEvaluation()
     for _, index_dir, input_file, gt_file in sets:
         evaluation.cases += evaluate_index(index_dir=index_dir, input_file=input_file, gt_file=gt_file,
-                                           baseline_minutes=args.baseline_minutes).cases
+                                           params=params).cases
     seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
     console.print(report(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
     if args.show_misses:

@@ -5,6 +5,7 @@ import json
 from datetime import timedelta
 
 from bench.index_eval import evaluate_index
+from index.params import IndexParams
 from tests.test_index_query import FAULT_END, FAULT_START, T0, build_world, write_world
 
 
@@ -24,7 +25,7 @@ def test_eval_reports_hits_and_chance(tmp_path):
         {"uuid": "wrong-2", "instance": ["shippingservice", "paymentservice"]},
     ]))
     results = evaluate_index(index_dir=tmp_path, input_file=tmp_path / "input.json",
-                             gt_file=tmp_path / "gt.jsonl", baseline_minutes=30)
+                             gt_file=tmp_path / "gt.jsonl", params=IndexParams())
     cases = results.by_type()["cpu stress"]
     assert len(cases) == 2
     ac1, low, high = results.accuracy(cases, 1)
