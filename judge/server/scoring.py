@@ -8,7 +8,7 @@ per-fault-type / per-level breakdown, never a per-case outcome (that would revea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from judge.challenge import score_challenge
@@ -97,6 +97,7 @@ def score_answers(
     check = check_submission(lines, truth_uuids=spec.case_ids, rules=spec.rules)
     report = score_challenge(list(spec.truth), check, rules=spec.rules, embedder=embedder,
                              semantic_threshold=semantic_threshold)
-    summary = report.to_json()
-    summary.pop("cases", None)
+    # Per-case outcomes stay out (they reveal the truth); dropping them first also skips converting them.
+    summary = replace(report, cases=[]).to_json()
+    del summary["cases"]
     return ScoreOutcome(score=report.overall.final, summary=summary)
