@@ -1,7 +1,8 @@
-"""Benchmarks in the spirit of AIOpsLab: problem sets, agents behind one interface, reports.
+"""An evaluation harness for RCA agents in the spirit of AIOpsLab (see bench/README.md).
 
-- ``problems``: a problem is a case (task + window) with its solution (ground truth);
-  problem sets come from simulated datasets, with schedules covering every fault type.
-- ``agents``: anything that turns cases into an answer file (the LLM diagnoser here).
-- ``report``: challenge score through ``judge/`` plus cost figures from run records.
+Problems ⟨task, context, solution⟩ at four task levels (``problems``, ``tasks``), the
+agent-cloud interface and sessions (``interface``, ``session``), an interactive simulated
+cloud for mitigation (``cloud``), agents and baselines (``agents``), a SQLite results store
+(``store``) and reports (``summary``, ``figures``); plus the full-path benchmark of
+``rca demo`` (``pipeline``, ``report``).
 """

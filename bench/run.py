@@ -97,7 +97,8 @@ class AgentFactory:
 
 
 def prepare_index(settings: Settings, *, dataset: Path, out: Path) -> Settings:
-    """Preprocess the dataset into ``<out>/index`` (incremental) and point the settings at it."""
+    """Preprocess the dataset into ``<out>/index`` (incremental) and point the settings at it
+    (and at ``<out>/kb``, ``<out>/runs`` and the dataset's raw telemetry)."""
     from index.build import run_nightly
 
     index_dir = out / "index"
@@ -106,7 +107,10 @@ def prepare_index(settings: Settings, *, dataset: Path, out: Path) -> Settings:
     if failed:
         raise InputError(f"preprocessing {dataset} failed for {', '.join(f'{o.day}/{o.family}' for o in failed)}")
     return settings.model_copy(update={"paths": settings.paths.model_copy(update={
-        "index_dir": index_dir, "runs_dir": out / "runs", "data_dir": dataset})})
+        "index_dir": index_dir, "runs_dir": out / "runs", "data_dir": dataset,
+        # The benchmark's own knowledge store: the shared user cache is rewritten by every
+        # checkout whose SOPs differ, and a run must not read it half-rebuilt.
+        "kb_dir": out / "kb"})})
 
 
 def session_tools(problem: Problem, diagnoser: Diagnoser, *, seed: int) -> tuple[SessionTools, SimCloud | None]:
