@@ -135,6 +135,10 @@ class DiagnoseSettings(_Section):
 
 class PreprocessSettings(_Section):
     workers: int = 1
+    # Where partitions are built (index/engines.py): "local" (this machine) or "ray"
+    # (a Ray cluster at ray_address, or a local one started for the run when it is empty).
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
 
 
 class IndexSettings(_Section):
