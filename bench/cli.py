@@ -109,12 +109,13 @@ def calibrate_command(
     from bench.problems import load_dataset
     from bench.run import prepare_index
     from diagnose.sources import IndexEvidence
+    from index.params import IndexParams
 
     scored = []
     try:
         for k, data in enumerate(dataset):
             tuned = prepare_index(settings, dataset=data, out=work / f"tune{k}")
-            evidence = IndexEvidence(tuned.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
+            evidence = IndexEvidence(tuned.paths.index_dir, params=IndexParams.from_settings(settings.index))
             scored += window_scores(load_dataset(data), evidence=evidence)
         result = calibrate_floor(scored)
     except (InputError, ValueError) as exc:

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bench.agents import CaseView, ChanceAgent, DiagnoserAgent, IndexAgent, ReactAgent
 from bench.cloud import SimCloud
 from bench.interface import Agent, CloudTools, SessionTools, Toolbox
-from bench.observe import CaseTools
+from bench.observe import SopSections, case_tools
 from bench.problems import CaseTruth, Problem, load_dataset
 from bench.session import SessionResult, run_session
 from bench.store import ResultsStore
@@ -67,9 +67,9 @@ def quick_dataset(out_dir: Path) -> Path:
     return data_dir
 
 
-def observation_toolbox(diagnoser: Diagnoser, case: Case) -> Toolbox:
-    """The observation tools of a session (the one place to switch to ``diagnose.tools.Toolbox``)."""
-    return CaseTools(diagnoser=diagnoser, case=case)
+def observation_toolbox(diagnoser: Diagnoser, case: Case) -> list[Toolbox]:
+    """The observation tools of a session: issue 14's toolbox and ``get_sop``."""
+    return [case_tools(diagnoser, case), SopSections(diagnoser.settings)]
 
 
 class AgentFactory:
@@ -106,12 +106,12 @@ def prepare_index(settings: Settings, *, dataset: Path, out: Path) -> Settings:
     if failed:
         raise InputError(f"preprocessing {dataset} failed for {', '.join(f'{o.day}/{o.family}' for o in failed)}")
     return settings.model_copy(update={"paths": settings.paths.model_copy(update={
-        "index_dir": index_dir, "runs_dir": out / "runs"})})
+        "index_dir": index_dir, "runs_dir": out / "runs", "data_dir": dataset})})
 
 
 def session_tools(problem: Problem, diagnoser: Diagnoser, *, seed: int) -> tuple[SessionTools, SimCloud | None]:
     task = task_named(problem.task)
-    parts: list[Toolbox] = [observation_toolbox(diagnoser, problem.case)]
+    parts: list[Toolbox] = observation_toolbox(diagnoser, problem.case)
     env = None
     if task.needs_cloud:
         env = SimCloud(record=problem.solution.record, seed=seed)

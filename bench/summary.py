@@ -149,7 +149,7 @@ def build_report(rows: list[Row], out_dir: Path) -> Report:
                     values[i, j] = np.mean(got)
         images.append(("Accuracy per fault type (all tasks of fault cases)", figures.heatmap(
             rows=agents, cols=types, values=values, path=out_dir / "fault_types.png",
-            title="accuracy per fault type")))
+            title="accuracy per fault type and agent")))
     analysed = [r for r in rows if r.task == "analysis" and r.answer]
     if analysed:
         truths = [t for t in FAULT_TYPES if any(r.fault_type == t for r in analysed)]
@@ -157,15 +157,17 @@ def build_report(rows: list[Row], out_dir: Path) -> Report:
         confusion = np.zeros((len(truths), len(answers)))
         for r in analysed:
             confusion[truths.index(r.fault_type), answers.index(r.answer["fault_type"])] += 1
-        images.append(("Fault-type confusion (analysis, all agents; rows truth, columns answer)", figures.heatmap(
-            rows=truths, cols=answers, values=confusion, path=out_dir / "confusion.png",
-            title="fault type: truth (rows) vs answer (columns)", fmt="{:.0f}", cmap="Blues")))
-    images.append(("Cost per agent", figures.cost_bars(agents=agents, figures={
-        "tokens in / session": [_mean([r.tokens_in for r in rows if r.agent == a]) for a in agents],
-        "tokens out / session": [_mean([r.tokens_out for r in rows if r.agent == a]) for a in agents],
-        "steps / session": [_mean([r.steps for r in rows if r.agent == a]) for a in agents],
-        "seconds / session": [_mean([r.seconds for r in rows if r.agent == a]) for a in agents],
-    }, path=out_dir / "cost.png")))
+        images.append(("Fault-type confusion (analysis, all agents; rows truth, columns answer)", figures.confusion(
+            truths=truths, answers=answers, counts=confusion, path=out_dir / "confusion.png",
+            title="fault type: truth vs answer (analysis task)")))
+    images.append(("Tokens per session", figures.cost_bars(agents=agents, figures={
+        "tokens in": [_mean([r.tokens_in for r in rows if r.agent == a]) for a in agents],
+        "tokens out": [_mean([r.tokens_out for r in rows if r.agent == a]) for a in agents],
+    }, path=out_dir / "tokens.png", title="tokens per session", value_label="tokens")))
+    images.append(("Steps and seconds per session", figures.cost_bars(agents=agents, figures={
+        "steps": [_mean([r.steps for r in rows if r.agent == a]) for a in agents],
+        "seconds": [_mean([r.seconds for r in rows if r.agent == a]) for a in agents],
+    }, path=out_dir / "steps_seconds.png", title="steps and wall seconds per session", value_label="per session")))
     return Report(tables=tables, images=images)
 
 
