@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from rca.clisupport import build_settings, fail
+from rca.errors import RcaError
 from rca.llm.base import LLMError
 
 
@@ -38,7 +39,7 @@ def demo(
         result = run_full_path(settings, problem_set, index_dir=work_dir / "index", result_file=work_dir / "result.jsonl")
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
-    except (FileNotFoundError, LookupError) as exc:
+    except RcaError as exc:
         fail(str(exc))
     print_path_result(result, console)
     console.print(f"answers: {result.result_file}   run records: {settings.paths.runs_dir / result.result_file.stem}")

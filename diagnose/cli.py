@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rca.clisupport import build_settings, fail, state
+from rca.errors import RcaError
 from rca.llm.base import LLMError
 from rca.logsetup import configure_logging
 from rca.settings import Settings
@@ -67,7 +68,7 @@ def rca_diagnose(
         _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
-    except (FileNotFoundError, LookupError) as exc:
+    except RcaError as exc:
         fail(str(exc))
     if failed:
         raise typer.Exit(1)
@@ -80,7 +81,7 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
         fail("give --uuid X (repeatable) or --all")
     try:
         cases = load_cases(settings.paths.input_file)
-    except (CaseError, OSError, ValueError) as exc:
+    except CaseError as exc:
         fail(str(exc))
     if all_cases:
         return cases

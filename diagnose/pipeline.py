@@ -16,6 +16,7 @@ from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, EvidenceItem, WindowQueryResult
 from knowledge.signatures import SignatureMatch
+from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
 from rca.taxonomy import applicable_fault_types, service_of
@@ -187,7 +188,7 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     candidates = ranked[:wanted]
     timings["index_s"] = round(time.perf_counter() - t0, 3)
     if not candidates:
-        raise LookupError(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}")
+        raise NoCandidates(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}")
 
     t1 = time.perf_counter()
     summary, hints = evidence_summary(candidates)

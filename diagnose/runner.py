@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord
 from rca.atomic import write_json_atomic
+from rca.errors import InputError, RcaError
 from rca.llm.base import LLMError
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def finished_uuids(out_path: Path) -> set[str]:
         try:
             done.add(json.loads(line)["uuid"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{out_path}:{number}: not an answer line ({exc}); fix or move the file") from exc
+            raise InputError(f"{out_path}:{number}: not an answer line ({exc}); fix or move the file") from exc
     return done
 
 
@@ -114,7 +115,7 @@ def run_cases(
                     # further case would fail the same way, so stop; finished work is kept.
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise
-                except (LookupError, ValueError, RuntimeError) as exc:
+                except RcaError as exc:
                     # One bad case must not lose the others; it stays unanswered and is retried next run.
                     log.error("%s failed: %s", case.uuid, exc)
                     summary.failed[case.uuid] = str(exc)

@@ -11,6 +11,7 @@ from index.models import EvidenceItem, WindowQueryResult
 from index.query import query_window
 from knowledge.retrieval import fault_catalogue, fault_signatures, retrieve
 from knowledge.signatures import SignatureMatch, rank_signatures
+from rca.errors import IndexMissing
 from rca.settings import Settings
 
 
@@ -19,7 +20,7 @@ class IndexEvidence:
 
     def __init__(self, index_dir: Path, *, baseline_minutes: int) -> None:
         if not index_dir.is_dir():
-            raise FileNotFoundError(f"evidence index {index_dir} does not exist: run `rca preprocess` first")
+            raise IndexMissing(f"evidence index {index_dir} does not exist: run `rca preprocess` first")
         self.index_dir = index_dir
         self.baseline_minutes = baseline_minutes
 

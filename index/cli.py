@@ -15,9 +15,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
-from index.store import PARTITION_FAMILIES, IndexStoreError
+from index.store import PARTITION_FAMILIES
 from preprocess import layout
 from rca.clisupport import build_settings, fail
+from rca.errors import RcaError
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
                   add_completion=False)
@@ -42,9 +43,13 @@ def preprocess(
     data_root, index_root = settings.paths.data_dir, settings.paths.index_dir
     if not data_root.is_dir():
         fail(f"{data_root}: data directory not found")
-    days = layout.list_days(data_root) if all_days else sorted(set(dates))
+    available = layout.list_days(data_root)
+    days = available if all_days else sorted(set(dates))
     if not days:
         fail(f"{data_root}: no YYYY-MM-DD day directories")
+    unknown = [day for day in days if day not in available]
+    if unknown:
+        fail(f"{data_root}: no day directory for {', '.join(unknown)}")
 
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -57,7 +62,7 @@ def preprocess(
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
                                    workers=settings.preprocess.workers, on_partition_done=advance)
-        except (FileNotFoundError, IndexStoreError) as exc:
+        except RcaError as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))
     if any(o.status == "failed" for o in outcomes):
