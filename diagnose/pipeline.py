@@ -11,11 +11,12 @@ from typing import Any, Protocol
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
-from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
+from diagnose.prompt import Prompt, RunbookMatches, build_prompt, fault_type_turn_text
 from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
-from index.models import Candidate, EvidenceItem, WindowQueryResult
-from knowledge.signatures import SignatureMatch
+from index.models import Candidate, WindowQueryResult
+from knowledge.retrieval import CatalogueEntry, RetrievedDoc
+from knowledge.signatures import Observation, SignatureMatch
 from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
@@ -34,13 +35,13 @@ class EvidenceSource(Protocol):
 class KnowledgeSource(Protocol):
     """Where SOPs come from (the Chroma knowledge base in production)."""
 
-    def catalogue(self) -> list[CatalogueLine]: ...
+    def catalogue(self) -> list[CatalogueEntry]: ...
 
     def key_metrics(self, fault_type: str) -> list[str]: ...
 
-    def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]: ...
+    def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]: ...
 
-    def signature_matches(self, evidence: Sequence[EvidenceItem], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
+    def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
 
 
 @dataclass
@@ -52,7 +53,7 @@ class CaseRecord:
     answer: Answer
     candidates: list[Candidate]
     missing: list[str]
-    sops: list[SopExcerpt]
+    sops: list[RetrievedDoc]
     signature_matches: RunbookMatches
     prompt: Prompt
     outcome: DecisionOutcome
@@ -74,7 +75,7 @@ class CaseRecord:
             confirm_turn=self.outcome.confirm_turn,
             candidates=[c.model_dump(mode="json") for c in self.candidates],
             missing=self.missing,
-            sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in self.sops],
+            sops=[SopRecord(id=s.id, title=s.title, score=s.score) for s in self.sops],
             signature_matches={name: [m.render() for m in found] for name, found in self.signature_matches.items()},
             prompt=PromptRecord(
                 messages=self.prompt.messages,
@@ -172,7 +173,7 @@ class PreparedCase:
     case: Case
     candidates: list[Candidate]
     missing: list[str]
-    sops: list[SopExcerpt]
+    sops: list[RetrievedDoc]
     signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]

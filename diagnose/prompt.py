@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from index.models import Candidate
+from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
 from rca.taxonomy import applicable_fault_types
 
@@ -36,26 +37,6 @@ Fault catalogue (fault type | levels | key metrics | signature):
 Answer with JSON only: {{"component": one candidate exactly as written, "fault_type": one fault type from the catalogue, "reason": one sentence starting with the fault type and naming its key metric or log keyword}}."""
 
 
-@dataclass(frozen=True)
-class CatalogueLine:
-    fault_type: str
-    levels: str
-    key_metrics: str
-    signature: str
-
-    def render(self) -> str:
-        return f"- {self.fault_type} | {self.levels} | {self.key_metrics} | {self.signature}"
-
-
-@dataclass(frozen=True)
-class SopExcerpt:
-    doc_id: str
-    title: str
-    score: float
-    text: str
-    fault_type: str | None = None  # None for general guides
-
-
 # Per candidate: fault types whose SOP signals best fit that candidate's own evidence.
 RunbookMatches = dict[str, list[SignatureMatch]]
 
@@ -75,8 +56,13 @@ def approx_tokens(text: str) -> int:
     return int(len(text) / CHARS_PER_TOKEN) + 1
 
 
-def static_system_prompt(catalogue: Sequence[CatalogueLine]) -> str:
-    return INSTRUCTIONS.format(catalogue="\n".join(line.render() for line in catalogue))
+def catalogue_line(entry: CatalogueEntry) -> str:
+    """One fault type in the prompt's catalogue: ``- type | levels | key metrics | signature``."""
+    return f"- {entry.fault_type} | {'/'.join(entry.levels)} | {', '.join(entry.key_metrics)} | {entry.reason_template}"
+
+
+def static_system_prompt(catalogue: Sequence[CatalogueEntry]) -> str:
+    return INSTRUCTIONS.format(catalogue="\n".join(catalogue_line(entry) for entry in catalogue))
 
 
 def _abnormal_pods(candidate: Candidate) -> list[str]:
@@ -111,7 +97,7 @@ def case_prompt_text(
     uuid: str,
     window: str,
     candidates: Sequence[Candidate],
-    sops: Sequence[SopExcerpt],
+    sops: Sequence[RetrievedDoc],
     evidence_per_candidate: int,
     sop_chars: int,
     missing: Sequence[str] = (),
@@ -124,7 +110,7 @@ def case_prompt_text(
     # last, and the last thing it reads should be this incident's own evidence.
     if sops and sop_chars > 0:
         blocks.append("Runbook excerpts retrieved for this evidence (background, not evidence):")
-        blocks.extend(f"[{s.title}] {s.text[:sop_chars].strip()}" for s in sops)
+        blocks.extend(f"[{s.title}] {s.excerpt[:sop_chars].strip()}" for s in sops)
     blocks.append("Candidates, ranked by anomaly strength and call-graph position, with their evidence:")
     matches = runbook_matches or {}
     blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, [])) for i, c in enumerate(candidates))
@@ -141,11 +127,11 @@ def case_prompt_text(
 
 def build_prompt(
     *,
-    catalogue: Sequence[CatalogueLine],
+    catalogue: Sequence[CatalogueEntry],
     uuid: str,
     window: str,
     candidates: Sequence[Candidate],
-    sops: Sequence[SopExcerpt],
+    sops: Sequence[RetrievedDoc],
     max_tokens: int,
     missing: Sequence[str] = (),
     runbook_matches: RunbookMatches | None = None,

@@ -46,10 +46,11 @@ class Diagnoser:
     @classmethod
     def from_settings(cls, settings: Settings) -> Diagnoser:
         """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend."""
-        from diagnose.sources import IndexEvidence, KnowledgeBase
+        from diagnose.sources import IndexEvidence
+        from knowledge.base import KnowledgeBase
 
         evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
-        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase(settings))
+        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase.from_settings(settings))
 
     @property
     def llm(self) -> LLMBackend:

@@ -115,24 +115,17 @@ class Embedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-_CACHE: dict[tuple[str, int], Embedder] = {}
-_CACHE_LOCK = threading.Lock()
-
-
 def load_embedder(settings: EmbeddingSettings) -> Embedder:
-    """The embedder named by ``settings.model``, loaded once per process."""
-    key = (settings.model, settings.batch_size)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            files = _MODEL_FILES.get(settings.model)
-            if files is None:
-                raise EmbeddingModelError(f"unknown embedding model '{settings.model}'")
-            model_path = _package_file(*files["model"])
-            tokenizer_path = _package_file(*files["tokenizer"])
-            log.info("loading embedding model %s from %s", settings.model, model_path)
-            _CACHE[key] = Embedder(name=settings.model, model_path=model_path,
-                                   tokenizer_path=tokenizer_path, batch_size=settings.batch_size)
-        return _CACHE[key]
+    """The embedder named by ``settings.model``. Loading takes a moment: callers keep the object
+    (a ``KnowledgeBase`` owns one) rather than loading it per call."""
+    files = _MODEL_FILES.get(settings.model)
+    if files is None:
+        raise EmbeddingModelError(f"unknown embedding model '{settings.model}'")
+    model_path = _package_file(*files["model"])
+    tokenizer_path = _package_file(*files["tokenizer"])
+    log.info("loading embedding model %s from %s", settings.model, model_path)
+    return Embedder(name=settings.model, model_path=model_path, tokenizer_path=tokenizer_path,
+                    batch_size=settings.batch_size)
 
 
 def cosine(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]) -> float | np.ndarray:

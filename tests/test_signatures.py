@@ -4,10 +4,9 @@ from __future__ import annotations
 import pytest
 
 from index.models import EvidenceItem
-from knowledge.documents import DocumentError, parse_document
+from knowledge.documents import SHIPPED_DOCS_DIR, DocumentError, load_documents, parse_document
 from knowledge.retrieval import fault_signatures
 from knowledge.signatures import Signal, SignalError, match_signature, rank_signatures
-from rca.settings import load_settings
 from rca.taxonomy import FAULT_TYPES, applicable_fault_types
 
 
@@ -85,13 +84,13 @@ SHIPPED_CASES = [
 
 @pytest.mark.parametrize(("fault_type", "component", "evidence"), SHIPPED_CASES, ids=[c[0] for c in SHIPPED_CASES])
 def test_shipped_signatures_rank_the_textbook_type_first(fault_type, component, evidence):
-    signatures = fault_signatures(load_settings())
+    signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     ranked = rank_signatures(signatures, evidence, fault_types=applicable_fault_types(component))
     assert ranked[0].fault_type == fault_type, [m.render() for m in ranked[:3]]
 
 
 def test_every_fault_type_ships_signals():
-    signatures = fault_signatures(load_settings())
+    signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     assert set(signatures) == set(FAULT_TYPES)
     assert all(sum(not s.negated for s in signals) >= 2 for signals in signatures.values())
 
