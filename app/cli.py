@@ -20,6 +20,7 @@ def _register() -> None:
     # optional piece names itself instead of breaking every command.
     from app.demo import demo
     from diagnose.cli import rca_diagnose
+    from diagnose.report.cli import app as report_app
     from index.cli import app as preprocess_app
     from judge.cli import app as judge_app
     from knowledge.cli import app as kb_app
@@ -30,6 +31,7 @@ def _register() -> None:
     app.add_typer(kb_app, name="kb")
     app.add_typer(judge_app, name="judge")
     app.command("diagnose")(rca_diagnose)
+    app.add_typer(report_app, name="report")
     app.command("demo")(demo)
 
 

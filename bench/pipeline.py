@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.problems import ProblemSet, compact_schedule, read_jsonl
-from bench.report import run_costs, score_file
+from bench.report import ModelShare, run_costs, score_file
 from judge.challenge import ChallengeReport
 from rca.settings import Settings
 
@@ -35,7 +35,7 @@ class PathResult:
 
 def simulate_problem_set(
     out_dir: Path, *, cases: int | None = None, seed: int, scale: str = "small", difficulty: float = 1.0,
-    reference_schedule: Path | None = None, per_type: int = 1,
+    reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
 
@@ -55,7 +55,7 @@ def simulate_problem_set(
         schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
         schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
     simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
-                               difficulty=difficulty, schedule=schedule_path))
+                               difficulty=difficulty, schedule=schedule_path, randomize=randomize))
     return problem_set
 
 
@@ -99,3 +99,25 @@ def print_path_result(result: PathResult, console: Console) -> None:
     for stage, secs in result.stage_seconds.items():
         table.add_row(f"{stage} wall seconds", str(secs))
     console.print(table)
+
+
+def print_model_share(share: ModelShare, console: Console) -> None:
+    """The model against the rules alone on the same cases, and where they differ."""
+    table = Table(title="the model's share of the decision (same cases)")
+    for column in ("answers", "final", "LA", "TA"):
+        table.add_column(column, justify="left" if column == "answers" else "right")
+    for name, report in (("model", share.model), ("rules only (index top-1 + best SOP fit)", share.rules_only)):
+        score = report.overall
+        table.add_row(name, f"{score.final:.1f}", f"{score.la:.2f}", f"{score.ta:.2f}")
+    console.print(table)
+    mean, low, high = share.difference
+    console.print(f"model gain per case, (LA+TA)/2: {mean:+.3f} [95% CI {low:+.3f} .. {high:+.3f}], "
+                  f"{len(share.differing)} case(s) differ")
+    if share.differing:
+        diff = Table(title="cases where the model and the rules differ")
+        for column in ("uuid", "truth type", "model", "rules", "model pts", "rules pts"):
+            diff.add_column(column)
+        for row in share.differing:
+            diff.add_row(row["uuid"], row["fault_type"], row["model"], row["rules"],
+                         f"{row['model_points']:.1f}", f"{row['rules_points']:.1f}")
+        console.print(diff)

@@ -1,16 +1,20 @@
 """Benchmark reports: challenge score through ``judge/`` plus cost figures from run records."""
 from __future__ import annotations
 
+import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.intervals import paired_difference_interval
 from diagnose.record import RunRecord
 from judge.challenge import ChallengeReport, score_challenge
 from judge.groundtruth import load_truth
 from judge.rules import rule_version
 from judge.validation import check_submission_file
 from knowledge.embedding import load_embedder
+from rca.atomic import write_text_atomic
 from rca.settings import Settings
 
 
@@ -42,3 +46,54 @@ def run_costs(runs_dir: Path) -> dict[str, Any]:
         "llm_seconds_per_case": mean([r.timings_s["llm_s"] for r in records]),
         "repaired_cases": sum(1 for r in records if r.repaired),
     }
+
+
+@dataclass
+class ModelShare:
+    """The model's answers against the same cases answered by the rules alone (index top-1 +
+    its best SOP fit): scores of both, the paired difference with its interval, and the cases
+    where they differ with who was right."""
+
+    model: ChallengeReport
+    rules_only: ChallengeReport
+    difference: tuple[float, float, float]  # mean per-case (LA + TA)/2 gain of the model, 95% interval
+    differing: list[dict[str, Any]]
+    records: int  # cases with a recorded rules-only answer (pipeline mode records them)
+
+
+def _case_points(report: ChallengeReport) -> dict[str, float]:
+    return {c.uuid: (float(c.component_right) + float(c.reason_right)) / 2 for c in report.cases}
+
+
+def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings: Settings) -> ModelShare:
+    """Score ``result_file`` and, beside it, the rules-only answers recorded in the run records."""
+    from diagnose.answer import Answer
+
+    records = {r.uuid: r for r in RunRecord.load_dir(runs_dir) if r.status == "answered" and r.rules_answer}
+    strict = settings.diagnose.strict_format
+    ablation_file = result_file.with_name(f"{result_file.stem}.rules-only.jsonl")
+    lines = [json.dumps(Answer.model_validate(r.rules_answer).to_submission(strict=strict), ensure_ascii=False)
+             for r in records.values()]
+    write_text_atomic(ablation_file, "".join(line + "\n" for line in lines))
+    model = score_file(truth_file=truth_file, result_file=result_file, settings=settings)
+    rules = score_file(truth_file=truth_file, result_file=ablation_file, settings=settings)
+    model_points, rule_points = _case_points(model), _case_points(rules)
+    shared = sorted(set(model_points) & set(rule_points) & set(records))
+    difference = paired_difference_interval([model_points[u] for u in shared], [rule_points[u] for u in shared])
+    outcomes = {c.uuid: c for c in model.cases}
+    rule_outcomes = {c.uuid: c for c in rules.cases}
+    differing = []
+    for uuid in shared:
+        record = records[uuid]
+        answer, ablation = record.answer or {}, record.rules_answer or {}
+        model_type = (record.decision or {}).get("fault_type")
+        rules_type = record.rules_fault_type
+        if answer.get("component") == ablation.get("component") and model_type == rules_type:
+            continue
+        differing.append({
+            "uuid": uuid, "fault_type": outcomes[uuid].fault_type,
+            "model": f"{answer.get('component')} / {model_type}", "rules": f"{ablation.get('component')} / {rules_type}",
+            "model_points": model_points[uuid], "rules_points": rule_points[uuid],
+            "component_right": {"model": outcomes[uuid].component_right, "rules": rule_outcomes[uuid].component_right},
+        })
+    return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing, records=len(shared))

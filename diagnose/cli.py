@@ -1,7 +1,8 @@
 """``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
-    rca diagnose --all --out result.jsonl
+    diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
+    rca diagnose --all --out result.jsonl [--report-dir reports/]
 """
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def rca_diagnose(
     all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir)."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="pipeline (one prepared call) | react (tool loop) | team (specialists + judge)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="react: tool calls before the answer."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Append answers to this JSONL file (resumable)."),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
@@ -40,6 +46,8 @@ def rca_diagnose(
     model: str | None = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
+    report: bool = typer.Option(False, "--report", help="Write an HTML case page per case (to --report-dir)."),
+    report_dir: Path | None = typer.Option(None, "--report-dir", help="Case pages + index.html here (implies --report; default <runs_dir>/reports)."),
     config: Path | None = typer.Option(None, "--config", help="TOML config file."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
 ) -> None:
@@ -57,10 +65,10 @@ def rca_diagnose(
     settings = build_settings(
         ctx,
         overrides={
-            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir},
+            "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir, "data_dir": data_dir},
             "llm": llm_overrides,
             "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
-                         "confirm_fault_type": confirm_fault_type},
+                         "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
     cases = _select_cases(settings, uuid or [], all_cases)
@@ -70,6 +78,13 @@ def rca_diagnose(
         fail(f"LLM backend failed: {exc}")
     except RcaError as exc:
         fail(str(exc))
+    if (report or report_dir is not None) and not print_prompt:
+        from diagnose.report.case import write_reports_for_cases
+
+        batch = settings.paths.runs_dir / (out.stem if out is not None else "adhoc")
+        index = write_reports_for_cases([c.uuid for c in cases], runs_dir=batch, settings=settings,
+                                        out_dir=report_dir or settings.paths.runs_dir / "reports")
+        typer.echo(f"case report(s): {index}", err=True)  # stderr: stdout carries the answers
     if failed:
         raise typer.Exit(1)
 

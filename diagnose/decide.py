@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from diagnose.prompt import Prompt, decision_schema, fault_type_schema
 from rca.errors import RcaError
@@ -38,6 +38,7 @@ class Decision(BaseModel):
     component: str
     fault_type: str
     reason: str = ""
+    extras: dict[str, Any] = Field(default_factory=dict)  # values of the schema's extra fields
 
 
 @dataclass
@@ -61,12 +62,30 @@ class _Reply(BaseModel):
     reason: str = Field(default="", max_length=400)
 
 
+class _Extra(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
 class _TypeReply(BaseModel):
     fault_type: str
     reason: str = Field(min_length=5, max_length=400)
 
 
-def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool) -> Decision:
+def _check_extra(text: str, extra: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Values of the extra fields of a reply, checked against their ``enum`` where they have one."""
+    found = _Extra.model_validate_json(text).model_extra or {}
+    values: dict[str, Any] = {}
+    for name, spec in extra.items():
+        if name not in found:
+            raise ValueError(f"{name}: field required")
+        if "enum" in spec and found[name] not in spec["enum"]:
+            raise ValueError(f"{name}: '{found[name]}' is not one of {', '.join(map(str, spec['enum']))}")
+        values[name] = found[name]
+    return values
+
+
+def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool,
+                    extra: Mapping[str, dict[str, Any]] | None = None) -> Decision:
     """Parse the reply with pydantic and check it against the same rules as the schema."""
     reply = _Reply.model_validate_json(text)
     if reply.component not in candidates:
@@ -76,7 +95,7 @@ def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool) 
         raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {reply.component}; choose from {', '.join(allowed)}")
     if need_reason and len(reply.reason.strip()) < 5:
         raise ValueError("reason: give one sentence naming the fault type and its key metric or log keyword")
-    return Decision(**reply.model_dump())
+    return Decision(**reply.model_dump(), extras=_check_extra(text, extra) if extra else {})
 
 
 def _check_fault_type(text: str, component: str) -> Decision:
@@ -141,10 +160,12 @@ def _one_decision(
     temperature: float | None,
     seed: int | None,
     outcome: DecisionOutcome,
+    extra: Mapping[str, dict[str, Any]] | None = None,
 ) -> tuple[Decision, str]:
     return _ask(
-        llm, prompt.messages, schema=decision_schema(candidates, with_reason=need_reason), schema_name="root_cause",
-        check=lambda text: _check_decision(text, candidates, need_reason=need_reason),
+        llm, prompt.messages, schema=decision_schema(candidates, with_reason=need_reason, extra=extra),
+        schema_name="root_cause",
+        check=lambda text: _check_decision(text, candidates, need_reason=need_reason, extra=extra),
         reminder=f"component must be one of: {', '.join(candidates)}",
         outcome=outcome, temperature=temperature, seed=seed,
     )
@@ -158,12 +179,15 @@ def decide(
     samples: int = 1,
     temperature: float = 0.0,
     confirm: Callable[[str], str] | None = None,
+    extra: Mapping[str, dict[str, Any]] | None = None,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
 
     The vote is over (component, fault_type) pairs; ties go to the earliest sample, so
     the outcome is still the model's own choice. ``confirm`` maps the chosen component
-    to the text of a second turn that asks for its fault type and the reason.
+    to the text of a second turn that asks for its fault type and the reason. ``extra``
+    (JSON-schema properties by name) asks for more fields, checked like the others and
+    returned in ``decision.extras``.
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
@@ -171,11 +195,11 @@ def decide(
     need_reason = confirm is None
     if samples <= 1:
         decision, raw = _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=temperature,
-                                      seed=None, outcome=outcome)
+                                      seed=None, outcome=outcome, extra=extra)
     else:
         sampled = [
             _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=SELF_CONSISTENCY_TEMPERATURE,
-                          seed=i + 1, outcome=outcome)
+                          seed=i + 1, outcome=outcome, extra=extra)
             for i in range(samples)
         ]
         tally = Counter((d.component, d.fault_type) for d, _ in sampled)

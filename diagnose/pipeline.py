@@ -4,15 +4,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import Prompt, RunbookMatches, build_prompt, fault_type_turn_text
-from diagnose.record import PromptRecord, RunRecord, SopRecord, Usage
+from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, WindowQueryResult
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
@@ -59,11 +59,18 @@ class CaseRecord:
     outcome: DecisionOutcome
     agreed_with_index: bool
     timings_s: dict[str, float]
+    rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
+    rules_fault_type: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies
         return RunRecord(
             uuid=self.uuid,
+            mode=self.mode,
+            agent_calls=self.agent_calls,
             window=self.window,
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,
@@ -92,6 +99,9 @@ class CaseRecord:
                 model=replies[0].model if replies else None,
             ),
             timings_s=self.timings_s,
+            rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
+            rules_fault_type=self.rules_fault_type,
+            parameters=self.parameters,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -166,6 +176,34 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
     return ordered[:limit]
 
 
+def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: str, fault_type: str,
+                   model_reason: str, knowledge: KnowledgeSource) -> Answer:
+    """The challenge answer for a chosen component and fault type: reason led by the fault type and
+    the key metrics the evidence shows, onset time, and the trace of analyses behind it."""
+    chosen = next(c for c in candidates if c.component == component)
+    metrics = _reason_metrics(fault_type, chosen, knowledge)
+    signature = next(iter(knowledge.signature_matches(chosen.evidence, fault_types=[fault_type])), None)
+    return Answer(
+        uuid=case.uuid,
+        component=component,
+        reason=_reason(model_reason, fault_type, component, metrics),
+        time=_answer_time(case, chosen),
+        reasoning_trace=build_trace(chosen=component, fault_type=fault_type, reason_metrics=metrics,
+                                    candidates=candidates, signature=signature),
+    )
+
+
+def rules_only_choice(candidates: Sequence[Candidate], matches: RunbookMatches) -> tuple[str, str]:
+    """What the rules alone would answer: the index's first candidate and its best SOP fit.
+
+    Recorded beside every model answer so benchmarks can measure the model's share of the decision.
+    """
+    top = candidates[0].component
+    fits = matches.get(top) or []
+    fault_type = fits[0].fault_type if fits else applicable_fault_types(top)[0]
+    return top, fault_type
+
+
 @dataclass
 class PreparedCase:
     """Everything the model will see for a case, before any LLM call."""
@@ -177,6 +215,7 @@ class PreparedCase:
     signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource) -> PreparedCase:
@@ -204,7 +243,8 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         runbook_matches=matches,
     )
     return PreparedCase(case=case, candidates=candidates, missing=list(result.missing), sops=sops,
-                        signature_matches=matches, prompt=prompt, timings_s=timings)
+                        signature_matches=matches, prompt=prompt, timings_s=timings,
+                        parameters={"index": result.parameters} if result.parameters else {})
 
 
 def diagnose_case(
@@ -231,17 +271,11 @@ def diagnose_case(
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
-    chosen = next(c for c in candidates if c.component == decision.component)
-    metrics = _reason_metrics(decision.fault_type, chosen, knowledge)
-    signature = next(iter(knowledge.signature_matches(chosen.evidence, fault_types=[decision.fault_type])), None)
-    answer = Answer(
-        uuid=case.uuid,
-        component=decision.component,
-        reason=_reason(decision.reason, decision.fault_type, decision.component, metrics),
-        time=_answer_time(case, chosen),
-        reasoning_trace=build_trace(chosen=decision.component, fault_type=decision.fault_type, reason_metrics=metrics, candidates=candidates,
-                                     signature=signature),
-    )
+    answer = compose_answer(case, candidates=candidates, component=decision.component,
+                            fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge)
+    rules = rules_only_choice(candidates, prepared.signature_matches)
+    rules_answer = compose_answer(case, candidates=candidates, component=rules[0], fault_type=rules[1],
+                                  model_reason="", knowledge=knowledge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")
@@ -250,5 +284,6 @@ def diagnose_case(
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
         answer=answer, candidates=candidates, missing=prepared.missing, sops=prepared.sops,
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
-        outcome=outcome, agreed_with_index=agreed, timings_s=timings,
+        outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
+        rules_fault_type=rules[1], parameters=prepared.parameters,
     )

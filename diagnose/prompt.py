@@ -6,7 +6,7 @@ under ``max_prompt_tokens`` by dropping the least important evidence first.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,16 +169,19 @@ def build_prompt(
     )
 
 
-def decision_schema(candidates: Sequence[str], *, with_reason: bool = True) -> dict[str, Any]:
+def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
+                    extra: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """JSON schema of the model's reply.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
     one of the types that can happen to it (no JVM faults outside Java services, node
     faults only on nodes), so the grammar-constrained decoder cannot emit an impossible pair.
     Without ``with_reason`` (a confirmation turn follows and writes it) the reply is shorter.
+    ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
     """
     reason = {"type": "string", "minLength": 5, "maxLength": 160}
     fields = ["component", "fault_type", "reason"] if with_reason else ["component", "fault_type"]
+    fields += list(extra or {})
     branches = [
         {
             "type": "object",
@@ -186,6 +189,7 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True) -> d
                 "component": {"type": "string", "const": name},
                 "fault_type": {"type": "string", "enum": applicable_fault_types(name)},
                 **({"reason": reason} if with_reason else {}),
+                **(extra or {}),
             },
             "required": fields,
             "additionalProperties": False,

@@ -3,6 +3,10 @@
 Written to ``runs/<batch>/<uuid>.json`` by every diagnosis (batch or ad hoc) and read back
 by ``bench/`` and the reports. Readers validate it with :meth:`RunRecord.load` instead of
 indexing dicts by key, so a change of shape fails loudly at the reader, not deep in a table.
+
+Versions: 1 = the single-call pipeline; 2 adds ``mode`` and ``agent_calls`` (every message and
+tool call of the react / team modes). A version-1 file reads as a version-2 record of mode
+``pipeline`` with no agent calls, so older run directories stay readable.
 """
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rca.errors import DataError
 
-RUN_RECORD_VERSION = 1
+RUN_RECORD_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 class RecordError(DataError):
@@ -49,17 +54,34 @@ class SopRecord(BaseModel):
     score: float
 
 
+class AgentCallRecord(BaseModel):
+    """One step of an agent mode: a model call (``messages`` -> ``reply``) and/or a tool call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str  # react | controller | metric | log | trace | judge
+    round: int = 1
+    messages: list[dict[str, str]] = Field(default_factory=list)  # empty when code ran the tool
+    reply: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    observation: str | None = None
+
+
 class RunRecord(BaseModel):
     """One case's diagnosis, failed or not (``status``), with the inputs the model saw."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = RUN_RECORD_VERSION
+    schema_version: Literal[1, 2] = RUN_RECORD_VERSION
     uuid: str
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
     status: Literal["answered", "failed"] = "answered"
     error: str | None = None
     window: dict[str, str]
     answer: dict[str, Any] | None = None
+    rules_answer: dict[str, Any] | None = None  # index top-1 + its best SOP fit, no model (an ablation)
+    rules_fault_type: str | None = None  # the fault type behind ``rules_answer``
     agreed_with_index: bool | None = None
     index_top: str | None = None
     decision: dict[str, Any] | None = None
@@ -76,13 +98,14 @@ class RunRecord(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     timings_s: dict[str, float] = Field(default_factory=dict)
     parameters: dict[str, Any] = Field(default_factory=dict)
+    agent_calls: list[AgentCallRecord] = Field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> RunRecord:
         try:
             return cls.model_validate_json(path.read_bytes())
         except (OSError, ValueError) as exc:
-            raise RecordError(f"{path}: not a version-{RUN_RECORD_VERSION} run record ({exc})") from exc
+            raise RecordError(f"{path}: not a run record of version {' or '.join(map(str, READABLE_VERSIONS))} ({exc})") from exc
 
     @classmethod
     def load_dir(cls, runs_dir: Path) -> list[RunRecord]:

@@ -19,6 +19,7 @@ from types import TracebackType
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord, EvidenceSource, KnowledgeSource, PreparedCase, diagnose_case, prepare_case
 from diagnose.runner import RunSummary, run_cases
+from diagnose.tools import RawTelemetry, TelemetrySource
 from rca.atomic import write_json_atomic
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
@@ -36,10 +37,12 @@ class Diagnoser:
         evidence: EvidenceSource,
         knowledge: KnowledgeSource,
         llm: LLMBackend | None = None,
+        telemetry: TelemetrySource | None = None,
     ) -> None:
         self.settings = settings
         self.evidence = evidence
         self.knowledge = knowledge
+        self.telemetry = telemetry  # raw telemetry for the agent modes' tools
         self._llm = llm
         self._stack = ExitStack()
 
@@ -47,10 +50,12 @@ class Diagnoser:
     def from_settings(cls, settings: Settings) -> Diagnoser:
         """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend."""
         from diagnose.sources import IndexEvidence
+        from index.params import IndexParams
         from knowledge.base import KnowledgeBase
 
-        evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
-        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase.from_settings(settings))
+        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
+        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase.from_settings(settings),
+                   telemetry=RawTelemetry(settings.paths.data_dir))
 
     @property
     def llm(self) -> LLMBackend:
@@ -75,8 +80,27 @@ class Diagnoser:
         return prepare_case(case, settings=self.settings, evidence=self.evidence, knowledge=self.knowledge)
 
     def diagnose(self, case: Case) -> CaseRecord:
-        """One case through the model."""
-        return diagnose_case(case, settings=self.settings, llm=self.llm, evidence=self.evidence, knowledge=self.knowledge)
+        """One case through the model, in the configured mode (``diagnose.mode``)."""
+        settings = self.settings
+        mode = settings.diagnose.mode
+        if mode == "pipeline":
+            return diagnose_case(case, settings=settings, llm=self.llm, evidence=self.evidence, knowledge=self.knowledge)
+        if self.telemetry is None:
+            raise ValueError(f"mode {mode!r} needs raw telemetry for its tools; this Diagnoser was built without it")
+        from diagnose.agents import open_investigation
+
+        toolbox, ranked = open_investigation(case, settings=settings, evidence=self.evidence, knowledge=self.knowledge,
+                                             telemetry=self.telemetry)
+        temperature = settings.llm.temperature
+        if mode == "react":
+            from diagnose.react import run_react
+
+            return run_react(case, toolbox=toolbox, ranked=ranked, llm=self.llm, knowledge=self.knowledge,
+                             max_steps=settings.diagnose.react_max_steps, temperature=temperature)
+        from diagnose.team import run_team
+
+        return run_team(case, toolbox=toolbox, ranked=ranked, llm=self.llm, knowledge=self.knowledge,
+                        max_rounds=settings.diagnose.team_max_rounds, temperature=temperature)
 
     def diagnose_adhoc(self, case: Case) -> CaseRecord:
         """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``."""

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from index.models import WindowQueryResult
+from index.params import IndexParams
 from index.query import query_window
 from rca.errors import IndexMissing
 
@@ -15,11 +16,11 @@ from rca.errors import IndexMissing
 class IndexEvidence:
     """Candidates for a window from the on-disk evidence index."""
 
-    def __init__(self, index_dir: Path, *, baseline_minutes: int) -> None:
+    def __init__(self, index_dir: Path, *, params: IndexParams) -> None:
         if not index_dir.is_dir():
             raise IndexMissing(f"evidence index {index_dir} does not exist: run `rca preprocess` first")
         self.index_dir = index_dir
-        self.baseline_minutes = baseline_minutes
+        self.params = params
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
-        return query_window(self.index_dir, start=start, end=end, top_k=top_k, baseline_minutes=self.baseline_minutes)
+        return query_window(self.index_dir, start=start, end=end, top_k=top_k, params=self.params)

@@ -1,7 +1,10 @@
 """The nightly job: raw telemetry of CST days -> evidence index partitions.
 
-One partition is a (CST day, family) pair, family ``metric`` (APM + infra + TiDB),
-``log`` or ``trace``. The job is
+One partition is a (CST day, family) pair, the family being a registered detector
+(``preprocess.detect.DETECTORS``: ``metric`` from APM + infra + TiDB, ``log``, ``trace``).
+Every partition is built the same way: read the raw input the detector declares (the whole
+day, or hour by hour), hand it to the detector's ``build``, write the tables it returns.
+The job is
 
 * incremental: a partition whose input fingerprint (name, size, mtime of every raw
   file) equals the manifest's is skipped;
@@ -11,16 +14,16 @@ One partition is a (CST day, family) pair, family ``metric`` (APM + infra + TiDB
 * tolerant: an unreadable file is reported by name, the rest of the partition (other
   hours, other families) is still built, and the partition records what was skipped.
 
-Log templates are mined by one Drain3 miner whose state lives in the index directory,
-so log partitions are built one after another in day order; metric and trace
-partitions may run in worker processes.
+A ``sequential`` detector keeps state across days in the index directory (the log
+detector's Drain3 miner), so its partitions are built one after another in day order in
+this process; the others may run in worker processes.
 """
 from __future__ import annotations
 
 import logging
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,10 +33,9 @@ import polars as pl
 
 from index import store
 from preprocess import layout
-from preprocess.detect_log import LOG_COUNT_SCHEMA, LogTemplateMiner, log_counts
-from preprocess.detect_metric import day_change_points, metric_series, placement
-from preprocess.detect_trace import EDGE_STATS_SCHEMA, edge_stats
+from preprocess.detect import Detector, RawInput, make_detectors
 from preprocess.readers import ReaderError, read_day, read_logs, read_traces
+from rca.errors import DataError
 from rca.timeutil import cst_day_bounds_utc
 
 log = logging.getLogger(__name__)
@@ -51,26 +53,22 @@ class PartitionOutcome:
     errors: list[str] = field(default_factory=list)
 
 
-def family_inputs(data_dir: Path, day: str, family: str) -> tuple[list[Path], list[str]]:
+def family_inputs(data_dir: Path, day: str, raw: RawInput) -> tuple[list[Path], list[str]]:
     """Raw files a partition is built from, and descriptions of expected files that are absent."""
     files: list[Path] = []
     missing: list[str] = []
-    if family == "metric":
-        for level in layout.APM_LEVELS:
-            found, absent = layout.apm_files(data_dir, day, level)
+    for source in raw.sources:
+        if raw.per_hour:
+            for hour in range(24):
+                found, absent = layout.hour_files(data_dir, source, day, hour)
+                files += found
+                missing += absent
+            continue
+        listings = ([layout.apm_files(data_dir, day, level) for level in layout.APM_LEVELS] if source == "apm"
+                    else [layout.infra_files(data_dir, day, family) for family in layout.INFRA_FAMILIES])
+        for found, absent in listings:
             files += [m.path for m in found]
             missing += absent
-        for infra_family in layout.INFRA_FAMILIES:
-            found, absent = layout.infra_files(data_dir, day, infra_family)
-            files += [m.path for m in found]
-            missing += absent
-    elif family in ("log", "trace"):
-        for hour in range(24):
-            found, absent = layout.hour_files(data_dir, family, day, hour)
-            files += found
-            missing += absent
-    else:
-        raise ValueError(f"unknown partition family {family!r}; expected one of {store.PARTITION_FAMILIES}")
     return files, missing
 
 
@@ -81,78 +79,60 @@ def _hour_windows(day: str) -> list[tuple[datetime, datetime]]:
             for h in range(24)]
 
 
-def build_metric_partition(*, data_dir: Path, index_dir: Path, day: str) -> tuple[dict[str, int], list[str]]:
-    """Read APM and infra of one day, write series, placement and change points."""
+_HOURLY_READERS = {"log": read_logs, "trace": read_traces}
+
+
+def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None) -> pl.DataFrame:
+    if hour is None:
+        return read_day(layout.day_dir(data_dir, day), source).frame
+    start, end = hour
+    return _HOURLY_READERS[source](data_dir, start=start, end=end).frame
+
+
+def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day: str,
+                    ) -> tuple[dict[str, int], list[str]]:
+    """Build one (day, detector) partition: read its raw input, build, write its tables.
+
+    An unreadable source is reported in the returned errors and handed to the detector as
+    None (whole-day input) or skipped (hour input); the rest of the day is still built.
+    Index-wide tables (the log templates) are written before the day's tables.
+    """
     errors: list[str] = []
-    frames: dict[str, pl.DataFrame | None] = {}
-    for source in ("apm", "infra"):
-        try:
-            frames[source] = read_day(layout.day_dir(data_dir, day), source).frame
-        except ReaderError as exc:
-            errors.append(str(exc))
-            frames[source] = None
-    series = metric_series(apm=frames["apm"], infra=frames["infra"])
-    tables = {
-        "metric_series": series,
-        "metric_placement": placement(frames["infra"]),
-        "metric_change_points": day_change_points(series),
-    }
-    for table, frame in tables.items():
-        store.atomic_write_parquet(frame, store.table_path(index_dir, day, table))
-    return {table: frame.height for table, frame in tables.items()}, errors
+    rows_read = 0
+
+    def chunks() -> Iterator[Mapping[str, pl.DataFrame | None]]:
+        nonlocal rows_read
+        hours: list[tuple[datetime, datetime] | None] = (
+            list(_hour_windows(day)) if detector.raw.per_hour else [None])
+        for hour in hours:
+            chunk: dict[str, pl.DataFrame | None] = {}
+            for source in detector.raw.sources:
+                try:
+                    chunk[source] = _read(source, data_dir=data_dir, day=day, hour=hour)
+                except ReaderError as exc:
+                    errors.append(str(exc))
+                    chunk[source] = None
+            if hour is not None and all(frame is None for frame in chunk.values()):
+                continue
+            rows_read += sum(frame.height for frame in chunk.values() if frame is not None)
+            yield chunk
+
+    tables = detector.build(chunks(), state_dir=Path(index_dir))
+    ordered = sorted(detector.feature_tables, key=lambda t: t.scope != "index")
+    for table in ordered:
+        path = (store.index_table_path(index_dir, table.name) if table.scope == "index"
+                else store.table_path(index_dir, day, table.name))
+        store.atomic_write_parquet(tables[table.name], path)
+    rows = {t.name: tables[t.name].height for t in detector.feature_tables if t.scope != "index"}
+    if detector.raw.rows_read is not None:
+        rows[detector.raw.rows_read] = rows_read
+    return rows, errors
 
 
-def build_trace_partition(*, data_dir: Path, index_dir: Path, day: str) -> tuple[dict[str, int], list[str]]:
-    """Per-minute call-edge statistics of one day, read hour by hour to bound memory."""
-    errors: list[str] = []
-    parts: list[pl.DataFrame] = []
-    spans_read = 0
-    for start, end in _hour_windows(day):
-        try:
-            spans = read_traces(data_dir, start=start, end=end).frame
-        except ReaderError as exc:
-            errors.append(str(exc))
-            continue
-        spans_read += spans.height
-        parts.append(edge_stats(spans))
-    frame = pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)
-    store.atomic_write_parquet(frame, store.table_path(index_dir, day, "trace_edges"))
-    return {"trace_edges": frame.height, "spans_read": spans_read}, errors
-
-
-def build_log_partition(
-    *, data_dir: Path, index_dir: Path, day: str, miner: LogTemplateMiner,
-) -> tuple[dict[str, int], list[str]]:
-    """Per-minute (pod, template) counts of one day; saves miner state and template table."""
-    errors: list[str] = []
-    parts: list[pl.DataFrame] = []
-    lines_read = 0
-    for start, end in _hour_windows(day):
-        try:
-            logs = read_logs(data_dir, start=start, end=end).frame
-        except ReaderError as exc:
-            errors.append(str(exc))
-            continue
-        lines_read += logs.height
-        parts.append(log_counts(logs, miner=miner))
-    frame = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
-    # Miner state and templates first: a kill before the manifest update only re-mines
-    # this day, and the restored miner assigns the same template ids again.
-    miner.save()
-    store.atomic_write_parquet(miner.templates(), Path(index_dir) / store.TEMPLATES_NAME)
-    store.atomic_write_parquet(frame, store.table_path(index_dir, day, "log_counts"))
-    return {"log_counts": frame.height, "lines_read": lines_read}, errors
-
-
-def _build(family: str, *, data_dir: Path, index_dir: Path, day: str,
-           miner: LogTemplateMiner | None = None) -> tuple[dict[str, int], list[str]]:
-    if family == "metric":
-        return build_metric_partition(data_dir=data_dir, index_dir=index_dir, day=day)
-    if family == "trace":
-        return build_trace_partition(data_dir=data_dir, index_dir=index_dir, day=day)
-    if miner is None:
-        raise ValueError("log partitions need the shared template miner")
-    return build_log_partition(data_dir=data_dir, index_dir=index_dir, day=day, miner=miner)
+def _build_in_worker(family: str, *, params: Mapping[str, object], data_dir: Path, index_dir: Path,
+                     day: str) -> tuple[dict[str, int], list[str]]:
+    """A worker process's partition: its own detector, built from picklable params."""
+    return build_partition(make_detectors(params)[family], data_dir=data_dir, index_dir=index_dir, day=day)
 
 
 @dataclass(frozen=True)
@@ -172,13 +152,16 @@ def run_nightly(
     families: tuple[str, ...] = store.PARTITION_FAMILIES,
     force: bool = False,
     workers: int = 1,
+    detector_params: Mapping[str, object] | None = None,
     on_partition_done: ProgressCallback | None = None,
 ) -> list[PartitionOutcome]:
     """Build every stale partition of ``days`` (all day directories when None).
 
-    With ``workers > 1``, metric and trace partitions run in ``workers - 1`` spawned
-    processes while log partitions (which share the template miner) run here in day order.
-    Only this process writes the manifest.
+    ``detector_params`` maps a detector name to its ``Params`` (defaults when absent; see
+    ``index.params.IndexParams.detector_params``). With ``workers > 1``, partitions of
+    non-sequential detectors run in ``workers - 1`` spawned processes while sequential
+    ones (sharing state across days) run here in day order. Only this process writes the
+    manifest.
     """
     data_dir, index_dir = Path(data_dir), Path(index_dir)
     if not data_dir.is_dir():
@@ -189,6 +172,11 @@ def run_nightly(
     unknown = [d for d in wanted if d not in available]
     if unknown:
         raise FileNotFoundError(f"{data_dir}: no day directory for {', '.join(unknown)}")
+    params = dict(detector_params or {})
+    detectors = make_detectors(params)
+    unknown_families = [f for f in families if f not in detectors]
+    if unknown_families:
+        raise ValueError(f"unknown partition family {unknown_families[0]!r}; expected one of {tuple(detectors)}")
 
     manifest = store.load_manifest(index_dir, rebuild_older=True)
     stale = store.remove_stale_temp_files(index_dir)
@@ -204,7 +192,7 @@ def run_nightly(
     todo: list[_Task] = []
     for day in wanted:
         for family in families:
-            files, missing = family_inputs(data_dir, day, family)
+            files, missing = family_inputs(data_dir, day, detectors[family].raw)
             fingerprint = store.input_fingerprint(files)
             entry = manifest.partitions.get(store.partition_key(day, family))
             tables_present = all(store.table_path(index_dir, day, t).exists() for t in store.FAMILY_TABLES[family])
@@ -213,26 +201,26 @@ def run_nightly(
             else:
                 todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
-    log_tasks = [t for t in todo if t.family == "log"]
-    miner = LogTemplateMiner(state_path=index_dir / store.MINER_STATE_NAME) if log_tasks else None
+    here_tasks = [t for t in todo if detectors[t.family].sequential]
 
     def run_here(task: _Task) -> None:
         started = time.monotonic()
         try:
-            rows, errors = _build(task.family, data_dir=data_dir, index_dir=index_dir, day=task.day, miner=miner)
+            rows, errors = build_partition(detectors[task.family], data_dir=data_dir, index_dir=index_dir,
+                                           day=task.day)
         except _PARTITION_ERRORS as exc:
             record(_failed(task, exc))
             return
         record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
 
-    if workers > 1 and len(todo) > len(log_tasks):
+    if workers > 1 and len(todo) > len(here_tasks):
         # Spawned, not forked: polars' thread pool does not survive a fork.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
-            futures = [(task, time.monotonic(), pool.submit(_build, task.family, data_dir=data_dir,
-                                                            index_dir=index_dir, day=task.day))
-                       for task in todo if task.family != "log"]
-            for task in log_tasks:
+            futures = [(task, time.monotonic(), pool.submit(_build_in_worker, task.family, params=params,
+                                                            data_dir=data_dir, index_dir=index_dir, day=task.day))
+                       for task in todo if not detectors[task.family].sequential]
+            for task in here_tasks:
                 run_here(task)
             for task, started, future in futures:
                 try:
@@ -248,7 +236,7 @@ def run_nightly(
 
 
 # Failures that stop one partition but not the job (anything else is a bug and propagates).
-_PARTITION_ERRORS = (ReaderError, OSError, pl.exceptions.PolarsError, ValueError)
+_PARTITION_ERRORS = (DataError, OSError, pl.exceptions.PolarsError, ValueError)
 
 
 def _finish(task: _Task, *, index_dir: Path, started: float, rows: dict[str, int],

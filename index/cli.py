@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
+from index.params import IndexParams
 from index.store import PARTITION_FAMILIES
 from preprocess import layout
 from rca.clisupport import build_settings, fail
@@ -45,6 +46,10 @@ def preprocess(
         fail(f"{data_root}: data directory not found")
     available = layout.list_days(data_root)
     days = available if all_days else sorted(set(dates))
+    try:
+        params = IndexParams.from_settings(settings.index)
+    except RcaError as exc:
+        fail(str(exc))
     if not days:
         fail(f"{data_root}: no YYYY-MM-DD day directories")
     unknown = [day for day in days if day not in available]
@@ -61,7 +66,8 @@ def preprocess(
 
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   workers=settings.preprocess.workers, on_partition_done=advance)
+                                   workers=settings.preprocess.workers, detector_params=params.detector_params(),
+                                   on_partition_done=advance)
         except RcaError as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))

@@ -3,8 +3,8 @@
 Rules here rank and filter; they never decide (the LLM does). The steps:
 
 1. every event becomes an EvidenceItem attributed to the component it was seen on
-   (metric series owner, log-emitting pod, callee of an anomalous call edge, and any
-   service a bursting log template names);
+   (``index.evidence``: metric series owner, log-emitting pod, callee of an anomalous
+   call edge, and any service a bursting log template names);
 2. each component gets per-modality scores (strongest item plus diminishing extras);
 3. level logic: a service whose pods all deviate is a service candidate, a lone
    deviating pod a pod candidate, a node whose own KPIs deviate or whose pods of several
@@ -21,46 +21,30 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
    feels its clearly stressed node ranks just below that node;
 7. the list shows one pod per service before other suspects, so a short list stays diverse.
+
+Every constant is a field of ``index.params.RankWeights``, passed in.
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import networkx as nx
 import polars as pl
 
+from index.evidence import Item, fanout_items, log_items, metric_items, trace_items
 from index.models import Candidate, EvidenceItem
-from preprocess.detect_log import template_keyword
+from index.params import RankWeights
+from preprocess.detect_trace import propagation_scores
 from rca.taxonomy import is_node, service_of
 
-MODALITY_WEIGHTS: dict[str, float] = {"metric": 1.0, "log": 0.8, "trace": 1.0}
-# APM KPIs and the TiDB service KPIs are what callers feel (they propagate up the call
-# graph); resource KPIs (CPU, memory, disk, network, process counts) are local.
-_SYMPTOM_KINDS = frozenset({"apm_pod", "apm_service"})
-_SYMPTOM_KPIS = frozenset({
-    "duration_99th", "duration_95th", "duration_avg", "failed_query_ops", "qps", "slow_query",
-    "connection_count", "transaction_retry", "statement_avg_queries", "grpc_qps",
-})
 # Storage calls never appear in traces (data-contract §7); they join the observed call
 # graph when both ends exist in the data, so TiDB faults are not blamed on their caller.
 STORAGE_CALLS: tuple[tuple[str, str], ...] = (
     ("productcatalogservice", "tidb-tidb"), ("tidb-tidb", "tidb-pd"), ("tidb-tidb", "tidb-tikv"),
 )
-ANOMALOUS_POD_SCORE = 1.0  # a pod "deviates" from this combined score on
-PROPAGATION_DISCOUNT = 0.75  # share of symptom score removed when downstream explains it
-CLEAR_ANOMALY = 2.0  # downstream cause score at which the full discount applies
-NODE_CLEAR_ANOMALY = 1.2  # node local evidence (z about 9) from which its pods' symptoms defer to it
-EXPLAINED_CAP = 0.9  # a caller explained by a broken downstream scores at most this share of it
-STARVED_WEIGHT = 0.2  # silent evidence kept for a component whose callers all stopped
-UNIFORM_BONUS = 0.5  # a service whose pods all deviate beats each single pod
-MAX_PER_SERVICE = 1  # pods of one service listed before other suspects (the service itself always stays)
-MENTION_WEIGHT = 0.8  # a log template naming a service is evidence against that service
-LATE_ONSET_MINUTES = 8  # an anomaly starting this long after the window opened ...
-LATE_ONSET_WEIGHT = 0.6  # ... keeps this share of its strength (a consequence or a coincidence, rarely the cause)
-FANOUT_VICTIM_WEIGHT = 0.3  # callee edge evidence kept when the caller pod fans out failures
 
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
@@ -79,40 +63,16 @@ def kpi_family(kpi: str) -> str:
     return kpi
 
 
-def strength(z: float) -> float:
-    """Bounded, slowly growing evidence strength of a robust z (z=4 -> 0.69, z=50 -> 2.6)."""
-    return math.log1p(max(z, 0.0) / 4.0)
-
-
-@dataclass
-class _Item:
-    """One evidence item with its strength and role.
-
-    role: ``local`` (the component's own resources or liveness), ``symptom`` (what a
-    caller would also feel: latency, errors, log bursts) or ``edge`` (calls into the
-    component went wrong). Symptom and edge evidence is discounted when something
-    downstream is anomalous; local and edge evidence make a component a cause.
-    """
-
-    evidence: EvidenceItem
-    strength: float
-    role: str = "symptom"
-    caller: str | None = None  # for call-edge evidence: the calling service
-
-    @property
-    def symptom(self) -> bool:
-        return self.role != "local"
-
-
 @dataclass
 class _Component:
     name: str
-    items: list[_Item] = field(default_factory=list)
+    modality_weights: dict[str, float]
+    items: list[Item] = field(default_factory=list)
 
     def modality_scores(self, *, symptom_factor: float = 1.0) -> dict[str, float]:
         """Per modality: strongest item per KPI family, then diminishing returns over families."""
         scores: dict[str, float] = {}
-        for modality, weight in MODALITY_WEIGHTS.items():
+        for modality, weight in self.modality_weights.items():
             best_per_family: dict[str, float] = {}
             for item in self.items:
                 if item.evidence.modality != modality:
@@ -132,129 +92,27 @@ class _Component:
         return max((i.strength for i in self.items if i.role != "symptom"), default=0.0)
 
 
-def _hhmm(value: datetime | None) -> str:
-    return value.strftime("%H:%M") if value is not None else "?"
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= 100 else text[:99] + "…"
-
-
-def metric_items(events: pl.DataFrame) -> list[tuple[str, _Item]]:
-    items = []
-    for row in events.iter_rows(named=True):
-        kpi, component, direction = row["kpi"], row["component"], row["direction"]
-        if direction == "silent":
-            text = f"{kpi} went silent on {component} from {_hhmm(row['onset'])}"
-        else:
-            ratio = f"{row['ratio']:.2g}x " if row["ratio"] is not None else f"from 0 to {row['window_value']:.3g} "
-            text = f"{kpi} {direction} {ratio}(z={row['z']:.1f}) on {component} from {_hhmm(row['onset'])}"
-        evidence = EvidenceItem(modality="metric", key=kpi, component=component, text=_clip(text),
-                                direction=direction, magnitude=round(row["z"], 2), ratio=row["ratio"],
-                                onset=row["onset"])
-        symptom = row["kind"] in _SYMPTOM_KINDS or kpi in _SYMPTOM_KPIS
-        role = "local" if direction == "silent" or not symptom else "symptom"
-        items.append((component, _Item(evidence, strength(row["z"]), role)))
-    return items
-
-
-def log_items(events: pl.DataFrame, *, known_services: set[str]) -> list[tuple[str, _Item]]:
-    items = []
-    for row in events.iter_rows(named=True):
-        pod, template = row["component"], row["template"] or ""
-        if row["direction"] == "silent":
-            keyword = "log stream"
-            text = f"log stream went silent on {pod} ({row['window_count']} lines vs {row['baseline_count']} before)"
-        else:
-            # The line's own words are what a reader (and a log-evidence scorer) looks for: the
-            # example line keeps the words Drain merged into <*>, and the text spends what the
-            # counts and pod leave of its 100 characters on them; the onset stays in `onset`.
-            source = row.get("example") or template
-            keyword = template_keyword(source)
-            change = "new" if row["direction"] == "new" else f"{row['ratio']:.1f}x, z={row['z']:.1f}"
-            suffix = f" x{row['window_count']} ({change}) on {pod}"
-            text = template_keyword(source, max_chars=100 - len(suffix)) + suffix
-        evidence = EvidenceItem(modality="log", key=keyword, component=pod, text=_clip(text),
-                                direction=row["direction"], magnitude=round(row["z"], 2), ratio=row["ratio"],
-                                onset=row["onset"])
-        # Silence is local (the pod stopped); a burst is a symptom that may come from downstream.
-        item_strength = strength(row["z"])
-        items.append((pod, _Item(evidence, item_strength, "local" if row["direction"] == "silent" else "symptom")))
-        own_service = service_of(pod)
-        for service in known_services:
-            if service != own_service and service in template:
-                mention = evidence.model_copy(update={"component": service})
-                items.append((service, _Item(mention, MENTION_WEIGHT * item_strength, "edge")))
-    return items
-
-
-def fanout_items(events: pl.DataFrame) -> list[tuple[str, _Item]]:
-    items = []
-    for row in events.iter_rows(named=True):
-        callees = row["callees"]
-        edge = f"{row['caller']}->{callees[0]}"
-        others = f" +{len(callees) - 1} more" if len(callees) > 1 else ""
-        text = (f"{edge}{others}: {row['signal']} on calls from {row['caller_pod']} (z={row['z']:.1f}) "
-                f"from {_hhmm(row['onset'])}")
-        evidence = EvidenceItem(modality="trace", key=edge, component=row["caller_pod"], text=_clip(text),
-                                direction="up", magnitude=round(row["z"], 2), onset=row["onset"])
-        # Failing towards many services at once is the caller pod's own problem.
-        boost = 1.0 + 0.25 * (len(callees) - 1)
-        items.append((row["caller_pod"], _Item(evidence, boost * strength(row["z"]), "local")))
-    return items
-
-
-def trace_items(events: pl.DataFrame, *, propagation: dict[str, float],
-                fanout_callers: set[tuple[str, str]]) -> list[tuple[str, _Item]]:
-    items = []
-    for row in events.iter_rows(named=True):
-        edge = f"{row['caller']}->{row['callee']}"
-        target = row["callee_pod"] or row["callee"]
-        if row["signal"] == "latency":
-            detail = f"p95 {row['ratio']:.1f}x (z={row['z']:.1f})"
-        elif row["signal"] == "errors":
-            detail = f"errors {100 * row['ratio']:.0f}% (z={row['z']:.1f})"
-        else:
-            detail = "calls stopped"
-        text = f"{edge} {detail} to {target} from {_hhmm(row['onset'])}"
-        direction = "silent" if row["signal"] == "silent" else "up"
-        evidence = EvidenceItem(modality="trace", key=edge, component=target, text=_clip(text),
-                                direction=direction, magnitude=round(row["z"], 2), ratio=row["ratio"],
-                                onset=row["onset"])
-        # The callee is the suspect; how much depends on whether the anomaly flows on downstream.
-        weight = 0.4 + 0.6 * propagation.get(row["callee"], 0.0)
-        if (row["caller"], row["signal"]) in fanout_callers:
-            weight *= FANOUT_VICTIM_WEIGHT
-        item = _Item(evidence, weight * strength(row["z"]), "edge", caller=row["caller"])
-        items.append((target, item))
-        if row["callee_pod"]:
-            items.append((row["callee"], item))
-        if row["callee_node"]:
-            node_evidence = evidence.model_copy(update={"component": row["callee_node"]})
-            items.append((row["callee_node"], _Item(node_evidence, 0.3 * item.strength, "symptom")))
-    return items
-
-
 def rank_candidates(
     *,
-    metric_events: pl.DataFrame,
-    log_events: pl.DataFrame,
-    trace_events: pl.DataFrame,
-    fanout_events: pl.DataFrame,
-    propagation: dict[str, float],
+    events: Mapping[str, pl.DataFrame],
     graph: nx.DiGraph,
     placement: pl.DataFrame,
     known_pods: set[str],
     top_k: int,
     max_evidence: int = 6,
     window_start: datetime | None = None,
+    weights: RankWeights = RankWeights(),
 ) -> list[Candidate]:
     """Ranked candidates (service, pod and node level) with evidence and score breakdown.
 
-    With ``window_start``, evidence whose onset comes ``LATE_ONSET_MINUTES`` or more after
-    it is weakened: a fault shows at injection time, so late starters are more likely
-    its consequences or unrelated.
+    ``events`` are the detectors' event frames by kind (``metric``, ``log``, ``trace``,
+    ``fanout``). With ``window_start``, evidence whose onset comes
+    ``weights.late_onset_minutes`` or more after it is weakened: a fault shows at injection
+    time, so late starters are more likely its consequences or unrelated.
     """
+    metric_events, log_events = events["metric"], events["log"]
+    trace_events, fanout_events = events["trace"], events["fanout"]
+    propagation = propagation_scores(trace_events)
     pods_by_service: dict[str, set[str]] = defaultdict(set)
     for pod in known_pods:
         pods_by_service[service_of(pod)].add(pod)
@@ -270,20 +128,25 @@ def rank_candidates(
 
     components: dict[str, _Component] = {}
 
-    def add(name: str, item: _Item) -> None:
-        onset = item.evidence.onset
-        if window_start is not None and onset is not None and onset - window_start >= timedelta(minutes=LATE_ONSET_MINUTES):
-            item = replace(item, strength=item.strength * LATE_ONSET_WEIGHT)
-        components.setdefault(name, _Component(name)).items.append(item)
+    late = timedelta(minutes=weights.late_onset_minutes)
+    modality_weights = weights.modality_weights()
 
-    for name, item in (metric_items(metric_events) + log_items(log_events, known_services=known_services)
-                       + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers)
+    def add(name: str, item: Item) -> None:
+        onset = item.evidence.onset
+        if window_start is not None and onset is not None and onset - window_start >= late:
+            item = replace(item, strength=item.strength * weights.late_onset_weight)
+        components.setdefault(name, _Component(name, modality_weights)).items.append(item)
+
+    for name, item in (metric_items(metric_events)
+                       + log_items(log_events, known_services=known_services, weights=weights)
+                       + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,
+                                     weights=weights)
                        + fanout_items(fanout_events)):
         add(name, item)
 
-    _discount_starved(components, graph=graph)
+    _discount_starved(components, graph=graph, weights=weights)
     cause = _service_cause(components, pods_by_service)
-    factors = _propagation_factors(graph, cause)
+    factors = _propagation_factors(graph, cause, weights=weights)
 
     scored: list[Candidate] = []
     for service in sorted(known_services | {service_of(n) for n in components if not is_node(n)}):
@@ -294,7 +157,7 @@ def rank_candidates(
         direct = components.get(service)
         direct_scores = direct.modality_scores(symptom_factor=factor) if direct else {}
         pod_scores = {p: components[p].score(symptom_factor=factor) if p in components else 0.0 for p in pods}
-        deviating = [p for p, s in pod_scores.items() if s >= ANOMALOUS_POD_SCORE]
+        deviating = [p for p, s in pod_scores.items() if s >= weights.anomalous_pod_score]
         if len(pods) <= 1:
             # Single-pod component: its pod evidence is the service's evidence.
             merged = _merge_breakdowns([direct_scores] + [components[p].modality_scores(symptom_factor=factor)
@@ -307,7 +170,7 @@ def rank_candidates(
         service_breakdown = {k: 0.5 * v for k, v in direct_scores.items()}
         if share == 1.0:
             service_breakdown["pods"] = mean_pod
-            service_breakdown["uniform"] = UNIFORM_BONUS
+            service_breakdown["uniform"] = weights.uniform_bonus
         else:
             service_breakdown["pods"] = mean_pod * share * 0.5
         scored.append(_candidate(service, "service", service_breakdown, factor,
@@ -331,11 +194,11 @@ def rank_candidates(
         scored.append(_candidate(node, "node", breakdown, 1.0,
                                  [components[node]] if node in components else [], max_evidence))
 
-    scored = _cap_explained(scored, graph=graph, cause=cause)
-    scored = _cap_by_node(scored, placement=placement, components=components)
+    scored = _cap_explained(scored, graph=graph, cause=cause, weights=weights)
+    scored = _cap_by_node(scored, placement=placement, components=components, weights=weights)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
-    return _diversify(scored, per_service=MAX_PER_SERVICE)[:top_k]
+    return _diversify(scored, per_service=weights.max_per_service)[:top_k]
 
 
 def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
@@ -357,7 +220,8 @@ def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
     return head + tail
 
 
-def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[str, float]) -> list[Candidate]:
+def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[str, float],
+                   weights: RankWeights) -> list[Candidate]:
     """A component whose downstream is clearly broken ranks just below that downstream.
 
     Callers feel every downstream fault as errors and latency, often louder than the
@@ -376,9 +240,9 @@ def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[st
             capped.append(candidate)
             continue
         explaining = [best.get(d, 0.0) for d in nx.descendants(graph, service)
-                      if cause.get(d, 0.0) >= CLEAR_ANOMALY and cause.get(d, 0.0) > cause.get(service, 0.0)]
+                      if cause.get(d, 0.0) >= weights.clear_anomaly and cause.get(d, 0.0) > cause.get(service, 0.0)]
         if explaining:
-            candidate = _capped(candidate, EXPLAINED_CAP * max(explaining), reason="explained_downstream")
+            candidate = _capped(candidate, weights.explained_cap * max(explaining), reason="explained_downstream")
         capped.append(candidate)
     return capped
 
@@ -391,14 +255,14 @@ def _capped(candidate: Candidate, cap: float, *, reason: str) -> Candidate:
     return candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
 
 
-def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph) -> None:
+def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
     """Silence of a component whose every caller stopped is starvation, not death.
 
     Errors travel up the call graph; silence travels down it: when a service dies, the
     services only it calls see their traffic stop. Their silent evidence is kept but
     weighted down so that the dead caller, not its starved callees, ranks first.
     """
-    def stopped(item: _Item) -> bool:
+    def stopped(item: Item) -> bool:
         return item.evidence.direction == "silent" and (item.evidence.key == "request"
                                                          or item.evidence.modality == "trace")
 
@@ -412,7 +276,7 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph) -
                 continue
             # Starved as a whole, or this call edge stopped because its caller did.
             if (not is_node(name) and service_of(name) in starved) or (item.caller is not None and item.caller in dead):
-                item.strength *= STARVED_WEIGHT
+                item.strength *= weights.starved_weight
 
 
 def _local_score(component: _Component | None) -> float:
@@ -420,7 +284,7 @@ def _local_score(component: _Component | None) -> float:
 
 
 def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame,
-                 components: dict[str, _Component]) -> list[Candidate]:
+                 components: dict[str, _Component], weights: RankWeights) -> list[Candidate]:
     """A pod that only feels its node's trouble ranks just below that node.
 
     A node under stress slows every pod on it; when the hosting node shows clearly
@@ -437,10 +301,10 @@ def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame,
         if candidate.level == "pod":
             own = _local_score(components.get(candidate.component))
             stressed = [node_scores[n] for n in hosts.get(candidate.component, set())
-                        if n in node_scores and _local_score(components.get(n)) >= NODE_CLEAR_ANOMALY
+                        if n in node_scores and _local_score(components.get(n)) >= weights.node_clear_anomaly
                         and _local_score(components.get(n)) > own]
             if stressed:
-                candidate = _capped(candidate, EXPLAINED_CAP * max(stressed), reason="explained_by_node")
+                candidate = _capped(candidate, weights.explained_cap * max(stressed), reason="explained_by_node")
         capped.append(candidate)
     return capped
 
@@ -456,14 +320,14 @@ def _service_cause(components: dict[str, _Component], pods_by_service: dict[str,
     return result
 
 
-def _propagation_factors(graph: nx.DiGraph, cause: dict[str, float]) -> dict[str, float]:
+def _propagation_factors(graph: nx.DiGraph, cause: dict[str, float], *, weights: RankWeights) -> dict[str, float]:
     """Multiplier of each service's symptom evidence: < 1 when something downstream is broken."""
     factors: dict[str, float] = {}
     for service in cause:
         if service not in graph:
             continue
         downstream = max((cause.get(d, 0.0) for d in nx.descendants(graph, service)), default=0.0)
-        factors[service] = 1.0 - PROPAGATION_DISCOUNT * min(1.0, downstream / CLEAR_ANOMALY)
+        factors[service] = 1.0 - weights.propagation_discount * min(1.0, downstream / weights.clear_anomaly)
     return factors
 
 
@@ -510,7 +374,7 @@ def _candidate(name: str, level: str, breakdown: dict[str, float], factor: float
     items = sorted((i for comp in sources for i in comp.items), key=lambda i: -i.strength)
     # First the strongest item of each kind of signal, then the rest: a short list that
     # shows CPU, errors and a log template beats six error counters saying the same.
-    def kind(item: _Item) -> tuple[str, str, str]:
+    def kind(item: Item) -> tuple[str, str, str]:
         key = kpi_family(item.evidence.key) if item.evidence.modality == "metric" else item.evidence.key
         return item.evidence.modality, key, item.evidence.direction
 

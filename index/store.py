@@ -5,16 +5,18 @@ Layout (schema version ``SCHEMA_VERSION``)::
     <index_dir>/
       manifest.json                      schema version + one entry per finished partition
       log_templates.parquet              template_id, template (Drain3 clusters, all days)
-      log_miner_state.bin                Drain3 miner state (zlib + base64 jsonpickle)
+      log_miner_state.bin                Drain3 miner state (Drain3's own format: zlib + base64 jsonpickle)
       day=<YYYY-MM-DD>/                  CST day, like the raw data directories
         metric_series.parquet            time, component, kind, kpi, value         (per minute)
         metric_placement.parquet         pod, node, first, last                    (pod -> node)
-        metric_change_points.parquet     component, kind, kpi, time, before, after (day level)
         log_counts.parquet               time, pod, node, template_id, count, example (per minute)
         trace_edges.parquet              time, caller, caller_pod, callee, callee_pod, callee_node,
                                          operation, count, errors, p50_us, p95_us, mean_us
 
-A partition is one (day, family) pair, family being ``metric``, ``log`` or ``trace``. Its
+The tables are the ``feature_tables`` the detectors of ``preprocess.detect`` declare (their
+schemas live there); ``scope`` says which are per day and which index-wide.
+A partition is one (day, family) pair, family being a detector name (``metric``, ``log``,
+``trace``). Its
 manifest entry records the input fingerprint (name, size and mtime of every raw file),
 so the nightly job skips partitions whose inputs did not change. Every file is written
 to a temporary file in the same directory and moved into place with ``os.replace``;
@@ -31,22 +33,19 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, Field
 
+from preprocess.detect import DETECTORS, FeatureTable
 from rca.atomic import atomic_path, write_bytes_atomic
 from rca.errors import DataError
 from rca.timeutil import as_utc, cst_day_and_hour
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: log_counts.example
+SCHEMA_VERSION = 3  # 2: log_counts.example; 3: metric_change_points dropped (nothing read it)
 MANIFEST_NAME = "manifest.json"
-TEMPLATES_NAME = "log_templates.parquet"
-MINER_STATE_NAME = "log_miner_state.bin"
-PARTITION_FAMILIES: tuple[str, ...] = ("metric", "log", "trace")
-# Family -> tables it writes into the day directory.
+PARTITION_FAMILIES: tuple[str, ...] = tuple(DETECTORS)
+# Family -> tables it writes into the day directory (index-wide tables are not per day).
 FAMILY_TABLES: dict[str, tuple[str, ...]] = {
-    "metric": ("metric_series", "metric_placement", "metric_change_points"),
-    "log": ("log_counts",),
-    "trace": ("trace_edges",),
+    name: tuple(t.name for t in detector.feature_tables if t.scope != "index") for name, detector in DETECTORS.items()
 }
 
 
@@ -77,6 +76,11 @@ def day_path(index_dir: Path, day: str) -> Path:
 
 def table_path(index_dir: Path, day: str, table: str) -> Path:
     return day_path(index_dir, day) / f"{table}.parquet"
+
+
+def index_table_path(index_dir: Path, table: str) -> Path:
+    """Path of an index-wide table (scope ``index``), e.g. ``log_templates.parquet``."""
+    return Path(index_dir) / f"{table}.parquet"
 
 
 def input_fingerprint(files: Iterable[Path]) -> str:
@@ -181,11 +185,34 @@ def load_table(
     return pl.concat(frames), missing
 
 
-def load_day_table(index_dir: Path, *, day: str, table: str, schema: dict[str, pl.DataType]) -> pl.DataFrame | None:
-    path = table_path(index_dir, day, table)
-    if not _readable(path, schema):
-        return None
-    return pl.read_parquet(path).cast(schema)
+def load_feature(index_dir: Path, table: FeatureTable, *, start: datetime, end: datetime,
+                 baseline_start: datetime) -> tuple[pl.DataFrame, list[str]]:
+    """One feature table for a query of the window [start, end], by its scope.
+
+    ``minute`` tables give the minutes of [baseline_start, end]; ``interval`` tables the
+    rows overlapping [start, end]; ``index`` tables the whole table. Returns the frame and
+    the missing per-minute partitions (``<day>/<table>``).
+    """
+    if table.scope == "minute":
+        return load_table(index_dir, table=table.name, start=baseline_start, end=end, schema=table.schema)
+    if table.scope == "interval":
+        return load_intervals(index_dir, table=table.name, start=start, end=end, schema=table.schema), []
+    path = index_table_path(index_dir, table.name)
+    if not path.exists():
+        return pl.DataFrame(schema=table.schema), []
+    return pl.read_parquet(path).cast(table.schema), []
+
+
+def load_intervals(index_dir: Path, *, table: str, start: datetime, end: datetime,
+                   schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Rows of a per-day ``[first, last]`` table (e.g. pod placement) that overlap [start, end]."""
+    frames = []
+    for day in days_for_window(start, end):
+        path = table_path(index_dir, day, table)
+        if _readable(path, schema):
+            frame = pl.read_parquet(path).cast(schema)
+            frames.append(frame.filter((pl.col("last") >= start) & (pl.col("first") <= end)))
+    return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
 
 
 def _readable(path: Path, schema: dict[str, pl.DataType]) -> bool:
@@ -196,11 +223,3 @@ def _readable(path: Path, schema: dict[str, pl.DataType]) -> bool:
         return True
     log.warning("%s: written by an older schema version, read as missing until rebuilt", path)
     return False
-
-
-def load_templates(index_dir: Path) -> pl.DataFrame:
-    path = Path(index_dir) / TEMPLATES_NAME
-    schema = {"template_id": pl.Int64, "template": pl.Utf8}
-    if not path.exists():
-        return pl.DataFrame(schema=schema)
-    return pl.read_parquet(path).cast(schema)

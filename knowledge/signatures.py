@@ -11,11 +11,16 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
 * ``metric:pod_cpu_usage:up``: a metric evidence line whose KPI name matches the glob
   ``pod_cpu_usage`` and moved ``up`` (directions: up, down, silent; ``any`` or omitted
   accepts all);
-* ``log:server misbehaving``: a log evidence line whose text contains the phrase
-  (case-insensitive); ``log:silent`` matches a log stream that stopped;
-* ``trace:p95``: a trace evidence line whose text contains the phrase (``p95`` latency,
-  ``errors``, ``calls stopped``, ``on calls from`` for errors on the component's own calls);
+* ``log:server misbehaving``: log evidence whose log line (the example the index quotes,
+  not the rendered sentence) contains the phrase (case-insensitive); ``log:silent``
+  matches a log stream that stopped;
+* ``trace:<signal>``: trace evidence of that signal: ``latency`` or ``errors`` on calls
+  into the component, ``calls_stopped`` (calls into it vanished), ``fanout`` (the
+  component's own calls to several services went wrong at once);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
+
+Clues match evidence data (``Observation``: the index's ``EvidenceItem``), never the
+wording of its observation line, so rewording evidence cannot change a fit.
 """
 from __future__ import annotations
 
@@ -29,6 +34,9 @@ from rca.errors import InputError
 
 MODALITIES = ("metric", "log", "trace")
 DIRECTIONS = ("up", "down", "silent", "any")
+# trace clue -> the words of the evidence line it points the reader to (its label in a fit).
+TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_stopped": "calls stopped",
+                                 "fanout": "on calls from"}
 
 
 class SignalError(InputError):
@@ -39,9 +47,10 @@ class Observation(Protocol):
     """What a signal is checked against (``index.models.EvidenceItem`` satisfies it)."""
 
     modality: str
+    signal: str  # level | silent | burst | new_template | latency | errors | calls_stopped | fanout
     key: str
-    text: str
     direction: str
+    example: str  # log: the quoted log line
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class Clue:
             direction = direction.strip() or "any"
             if direction not in DIRECTIONS:
                 raise SignalError(f"{spec!r}: direction must be one of {', '.join(DIRECTIONS)}")
+        if modality == "trace" and pattern.strip() not in TRACE_SIGNALS:
+            raise SignalError(f"{spec!r}: a trace clue names a signal: one of {', '.join(TRACE_SIGNALS)}")
         return cls(modality=modality, pattern=pattern.strip(), direction=direction)
 
     def matches(self, item: Observation) -> bool:
@@ -71,13 +82,17 @@ class Clue:
         if self.modality == "metric":
             direction_ok = self.direction == "any" or item.direction == self.direction
             return direction_ok and fnmatch.fnmatchcase(item.key, self.pattern)
-        if self.modality == "log" and self.pattern == "silent":
-            return item.direction == "silent"
-        return self.pattern.lower() in item.text.lower()
+        if self.modality == "trace":
+            return item.signal == self.pattern
+        if self.pattern == "silent":
+            return item.signal == "silent"
+        return self.pattern.lower() in item.example.lower()
 
     def label(self) -> str:
         if self.modality == "metric":
             return self.pattern if self.direction == "any" else f"{self.pattern} {self.direction}"
+        if self.modality == "trace":
+            return f"trace '{TRACE_SIGNALS[self.pattern]}'"
         return f"{self.modality} '{self.pattern}'"
 
 

@@ -5,31 +5,37 @@ This module owns:
 * ``extract_and_mask``: the inner ``message`` / ``error`` of JSON lines, with ids, IPs
   and numbers masked, so that millions of lines collapse into a few thousand distinct
   strings before mining (the speed trick for a ~6M-line day);
-* ``LogTemplateMiner``: a Drain3 miner whose state is saved atomically next to the
-  index, so template ids stay stable across nightly runs and new templates are added;
+* ``LogTemplateMiner``: a Drain3 miner whose state is saved atomically (Drain3's own
+  persistence seam, ``AtomicFilePersistence``), so template ids stay stable across
+  nightly runs and new templates are added;
 * ``log_counts``: per (pod, template, minute) counts with the most frequent masked line
   as an example, the stored log feature;
 * ``score_log_window``: templates that burst or are new in a window against the
   neighbouring baseline. Chronic noise (a template with a steady rate in the baseline)
   is separated statistically: a steady rate is not a burst, whatever its wording.
-  A pod whose log stream stops is reported as ``silent``.
+  A pod whose log stream stops is reported as ``silent``;
+* ``LogDetector``: the halves above behind the ``preprocess.detect.Detector`` contract.
 """
 from __future__ import annotations
 
-import base64
+import binascii
+import json
 import logging
 import re
 import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import jsonpickle
 import polars as pl
 from drain3 import TemplateMiner
+from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
-from preprocess.schema import TIME
+from preprocess.schema import TIME, FeatureTable, RawInput
 from rca.atomic import write_bytes_atomic
+from rca.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -81,42 +87,73 @@ def extract_and_mask(messages: pl.Expr) -> pl.Expr:
     return text.str.strip_chars().str.slice(0, MASKED_MAX_CHARS)
 
 
-class LogTemplateMiner:
-    """Drain3 miner with atomic file persistence under ``state_path``.
+MINER_STATE_NAME = "log_miner_state.bin"
 
-    Drain3's own persistence snapshots the whole tree on every new cluster, which is
-    quadratic over a day; here the state is loaded once and saved once per run.
+
+@dataclass(frozen=True)
+class LogParams:
+    """Knobs of the log detector: Drain3 clustering (build) and the burst test (score)."""
+
+    min_z: float = 4.0  # Poisson z a template's window count must reach to burst
+    min_ratio: float = 3.0  # ... and this multiple of its expected count
+    min_new_count: int = 3  # lines a template unseen in the baseline needs to count as new
+    sim_th: float = 0.5  # Drain similarity threshold
+    depth: int = 4  # Drain parse-tree depth
+
+
+class MinerStateError(DataError):
+    """The saved Drain3 miner state cannot be read."""
+
+
+class AtomicFilePersistence(PersistenceHandler):
+    """Drain3 persistence into one file, replaced atomically (``rca.atomic``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def save_state(self, state: bytes) -> None:
+        write_bytes_atomic(self.path, state)
+
+    def load_state(self) -> bytes | None:
+        return self.path.read_bytes() if self.path.exists() else None
+
+
+class LogTemplateMiner:
+    """Drain3 miner whose state lives in ``state_path`` (None: in memory only).
+
+    Drain3 snapshots the whole tree on every new cluster when a persistence handler is
+    attached, which is quadratic over a day; so the handler is attached only to load
+    (``TemplateMiner.load_state``) and to ``save`` once per partition, never while mining.
     """
 
-    def __init__(self, *, state_path: Path | None, sim_th: float = 0.5, depth: int = 4) -> None:
-        self.state_path = state_path
+    def __init__(self, *, state_path: Path | None, params: LogParams = LogParams()) -> None:
         config = TemplateMinerConfig()
-        config.drain_sim_th = sim_th
-        config.drain_depth = depth
+        config.drain_sim_th = params.sim_th
+        config.drain_depth = params.depth
         config.masking_instructions = []  # masking is done before, vectorised, in polars
         config.parametrize_numeric_tokens = False
+        self._persistence = AtomicFilePersistence(state_path) if state_path is not None else None
         self._miner = TemplateMiner(persistence_handler=None, config=config)
-        if state_path is not None and state_path.exists():
-            self._load(state_path)
+        if self._persistence is not None:
+            self._with_persistence(self._miner.load_state)
+            if self._miner.drain.clusters:
+                log.info("loaded %d log templates from %s", len(self._miner.drain.clusters), self._persistence.path)
 
-    def _load(self, path: Path) -> None:
+    def _with_persistence(self, action) -> None:
+        self._miner.persistence_handler = self._persistence
         try:
-            state = zlib.decompress(base64.b64decode(path.read_bytes()))
-            loaded = jsonpickle.loads(state, keys=True)
-        except (OSError, ValueError, zlib.error) as exc:
-            raise ValueError(f"{path}: unreadable Drain3 miner state: {exc}") from exc
-        drain = self._miner.drain
-        drain.id_to_cluster = loaded.id_to_cluster
-        drain.clusters_counter = loaded.clusters_counter
-        drain.root_node = loaded.root_node
-        log.info("loaded %d log templates from %s", len(drain.clusters), path)
+            action()
+        except (ValueError, TypeError, KeyError, AttributeError, zlib.error, binascii.Error,
+                json.JSONDecodeError) as exc:
+            # jsonpickle raises any of these on a truncated or foreign state.
+            raise MinerStateError(f"{self._persistence.path}: unreadable Drain3 miner state: {exc}") from exc
+        finally:
+            self._miner.persistence_handler = None
 
     def save(self) -> None:
-        """Write the miner state atomically (temp file in the same directory, then replace)."""
-        if self.state_path is None:
-            return
-        state = base64.b64encode(zlib.compress(jsonpickle.dumps(self._miner.drain, keys=True).encode("utf-8")))
-        write_bytes_atomic(self.state_path, state)
+        """Write the miner state atomically (a no-op without a state path)."""
+        if self._persistence is not None:
+            self._with_persistence(lambda: self._miner.save_state("partition done"))
 
     def template_ids(self, masked_messages: list[str]) -> list[int]:
         """Cluster id of each message; messages are mined in sorted order for determinism."""
@@ -167,9 +204,7 @@ def score_log_window(
     start: datetime,
     end: datetime,
     baseline_start: datetime,
-    min_z: float = 4.0,
-    min_ratio: float = 3.0,
-    min_new_count: int = 3,
+    params: LogParams = LogParams(),
 ) -> pl.DataFrame:
     """Bursting, new and silenced log streams of the window [start, end] per pod.
 
@@ -196,8 +231,8 @@ def score_log_window(
         z=(pl.col("window_count") - pl.col("expected")) / (pl.col("expected") + 1).sqrt(),
         ratio=pl.when(pl.col("expected") > 0).then(pl.col("window_count") / pl.col("expected")).otherwise(None),
     )
-    new = (pl.col("baseline_count") == 0) & (pl.col("window_count") >= min_new_count)
-    burst = (pl.col("baseline_count") > 0) & (pl.col("z") >= min_z) & (pl.col("ratio") >= min_ratio)
+    new = (pl.col("baseline_count") == 0) & (pl.col("window_count") >= params.min_new_count)
+    burst = (pl.col("baseline_count") > 0) & (pl.col("z") >= params.min_z) & (pl.col("ratio") >= params.min_ratio)
     examples = (
         sub.filter(in_window).group_by("pod", "template_id", "example").agg(pl.col("count").sum())
         .group_by("pod", "template_id").agg(_most_frequent("example"))
@@ -257,3 +292,50 @@ def elide(text: str, *, max_chars: int, head_chars: int = 25) -> str:
     head = text[:min(head_chars, max_chars // 2)].rstrip()
     tail = text[len(text) - (max_chars - len(head) - 1):].lstrip()
     return f"{head}…{tail}"
+
+
+class LogDetector:
+    """Per-minute template counts at build time (one shared miner); bursts, new templates, silence at score time."""
+
+    Params = LogParams
+    name = "log"
+    sequential = True  # one miner, its state carried from day to day
+    raw = RawInput(sources=("log",), per_hour=True, rows_read="lines_read")
+    feature_tables = (
+        FeatureTable("log_counts", LOG_COUNT_SCHEMA),
+        FeatureTable("log_templates", TEMPLATE_SCHEMA, scope="index"),
+    )
+    event_schemas = {"log": LOG_EVENT_SCHEMA}
+
+    def __init__(self, params: LogParams = LogParams()) -> None:
+        self.params = params
+        self._miner: LogTemplateMiner | None = None
+        self._state_dir: Path | None = None
+
+    def miner(self, state_dir: Path | None) -> LogTemplateMiner:
+        """The miner of ``state_dir`` (its state file is loaded once, then shared by every build)."""
+        if self._miner is None or self._state_dir != state_dir:
+            path = Path(state_dir) / MINER_STATE_NAME if state_dir is not None else None
+            self._miner = LogTemplateMiner(state_path=path, params=self.params)
+            self._state_dir = state_dir
+        return self._miner
+
+    def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *, state_dir: Path | None = None,
+              ) -> dict[str, pl.DataFrame]:
+        """Counts of one day's hour chunks ``{"log": frame}``; the miner state is saved once, at the end.
+
+        The miner state is saved before any table is written: a kill before the index
+        records the partition only re-mines this day, and the restored miner assigns the
+        same template ids again.
+        """
+        miner = self.miner(state_dir)
+        parts = [log_counts(chunk["log"], miner=miner) for chunk in chunks if chunk.get("log") is not None]
+        miner.save()
+        counts = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
+        return {"log_counts": counts, "log_templates": miner.templates()}
+
+    def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
+              baseline_start: datetime) -> dict[str, pl.DataFrame]:
+        events = score_log_window(features["log_counts"], features["log_templates"], start=start, end=end,
+                                  baseline_start=baseline_start, params=self.params)
+        return {"log": events}

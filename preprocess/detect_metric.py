@@ -9,20 +9,22 @@ This module owns three things:
   (median / MAD robust z, ratio to the baseline median, onset from a ruptures change
   point) and report one event per deviating series, including the "went silent"
   pattern (a series that goes missing, flat or to zero when a pod dies);
-* ``day_change_points``: day-level change points of every series (ruptures), kept in
-  the index as context for the diagnoser.
+* ``MetricDetector``: the two halves above behind the ``preprocess.detect.Detector``
+  contract (build: series + pod placement of a day; score: metric events of a window).
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import ruptures
 
-from preprocess.schema import APM_KPIS, TIME
+from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +53,6 @@ METRIC_EVENT_SCHEMA: dict[str, pl.DataType] = {
 # Pod -> node placement intervals (from infra_pod's hosting-node label).
 PLACEMENT_SCHEMA: dict[str, pl.DataType] = {"pod": pl.Utf8, "node": pl.Utf8, "first": TIME, "last": TIME}
 
-CHANGE_POINT_SCHEMA: dict[str, pl.DataType] = {
-    "component": pl.Utf8,
-    "kind": pl.Utf8,
-    "kpi": pl.Utf8,
-    "time": TIME,
-    "before": pl.Float64,
-    "after": pl.Float64,
-}
-
 # Series whose values say little about faults (constants, capacities, clocks).
 _STATIC_KPIS = frozenset({
     "node_memory_MemTotal_bytes", "node_filesystem_size_bytes", "uptime", "capacity_size",
@@ -69,8 +62,8 @@ Z_CAP = 50.0
 
 
 @dataclass(frozen=True)
-class MetricThresholds:
-    """Knobs of the window scorer; defaults tuned on simulated data."""
+class MetricParams:
+    """Knobs of the metric window scorer; defaults tuned on simulated data."""
 
     min_z: float = 4.0  # robust z a window must reach to become an event
     min_relative_change: float = 0.2  # |window/baseline - 1| must also reach this
@@ -171,7 +164,7 @@ def score_metric_window(
     start: datetime,
     end: datetime,
     baseline_start: datetime,
-    thresholds: MetricThresholds = MetricThresholds(),
+    params: MetricParams = MetricParams(),
 ) -> pl.DataFrame:
     """One event per series whose window [start, end] deviates from [baseline_start, start).
 
@@ -196,10 +189,10 @@ def score_metric_window(
         times, values = times[finite], values[finite]
         in_window = times >= window_start_us
         base, win = values[~in_window], values[in_window]
-        if base.size < thresholds.min_baseline_points:
+        if base.size < params.min_baseline_points:
             continue
         event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
-                           expected_baseline_minutes=expected_baseline_minutes, thresholds=thresholds)
+                           expected_baseline_minutes=expected_baseline_minutes, params=params)
         if event is None:
             continue
         direction, z, level, median = event
@@ -224,14 +217,14 @@ def score_metric_window(
 
 def _score_one(
     *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, expected_baseline_minutes: int,
-    thresholds: MetricThresholds,
+    params: MetricParams,
 ) -> tuple[str, float, float, float] | None:
     median, scale = robust_location_scale(base, ordered=True)
     # Went silent: a series that was dense and non-zero in the baseline is now mostly
     # missing, or mostly zero. Sparse or often-zero series (idle pods) never qualify.
     dense_baseline = base.size >= 0.9 * expected_baseline_minutes
     coverage = win.size / expected_window_minutes
-    if dense_baseline and coverage < thresholds.silent_fraction and expected_window_minutes >= 3:
+    if dense_baseline and coverage < params.silent_fraction and expected_window_minutes >= 3:
         return "silent", Z_CAP * (1.0 - coverage), float(np.median(win)) if win.size else 0.0, median
     if win.size == 0:
         return None
@@ -253,14 +246,14 @@ def _score_one(
     if not np.any(base):
         # From a flat zero (errors, timeouts) any count is "new": its size in raw units
         # says little (counts may be sampled or scaled), so the z is bounded.
-        z = min(z, thresholds.from_zero_z * weight)
+        z = min(z, params.from_zero_z * weight)
     # A sustained fall to a small fraction of a healthy level is the component dying,
     # whatever the KPI (a stopped pod keeps reporting a residue on some exporters).
     steady_baseline = dense_baseline and median > 0 and float(np.quantile(base, 0.1)) >= 0.5 * median
-    if steady_baseline and sustained <= thresholds.near_silent_ratio * median:
+    if steady_baseline and sustained <= params.near_silent_ratio * median:
         return "silent", max(z, Z_CAP * (1.0 - sustained / median)), sustained, median
     relative = abs(level - median) / abs(median) if median != 0 else float("inf")
-    if z < thresholds.min_z or relative < thresholds.min_relative_change:
+    if z < params.min_z or relative < params.min_relative_change:
         return None
     return ("up" if raw_z > 0 else "down"), z, level, median
 
@@ -271,41 +264,6 @@ def _first_exceeding(win: np.ndarray, median: float, direction: str) -> int:
     return int(above[0]) if len(above) else 0
 
 
-def day_change_points(series: pl.DataFrame, *, penalty_scale: float = 10.0, min_size: int = 5) -> pl.DataFrame:
-    """Change points of every day series (ruptures KernelCPD, linear kernel = l2).
-
-    The penalty scales with the series' robust variance so that only shifts large
-    against the series' own noise are kept; the result is day-level context.
-    """
-    rows: list[dict] = []
-    clean = series.filter(pl.col("value").is_not_null() & pl.col("value").is_finite())
-    grouped = clean.group_by("component", "kind", "kpi", maintain_order=True).agg(
-        pl.col("time").sort_by("time"), pl.col("value").sort_by("time"))
-    for row in grouped.iter_rows(named=True):
-        values = np.asarray(row["value"], dtype=float)
-        if values.size < 4 * min_size or np.allclose(values, values[0]):
-            continue
-        _, scale = robust_location_scale(values)
-        normalised = ((values - np.median(values)) / scale).reshape(-1, 1)
-        try:
-            breaks = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(normalised).predict(
-                pen=penalty_scale * np.log(values.size))
-        except ruptures.exceptions.BadSegmentationParameters:
-            continue
-        previous = 0
-        for position, following in zip(breaks[:-1], breaks[1:]):
-            rows.append({
-                "component": row["component"], "kind": row["kind"], "kpi": row["kpi"],
-                "time": row["time"][position],
-                "before": float(np.median(values[previous:position])),
-                "after": float(np.median(values[position:following])),
-            })
-            previous = position
-    if not rows:
-        return pl.DataFrame(schema=CHANGE_POINT_SCHEMA)
-    return pl.DataFrame(rows, schema=CHANGE_POINT_SCHEMA)
-
-
 def epoch_us(value: datetime) -> int:
     """Microseconds since the epoch of an aware datetime (the integer form used in loops)."""
     return int(round(value.timestamp() * 1_000_000))
@@ -313,3 +271,41 @@ def epoch_us(value: datetime) -> int:
 
 def from_epoch_us(value: int) -> datetime:
     return datetime.fromtimestamp(int(value) / 1_000_000, tz=UTC)
+
+
+class MetricDetector:
+    """Metric series and pod placement at build time; robust-z and silence events at score time."""
+
+    Params = MetricParams
+    name = "metric"
+    sequential = False
+    raw = RawInput(sources=("apm", "infra"))
+    feature_tables = (
+        FeatureTable("metric_series", SERIES_SCHEMA),
+        FeatureTable("metric_placement", PLACEMENT_SCHEMA, scope="interval"),
+    )
+    event_schemas = {"metric": METRIC_EVENT_SCHEMA}
+
+    def __init__(self, params: MetricParams = MetricParams()) -> None:
+        self.params = params
+
+    def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *, state_dir: Path | None = None,
+              ) -> dict[str, pl.DataFrame]:
+        """One chunk per day: ``{"apm": frame | None, "infra": frame | None}`` (None: unreadable)."""
+        apm: list[pl.DataFrame] = []
+        infra: list[pl.DataFrame] = []
+        for chunk in chunks:
+            if chunk.get("apm") is not None:
+                apm.append(chunk["apm"])
+            if chunk.get("infra") is not None:
+                infra.append(chunk["infra"])
+        apm_frame = pl.concat(apm) if apm else None
+        infra_frame = pl.concat(infra) if infra else None
+        return {"metric_series": metric_series(apm=apm_frame, infra=infra_frame),
+                "metric_placement": placement(infra_frame)}
+
+    def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
+              baseline_start: datetime) -> dict[str, pl.DataFrame]:
+        events = score_metric_window(features["metric_series"], start=start, end=end, baseline_start=baseline_start,
+                                     params=self.params)
+        return {"metric": events}

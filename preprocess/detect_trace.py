@@ -15,19 +15,24 @@ This module owns:
 * ``caller_fanout``: caller pods whose calls to several callees went wrong at once while
   those callees are fine for everybody else (DNS or network fault at the source).
 * ``propagation_scores``: personalised PageRank on the anomaly subgraph oriented from
-  caller to callee, so that the most downstream anomalous component collects the mass.
+  caller to callee, so that the most downstream anomalous component collects the mass;
+* ``TraceDetector``: edge statistics and the two window scorers behind the
+  ``preprocess.detect.Detector`` contract (events ``trace`` and ``fanout``).
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import polars as pl
 
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
-from preprocess.schema import TIME
+from preprocess.schema import TIME, FeatureTable, RawInput
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,16 @@ FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "onset": TIME,
 }
 Z_CAP = 50.0
+
+
+@dataclass(frozen=True)
+class TraceParams:
+    """Knobs of the trace window scorers (edge anomalies and caller fan-out)."""
+
+    min_z: float = 4.0  # robust z (latency) or Poisson z (errors) an edge must reach
+    min_latency_ratio: float = 1.3  # window p95 / baseline p95 a latency anomaly needs
+    min_error_rate_increase: float = 0.05  # error-rate rise an error anomaly needs
+    min_callees: int = 2  # callees one caller pod must fail towards to fan out
 
 
 def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
@@ -149,14 +164,11 @@ def score_trace_window(
     start: datetime,
     end: datetime,
     baseline_start: datetime,
-    min_z: float = 4.0,
-    min_latency_ratio: float = 1.3,
-    min_error_rate_increase: float = 0.05,
+    params: TraceParams = TraceParams(),
 ) -> pl.DataFrame:
     """Anomalous callee edges of [start, end] against [baseline_start, start), caller pods pooled."""
     events = _edge_anomalies(stats, key=CALLEE_KEY, start=start, end=end, baseline_start=baseline_start,
-                             min_z=min_z, min_latency_ratio=min_latency_ratio,
-                             min_error_rate_increase=min_error_rate_increase)
+                             params=params)
     if not events:
         return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
     return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
@@ -168,8 +180,7 @@ def caller_fanout(
     start: datetime,
     end: datetime,
     baseline_start: datetime,
-    min_callees: int = 2,
-    min_z: float = 4.0,
+    params: TraceParams = TraceParams(),
 ) -> pl.DataFrame:
     """Caller pods whose calls to several different callees went wrong at once.
 
@@ -179,8 +190,7 @@ def caller_fanout(
     """
     key = ("caller", "caller_pod", "callee")
     events = _edge_anomalies(stats.filter(pl.col("caller_pod").is_not_null()), key=key, start=start, end=end,
-                             baseline_start=baseline_start, min_z=min_z, min_latency_ratio=1.3,
-                             min_error_rate_increase=0.05)
+                             baseline_start=baseline_start, params=params)
     schema = {**{k: pl.Utf8 for k in key}, "signal": pl.Utf8, "z": pl.Float64, "onset": TIME}
     frame = pl.DataFrame([{k: e[k] for k in schema} for e in events if e["signal"] != "silent"], schema=schema)
     # A callee that also fails for another caller service is broken itself: it does not
@@ -194,7 +204,7 @@ def caller_fanout(
         frame.sort("z", descending=True)
         .group_by("caller", "caller_pod", "signal")
         .agg(pl.col("callee").unique(maintain_order=True).alias("callees"), pl.col("z").max(), pl.col("onset").min())
-        .filter(pl.col("callees").list.len() >= min_callees)
+        .filter(pl.col("callees").list.len() >= params.min_callees)
     )
     return fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(FANOUT_EVENT_SCHEMA).sort("z", descending=True)
 
@@ -206,9 +216,7 @@ def _edge_anomalies(
     start: datetime,
     end: datetime,
     baseline_start: datetime,
-    min_z: float,
-    min_latency_ratio: float,
-    min_error_rate_increase: float,
+    params: TraceParams,
     min_expected_calls: float = 10.0,
 ) -> list[dict]:
     """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
@@ -243,7 +251,7 @@ def _edge_anomalies(
         median, scale = robust_location_scale(p95[~in_window], ordered=True)
         window_p95 = float(np.median(p95[in_window]))
         latency_z = (window_p95 - median) / scale
-        if latency_z >= min_z and median > 0 and window_p95 / median >= min_latency_ratio:
+        if latency_z >= params.min_z and median > 0 and window_p95 / median >= params.min_latency_ratio:
             events.append({**edge, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, p95, in_window, threshold=median + 0.5 * (window_p95 - median),
@@ -253,7 +261,7 @@ def _edge_anomalies(
         expected = base_rate * win_calls
         error_z = (win_errors - expected) / np.sqrt(expected + 1.0)
         win_rate = win_errors / max(win_calls, 1.0)
-        if error_z >= min_z and win_rate - base_rate >= min_error_rate_increase:
+        if error_z >= params.min_z and win_rate - base_rate >= params.min_error_rate_increase:
             events.append({**edge, "signal": "errors", "z": min(float(error_z), Z_CAP), "ratio": win_rate,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, errors / np.maximum(counts, 1), in_window,
@@ -299,3 +307,29 @@ def propagation_scores(events: pl.DataFrame, *, alpha: float = 0.85) -> dict[str
     rank = nx.pagerank(graph, alpha=alpha, personalization=incoming, weight="weight")
     top = max(rank.values())
     return {node: value / top for node, value in rank.items()}
+
+
+class TraceDetector:
+    """Per-minute call-edge statistics at build time; edge anomalies and caller fan-out at score time."""
+
+    Params = TraceParams
+    name = "trace"
+    sequential = False
+    raw = RawInput(sources=("trace",), per_hour=True, rows_read="spans_read")
+    feature_tables = (FeatureTable("trace_edges", EDGE_STATS_SCHEMA),)
+    event_schemas = {"trace": TRACE_EVENT_SCHEMA, "fanout": FANOUT_EVENT_SCHEMA}
+
+    def __init__(self, params: TraceParams = TraceParams()) -> None:
+        self.params = params
+
+    def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *, state_dir: Path | None = None,
+              ) -> dict[str, pl.DataFrame]:
+        """Edge statistics of one day's hour chunks ``{"trace": spans}``."""
+        parts = [edge_stats(chunk["trace"]) for chunk in chunks if chunk.get("trace") is not None]
+        return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
+
+    def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
+              baseline_start: datetime) -> dict[str, pl.DataFrame]:
+        edges = features["trace_edges"]
+        window = {"start": start, "end": end, "baseline_start": baseline_start, "params": self.params}
+        return {"trace": score_trace_window(edges, **window), "fanout": caller_fanout(edges, **window)}

@@ -6,6 +6,9 @@ index and tests rely on exactly these columns.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import polars as pl
 
 TIME = pl.Datetime("us", "UTC")
@@ -80,3 +83,41 @@ FAMILIES: tuple[str, ...] = ("apm", "infra", "log", "trace")
 
 def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
+
+
+# --- What a detector declares (the contract of ``preprocess.detect``) -------------------
+
+Schema = dict[str, pl.DataType]
+
+
+@dataclass(frozen=True)
+class FeatureTable:
+    """One table a detector writes at build time and reads back at score time.
+
+    ``scope`` says how the index stores and loads it:
+
+    * ``minute``: per-minute rows with a ``time`` column, one file per day; a query loads
+      the minutes of [baseline start, window end];
+    * ``interval``: rows valid from ``first`` to ``last``, one file per day; a query loads
+      the rows overlapping the window;
+    * ``index``: one file for the whole index (e.g. the log templates of every day).
+    """
+
+    name: str
+    schema: Schema
+    scope: Literal["minute", "interval", "index"] = "minute"
+
+
+@dataclass(frozen=True)
+class RawInput:
+    """The raw telemetry a detector's build reads for one CST day.
+
+    ``sources`` are reader families (``apm``, ``infra``: whole-day files; ``log``,
+    ``trace``: hour files). With ``per_hour`` the day is read and handed over hour by
+    hour, which bounds memory on a full-scale day. ``rows_read`` names the manifest
+    counter of raw rows read (None: not counted).
+    """
+
+    sources: tuple[str, ...]
+    per_hour: bool = False
+    rows_read: str | None = None

@@ -7,6 +7,7 @@ defaults < config file (``config/config.toml`` or ``--config``) < environment
 """
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -17,7 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rca.errors import InputError
 
+log = logging.getLogger(__name__)
+
 ENV_PREFIX = "RCA_"
+# Keys that moved: (old section, old key) -> (new section, new key). Still read, with a warning.
+MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {("preprocess", "baseline_minutes"): ("index", "baseline_minutes")}
 DEFAULT_CONFIG_PATH = Path("config/config.toml")
 
 
@@ -88,11 +93,32 @@ class DiagnoseSettings(_Section):
     # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
     confirm_fault_type: bool = False
     strict_format: bool = False  # four-field submission format (later rules)
+    # pipeline: one prepared call (best with a small local model); react: the model calls the
+    # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
+    # specialists and a judge (docs/agentic.md compares the three).
+    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    react_max_steps: int = Field(default=3, ge=1, le=12)  # model-chosen tool calls before the final answer
+    team_max_rounds: int = Field(default=2, ge=1, le=4)  # judge send-backs + 1
+    observation_chars: int = Field(default=1200, ge=200, le=8000)  # bound of one tool observation
 
 
 class PreprocessSettings(_Section):
     workers: int = 1
-    baseline_minutes: int = 30
+
+
+class IndexSettings(_Section):
+    """The evidence index's knobs; ``index.params.IndexParams.from_settings`` checks the tables.
+
+    The detector and ranking tables hold overrides only: their defaults (and the list of
+    valid keys) live with the code they tune (``preprocess.detect``, ``index.params``).
+    """
+
+    baseline_minutes: int = Field(default=30, ge=1)
+    max_evidence: int = Field(default=12, ge=1)
+    metric: dict[str, float | int] = Field(default_factory=dict)
+    log: dict[str, float | int] = Field(default_factory=dict)
+    trace: dict[str, float | int] = Field(default_factory=dict)
+    rank: dict[str, float | int] = Field(default_factory=dict)
 
 
 class Settings(_Section):
@@ -103,6 +129,7 @@ class Settings(_Section):
     judge: JudgeSettings = JudgeSettings()
     diagnose: DiagnoseSettings = DiagnoseSettings()
     preprocess: PreprocessSettings = PreprocessSettings()
+    index: IndexSettings = IndexSettings()
 
 
 class SettingsError(InputError):
@@ -117,6 +144,21 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
         else:
             merged[key] = value
     return merged
+
+
+def _migrate(layer: dict[str, Any], *, source: str) -> dict[str, Any]:
+    """``layer`` with moved keys at their new place (a value already there wins), each move logged."""
+    for (old_section, old_key), (new_section, new_key) in MOVED_KEYS.items():
+        section = layer.get(old_section)
+        if not isinstance(section, Mapping) or old_key not in section:
+            continue
+        log.warning("%s: setting '%s.%s' moved to '%s.%s'; please rename it", source, old_section, old_key,
+                    new_section, new_key)
+        layer = {**layer, old_section: {k: v for k, v in section.items() if k != old_key}}
+        target = dict(layer.get(new_section) or {})
+        target.setdefault(new_key, section[old_key])
+        layer[new_section] = target
+    return layer
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -158,7 +200,7 @@ def load_settings(
 
     merged: dict[str, Any] = {}
     for source, layer in layers:
-        merged = _deep_merge(merged, layer)
+        merged = _deep_merge(merged, _migrate(layer, source=source))
         try:
             Settings.model_validate(merged)
         except ValidationError as exc:

@@ -7,6 +7,18 @@ Prints the final score with LA / TA / Efficiency / Explainability (through judge
 LLM-vs-index agreement, tokens, LLM calls and seconds per case.
 
     .venv/bin/python scripts/bench_diagnose.py --work-dir work/bench --per-type 1
+    .venv/bin/python scripts/bench_diagnose.py --work-dir work/bench --mode team     # agent modes
+    .venv/bin/python scripts/bench_diagnose.py --work-dir work/bench --compare       # the modes side by side
+
+Every mode diagnoses the same simulated problems (one data set and index per work dir) and
+writes ``result-<mode>.jsonl`` and ``bench_summary-<mode>.json`` (pipeline keeps the
+unsuffixed names); ``--compare`` prints the summaries found as markdown tables.
+    .venv/bin/python scripts/bench_diagnose.py --seed 201 --randomize     # an evaluation seed, randomised world
+
+Beside the model's score it prints the score of the same cases answered by the rules alone
+(index top-1 + its best SOP fit, recorded in every pipeline run record), the paired per-case
+difference with a 95% bootstrap interval, and the cases where the two differ.
+Seeds: 100-199 are for tuning, 200-299 for reporting (see scripts/eval_index.py).
 Targets with the embedded 1.5B model: final >= 80, <= 3k prompt tokens, <= 2 calls, <= 30 s per case.
 """
 from __future__ import annotations
@@ -18,11 +30,61 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.pipeline import print_path_result, run_full_path, simulate_problem_set
+from bench.pipeline import print_model_share, print_path_result, run_full_path, simulate_problem_set
+from bench.problems import ProblemSet, read_jsonl
+from bench.report import model_share
 from rca.logsetup import configure_logging
 from rca.settings import load_settings
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
+MODES = ("pipeline", "react", "team")
+
+
+def _suffix(mode: str) -> str:
+    return "" if mode == "pipeline" else f"-{mode}"
+
+
+def _first_cases(problem_set: ProblemSet, count: int, *, out_dir: Path) -> ProblemSet:
+    """A view of the first ``count`` cases: their input and truth, the same telemetry (day dirs linked)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cases = json.loads(problem_set.input_file.read_text(encoding="utf-8"))[:count]
+    wanted = {c["uuid"] for c in cases}
+    truth = [row for row in read_jsonl(problem_set.truth_file) if row["uuid"] in wanted]
+    subset = ProblemSet(out_dir)
+    subset.input_file.write_text(json.dumps(cases, indent=1), encoding="utf-8")
+    subset.truth_file.write_text("".join(json.dumps(row) + "\n" for row in truth), encoding="utf-8")
+    for day in problem_set.data_dir.iterdir():
+        link = out_dir / day.name
+        if day.is_dir() and not link.exists():
+            link.symlink_to(day.resolve(), target_is_directory=True)
+    return subset
+
+
+def _compare(work_dir: Path) -> None:
+    """Markdown tables of the summaries in ``work_dir``: overall figures, then LA/TA per fault type."""
+    summaries = {}
+    for mode in MODES:
+        path = work_dir / f"bench_summary{_suffix(mode)}.json"
+        if path.exists():
+            summaries[mode] = json.loads(path.read_text())
+    if not summaries:
+        raise SystemExit(f"no bench_summary*.json in {work_dir}")
+    columns = ("cases", "final", "LA", "TA", "efficiency", "explainability", "llm_calls_per_case",
+               "prompt_tokens_per_case", "completion_tokens_per_case", "seconds_per_case")
+    print("| mode | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for mode, s in summaries.items():
+        print(f"| {mode} | " + " | ".join(str(s.get(c, "")) for c in columns) + " |")
+    types = sorted({t for s in summaries.values() for t in s.get("by_fault_type", {})})
+    print()
+    print("| fault type | " + " | ".join(f"{m} LA/TA" for m in summaries) + " |")
+    print("|---" * (len(summaries) + 1) + "|")
+    for fault_type in types:
+        cells = []
+        for s in summaries.values():
+            score = s.get("by_fault_type", {}).get(fault_type)
+            cells.append(f"{score['LA']:.0%} / {score['TA']:.0%}" if score else "-")
+        print(f"| {fault_type} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -32,25 +94,52 @@ def main() -> None:
     parser.add_argument("--per-type", type=int, default=1)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
     parser.add_argument("--model", default=None, help="embedded model name (qwen2.5-coder-1.5b / qwen2.5-coder-0.5b)")
+    parser.add_argument("--mode", choices=MODES, default=None, help="diagnose mode (config diagnose.mode)")
+    parser.add_argument("--cases", type=int, default=None,
+                        help="diagnose and score only the first N cases of the set (a slow mode, a busy machine)")
+    parser.add_argument("--compare", action="store_true", help="print the modes' summaries side by side and stop")
     parser.add_argument("--config", type=Path, default=None)
     args = parser.parse_args()
     configure_logging(0)
+    if args.compare:
+        _compare(args.work_dir)
+        return
 
+    data_dir = args.work_dir / "data"
     settings = load_settings(config_path=args.config, overrides={
-        "paths": {"runs_dir": args.work_dir / "runs"}, "llm": {"embedded_model": args.model},
+        # The agent modes' tools read the raw telemetry of the simulated problems.
+        "paths": {"runs_dir": args.work_dir / "runs", "data_dir": data_dir},
+        "llm": {"embedded_model": args.model}, "diagnose": {"mode": args.mode},
     })
-    problem_set = simulate_problem_set(args.work_dir / "data", seed=args.seed, difficulty=args.difficulty,
-                                       reference_schedule=args.reference, per_type=args.per_type)
-    result = run_full_path(settings, problem_set, index_dir=args.work_dir / "index", result_file=args.work_dir / "result.jsonl")
-    print_path_result(result, Console())
+    mode = settings.diagnose.mode
+    problem_set = simulate_problem_set(data_dir, seed=args.seed, difficulty=args.difficulty,
+                                       reference_schedule=args.reference, per_type=args.per_type,
+                                       randomize=args.randomize)
+    if args.cases is not None:
+        problem_set = _first_cases(problem_set, args.cases, out_dir=args.work_dir / f"first-{args.cases}")
+    result = run_full_path(settings, problem_set, index_dir=args.work_dir / "index",
+                           result_file=args.work_dir / f"result{_suffix(mode)}.jsonl")
+    console = Console()
+    print_path_result(result, console)
+    report = result.report
+    share = model_share(truth_file=problem_set.truth_file, result_file=result.result_file,
+                        runs_dir=settings.paths.runs_dir / result.result_file.stem, settings=settings)
+    if share.records:
+        print_model_share(share, console)
     summary = {
-        "final": round(result.report.overall.final, 2),
-        "LA": result.report.overall.la, "TA": result.report.overall.ta,
-        "efficiency": result.report.overall.efficiency, "explainability": result.report.overall.explainability,
+        "mode": mode,
+        "final": round(report.overall.final, 2),
+        "LA": report.overall.la, "TA": report.overall.ta,
+        "efficiency": report.overall.efficiency, "explainability": report.overall.explainability,
         **result.costs, "stage_seconds": result.stage_seconds,
+        "by_fault_type": {t: {"LA": s.la, "TA": s.ta, "final": round(s.final, 2)} for t, s in report.by_fault_type.items()},
+        "rules_only_final": round(share.rules_only.overall.final, 2) if share.records else None,
+        "model_gain_per_case": [round(x, 3) for x in share.difference] if share.records else None,
+        "differing_cases": share.differing,
     }
-    (args.work_dir / "bench_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (args.work_dir / f"bench_summary{_suffix(mode)}.json").write_text(json.dumps(summary, indent=1, default=str))
     logging.getLogger("bench").info("summary: %s", json.dumps(summary, default=str))
 
 

@@ -1,91 +1,114 @@
 #!/usr/bin/env python
-"""Quality report of the evidence index: AC@1/3/5 of its ranking against ground truth.
+"""Quality report of the evidence index: AC@1/3/5 of its ranking per fault type, with 95%
+bootstrap intervals and the chance floor.
 
+On an existing dataset:
     scripts/eval_index.py --data-dir D --index-dir I --gt groundtruth.jsonl [--input input.json]
 
-Windows come from the case descriptions (``input.json``, default ``D/input.json``) exactly
-as the diagnoser sees them; ground truth is read here and only here. A hit at k means one
-element of the truth ``instance`` (a string or a list) is among the first k candidates.
-The chance baseline draws k components uniformly from the components seen in the data.
+On simulated sets (one real fault of every type per seed, replayed from the vendored
+reference schedule), built and indexed under --work-dir and reused on reruns:
+    scripts/eval_index.py --simulate-seed 101 --simulate-seed 102 [--randomize] [--per-type 2]
+
+Tuning protocol: tune on the tuning seeds (100-199), report on the evaluation seeds
+(200-299), never looked at while tuning. The script refuses to mix the two ranges.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.index_eval import KS, IndexEvaluation, evaluate_index
+from index.params import IndexParams
+from rca.settings import load_settings
 
-from diagnose.cases import load_cases  # noqa: E402
-from index.query import known_components, query_window  # noqa: E402
-from judge.groundtruth import load_truth  # noqa: E402
-
-KS = (1, 3, 5)
-
-
-def evaluate(*, index_dir: Path, input_file: Path, gt_file: Path, baseline_minutes: int) -> dict:
-    truths = {t.uuid: t for t in load_truth(gt_file)}
-    per_type: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    misses: list[str] = []
-    for case in load_cases(input_file):
-        truth = truths.get(case.uuid)
-        if truth is None:
-            logging.warning("case %s has no ground truth; skipped", case.uuid)
-            continue
-        result = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS),
-                              baseline_minutes=baseline_minutes)
-        ranking = [c.component for c in result.candidates]
-        universe = known_components(index_dir, start=case.start, end=case.end)
-        answers = set(truth.instance)
-        row = per_type[truth.fault_type]
-        row["cases"] += 1
-        for k in KS:
-            row[f"AC@{k}"] += any(c in answers for c in ranking[:k])
-            right = len(answers & set(universe)) or 1
-            row[f"chance@{k}"] += min(1.0, k * right / max(len(universe), 1))
-        if not any(c in answers for c in ranking[:3]):
-            misses.append(f"{case.uuid} {truth.fault_type} truth={truth.instance} top3={ranking[:3]}")
-    return {"per_type": per_type, "misses": misses}
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
+TUNING_SEEDS = range(100, 200)
+EVALUATION_SEEDS = range(200, 300)
 
 
-def report(results: dict) -> Table:
-    table = Table(title="evidence index ranking quality")
-    columns = ["fault type", "cases"] + [f"AC@{k}" for k in KS] + [f"chance@{k}" for k in KS]
+def _cell(value: tuple[float, float, float]) -> str:
+    point, low, high = value
+    return f"{point:.2f} [{low:.2f}-{high:.2f}]"
+
+
+def report(evaluation: IndexEvaluation, *, title: str) -> Table:
+    table = Table(title=title)
+    columns = ["fault type", "cases"] + [f"AC@{k} [95% CI]" for k in KS] + [f"chance@{k}" for k in KS]
     for column in columns:
-        table.add_column(column, justify="right" if column != "fault type" else "left")
-    total: dict[str, float] = defaultdict(float)
-    for fault_type, row in sorted(results["per_type"].items()):
-        n = row["cases"]
-        table.add_row(fault_type, f"{n:.0f}", *[f"{row[c] / n:.2f}" for c in columns[2:]])
-        for key, value in row.items():
-            total[key] += value
-    n = total["cases"] or 1
-    table.add_row("ALL", f"{total['cases']:.0f}", *[f"{total[c] / n:.2f}" for c in columns[2:]], style="bold")
+        table.add_column(column, justify="left" if column == "fault type" else "right")
+    groups = evaluation.by_type()
+    for fault_type, cases in groups.items():
+        table.add_row(fault_type, str(len(cases)), *[_cell(evaluation.accuracy(cases, k)) for k in KS],
+                      *[f"{evaluation.chance(cases, k):.2f}" for k in KS])
+    everything = evaluation.cases
+    table.add_row("ALL", str(len(everything)), *[_cell(evaluation.accuracy(everything, k)) for k in KS],
+                  *[f"{evaluation.chance(everything, k):.2f}" for k in KS], style="bold")
     return table
+
+
+def _simulated(seed: int, *, work_dir: Path, randomize: bool, per_type: int, difficulty: float) -> tuple[Path, Path]:
+    """Simulate and index one seed's set (reused when already there); returns (data dir, index dir)."""
+    from bench.pipeline import simulate_problem_set
+    from index.build import run_nightly
+
+    name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}"
+    problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=REFERENCE,
+                                       per_type=per_type, randomize=randomize, difficulty=difficulty)
+    index_dir = work_dir / name / "index"
+    run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
+    return problem_set.data_dir, index_dir
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--index-dir", type=Path, required=True)
-    parser.add_argument("--gt", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--index-dir", type=Path)
+    parser.add_argument("--gt", type=Path)
     parser.add_argument("--input", type=Path, default=None, help="case file (default: DATA_DIR/input.json)")
-    parser.add_argument("--baseline-minutes", type=int, default=30)
+    parser.add_argument("--simulate-seed", type=int, action="append", default=[],
+                        help="simulate (and index) a set with this seed; repeatable")
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
+    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
+    parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
+    parser.add_argument("--config", type=Path, default=None, help="TOML config whose [index] section to use")
+    parser.add_argument("--baseline-minutes", type=int, default=None, help="overrides [index] baseline_minutes")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    results = evaluate(index_dir=args.index_dir, input_file=args.input or args.data_dir / "input.json",
-                       gt_file=args.gt, baseline_minutes=args.baseline_minutes)
     console = Console()
-    console.print(report(results))
+
+    sets: list[tuple[Path, Path, Path, Path]] = []
+    if args.simulate_seed:
+        kinds = {"tuning" if s in TUNING_SEEDS else "evaluation" if s in EVALUATION_SEEDS else "other"
+                 for s in args.simulate_seed}
+        if {"tuning", "evaluation"} <= kinds:
+            parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
+        for seed in args.simulate_seed:
+            data_dir, index_dir = _simulated(seed, work_dir=args.work_dir, randomize=args.randomize,
+                                             per_type=args.per_type, difficulty=args.difficulty)
+            sets.append((data_dir, index_dir, data_dir / "input.json", data_dir / "groundtruth.jsonl"))
+    elif args.data_dir and args.index_dir and args.gt:
+        sets.append((args.data_dir, args.index_dir, args.input or args.data_dir / "input.json", args.gt))
+    else:
+        parser.error("give --data-dir, --index-dir and --gt, or --simulate-seed S")
+
+    overrides = {"index": {"baseline_minutes": args.baseline_minutes}}
+    params = IndexParams.from_settings(load_settings(config_path=args.config, overrides=overrides).index)
+    evaluation = IndexEvaluation()
+    for _, index_dir, input_file, gt_file in sets:
+        evaluation.cases += evaluate_index(index_dir=index_dir, input_file=input_file, gt_file=gt_file,
+                                           params=params).cases
+    seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
+    console.print(report(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
     if args.show_misses:
-        for line in results["misses"]:
-            console.print(line)
+        for case in evaluation.misses():
+            console.print(f"{case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")
     return 0
 
 

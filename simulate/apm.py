@@ -88,7 +88,12 @@ class ApmDay:
         t_s = self.day_start_s + 60 * np.arange(MINUTES_PER_DAY)
         span = np.zeros(MINUTES_PER_DAY, dtype=bool)
         span[first_minute:last_minute] = True
-        keep = self.covered & span & ~pod_down(faults, pod=pod, t_s=t_s)
+        # How a dead pod's series look (``Fault.silence``): rows stop (the default), rows of
+        # zeros, or rows that come and go (lossy scraping around the outage).
+        down = pod_down([f for f in faults if f.silence == "stop"], pod=pod, t_s=t_s)
+        gappy = pod_down([f for f in faults if f.silence == "gaps"], pod=pod, t_s=t_s)
+        down |= gappy & (np.arange(MINUTES_PER_DAY) % 3 != 0)
+        keep = self.covered & span & ~down
         return self._rows([APM_PODS.index(pod)], keep, pod, "pod")
 
     def service_rows(self, *, service: str) -> ApmRows:

@@ -30,6 +30,7 @@ def simulate_command(
     schedule: Path | None = typer.Option(None, "--schedule", help="Replay faults of a ground-truth JSONL file."),
     start_date: datetime = typer.Option("2025-06-06", "--start-date", formats=["%Y-%m-%d"],
                                         help="First CST day (YYYY-MM-DD)."),
+    randomize: bool = typer.Option(False, "--randomize", help="Draw each fault's and day's world from wide priors (see simulate/randomize.py)."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -40,7 +41,7 @@ def simulate_command(
     if schedule is not None and not schedule.is_file():
         fail(f"--schedule {schedule}: file not found")
     try:
-        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale,
+        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize,
                                     difficulty=difficulty, schedule=schedule, start_date=first_day)
     except ValidationError as exc:
         first = exc.errors()[0]

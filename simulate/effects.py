@@ -77,10 +77,12 @@ def _pod_mask(pods: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
 def server_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, service: str, pods: np.ndarray,
                    pods_on_node: dict[str, tuple[str, ...]], strength: float) -> None:
     """Effects on the processing of a call by ``service``'s pods (server side)."""
+    base_strength = strength
     for f in faults:
         active = f.active(t_s) if f.fault_type != "pod kill" else np.zeros(t_s.shape, bool)
         if not active.any():
             continue
+        strength = base_strength * f.effect
         ft = f.fault_type
         if ft == "node cpu stress" or ft == "blip node cpu" or ft == "node memory stress":
             on = active & _pod_mask(pods, pods_on_node.get(f.node, ()))
@@ -118,15 +120,17 @@ def server_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, ser
         elif ft == "blip errors":
             eff.fail(hit, 0.08, ErrorKind.DEADLINE)
     if service == "productcatalogservice":
-        _tidb_effects(eff, faults, t_s=t_s, strength=strength)
+        _tidb_effects(eff, faults, t_s=t_s, strength=base_strength)
 
 
 def _tidb_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, strength: float) -> None:
     """TiDB never appears in traces: its faults surface in productcatalogservice's queries."""
+    base_strength = strength
     for f in faults:
         active = f.active(t_s)
         if not active.any() or not f.service.startswith("tidb-"):
             continue
+        strength = base_strength * f.effect
         if f.fault_type == "io fault":
             eff.mult = np.where(active, eff.mult * (1 + 30 * strength), eff.mult)
             eff.fail(active, 0.2 * strength, ErrorKind.REGION)
@@ -143,8 +147,10 @@ def _tidb_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, stre
 def edge_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, caller: str, caller_pods: np.ndarray,
                  callee: str, callee_pods: np.ndarray, strength: float, rng: np.random.Generator) -> None:
     """Effects on the wire between caller and callee (network, DNS, refused connections)."""
+    base_strength = strength
     for f in faults:
         ft = f.fault_type
+        strength = base_strength * f.effect
         if ft == "pod kill":
             window = (t_s >= f.start.timestamp()) & (t_s <= f.start.timestamp() + POD_KILL_OUTAGE_S)
             hit = window & _pod_mask(callee_pods, f.pods)
@@ -190,10 +196,13 @@ def pod_down(faults: list[Fault], *, pod: str, t_s: np.ndarray) -> np.ndarray:
 
 
 def _minute_overlap(f: Fault, minutes_s: np.ndarray) -> np.ndarray:
-    """Fraction of each minute [m, m+60) covered by the fault window."""
-    lo = np.maximum(minutes_s, f.start.timestamp())
-    hi = np.minimum(minutes_s + 60, f.end.timestamp())
-    return np.clip(hi - lo, 0, 60) / 60.0
+    """Fraction of each minute [m, m+60) covered by the fault's effect window, scaled by its ramp."""
+    lo = np.maximum(minutes_s, f.effect_start_s)
+    hi = np.minimum(minutes_s + 60, f.effect_end_s)
+    covered = np.clip(hi - lo, 0, 60) / 60.0
+    if f.ramp_s > 0:
+        covered = covered * np.clip((minutes_s + 30 - f.effect_start_s) / f.ramp_s, 0.0, 1.0)
+    return covered
 
 
 Series = dict[str, np.ndarray]  # kpi_key -> (entities, minutes) values of one family
@@ -222,8 +231,8 @@ class MetricFrame:
 def apply_metric_effects(frame: MetricFrame, faults: list[Fault], *, strength: float,
                          pods_on_node: dict[str, tuple[str, ...]], rng: np.random.Generator) -> None:
     """Shift KPIs during each fault window (partial minutes get a proportional share)."""
-    s = strength
     for f in faults:
+        s = strength * f.effect
         w = _minute_overlap(f, frame.minutes_s)
         if f.fault_type == "pod kill":
             w = ((frame.minutes_s <= f.start.timestamp()) & (frame.minutes_s + 60 > f.start.timestamp())).astype(float)

@@ -45,12 +45,19 @@ class LogRows:
     message: np.ndarray
 
 
-def rpc_detail(kind: int, origin: str) -> str:
-    """The ``rpc error: code = ... desc = ...`` text of a failed call to ``origin``."""
+def rpc_detail(kind: int, origin: str, *, wording: int = 0) -> str:
+    """The ``rpc error: code = ... desc = ...`` text of a failed call to ``origin``.
+
+    ``wording`` > 0 picks how another runtime or library version phrases the same failure
+    (``--randomize``): a newer gRPC client, or a service-mesh sidecar answering for it.
+    """
     ip = service_ip(origin) if origin else "10.233.0.1"
     port = SERVICE_PORT.get(origin, 8080)
     k = ErrorKind(kind)
     code = GRPC_NAME[GRPC_CODE.get(k, 2)]
+    variant = WORDINGS[wording % len(WORDINGS)].get(k) if wording else None
+    if variant is not None:
+        return f"rpc error: code = {code} desc = {variant.format(ip=ip, port=port, origin=origin, dns=DNS_SERVER)}"
     desc = {
         ErrorKind.REFUSED: f'connection error: desc = "transport: Error while dialing: dial tcp {ip}:{port}: connect: connection refused"',
         ErrorKind.DEADLINE: "context deadline exceeded",
@@ -65,6 +72,27 @@ def rpc_detail(kind: int, origin: str) -> str:
         ErrorKind.IO_TIMEOUT: f'connection error: desc = "transport: Error while dialing: dial tcp {ip}:{port}: i/o timeout"',
     }.get(k, "")
     return f"rpc error: code = {code} desc = {desc}"
+
+
+# Other phrasings of the same failures (index = the day's ``wording``; 0 is the table above).
+WORDINGS: tuple[dict[ErrorKind, str], ...] = (
+    {},
+    {  # a newer grpc-go client
+        ErrorKind.REFUSED: 'last connection error: connection error: desc = "transport: Error while dialing: dial tcp {ip}:{port}: connect: connection refused"',
+        ErrorKind.DEADLINE: "context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+        ErrorKind.UNAVAILABLE: "error reading from server: EOF",
+        ErrorKind.DNS: 'last connection error: connection error: desc = "transport: Error while dialing: dial tcp: lookup {origin} on {dns}: no such host"',
+        ErrorKind.IO_TIMEOUT: 'last connection error: connection error: desc = "transport: Error while dialing: dial tcp {ip}:{port}: connect: connection timed out"',
+    },
+    {  # an Envoy sidecar answering for the callee
+        ErrorKind.REFUSED: "upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: delayed connect error: 111",
+        ErrorKind.DEADLINE: "upstream request timeout",
+        ErrorKind.UNAVAILABLE: "upstream connect error or disconnect/reset before headers. reset reason: connection termination",
+        ErrorKind.CANCELED: "stream terminated by RST_STREAM with error code: CANCEL",
+        ErrorKind.DNS: "name resolver error: produced zero addresses",
+        ErrorKind.IO_TIMEOUT: "upstream connect error or disconnect/reset before headers. reset reason: connection timeout",
+    },
+)
 
 
 def _iso_ms(us: np.ndarray) -> np.ndarray:
@@ -100,7 +128,8 @@ def _req_ids(rng: np.random.Generator, n: int) -> list[str]:
 
 
 def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placement, hour_start_s: int,
-                    info_share: float, verbose_frontend: bool, rng: np.random.Generator) -> LogRows:
+                    info_share: float, verbose_frontend: bool, rng: np.random.Generator,
+                    wording: int = 0) -> LogRows:
     """Log rows of one hour. ``verbose_frontend`` (full scale) adds "request started" and a
     closing line per handled call, as the real services log both ends of a request."""
     sink = _Sink()
@@ -126,7 +155,7 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
                                                  _iso_ms(spans.start_us[root]).tolist())]
         sink.add(spans.start_us[root], spans.pod[root], spans.node[root], started)
     failed_roots = root[spans.err_kind[root] > 0]
-    errs = [_go_json({"error": f"{WHAT_FAILED.get(fc, 'request failed')}: {rpc_detail(k, oc)}", "http.req.id": rid,
+    errs = [_go_json({"error": f"{WHAT_FAILED.get(fc, 'request failed')}: {rpc_detail(k, oc, wording=wording)}", "http.req.id": rid,
                       "http.req.method": m, "http.req.path": p.replace("{id}", "OLJCESPC7Z"),
                       "message": "request error", "severity": "error", "timestamp": ts})
             for rid, fc, k, oc, m, p, ts in zip(_req_ids(rng, len(failed_roots)), spans.fail_callee[failed_roots].tolist(),
@@ -139,7 +168,7 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
 
     # Ads failures are tolerated by frontend: a warning, never a failed request.
     ads = np.nonzero((spans.callee == "adservice") & (spans.err_kind > 0))[0]
-    warn = [_go_json({"error": f"failed to get ads: {rpc_detail(k, 'adservice')}", "http.req.id": rid,
+    warn = [_go_json({"error": f"failed to get ads: {rpc_detail(k, 'adservice', wording=wording)}", "http.req.id": rid,
                       "http.req.method": "GET", "http.req.path": "/product/OLJCESPC7Z",
                       "message": "failed to retrieve ads", "severity": "warning", "timestamp": ts})
             for rid, k, ts in zip(_req_ids(rng, len(ads)), spans.err_kind[ads].tolist(), iso[ads].tolist())]
@@ -150,7 +179,7 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
 
     # Error lines of intermediate callers (checkoutservice, cartservice, recommendationservice ...).
     mid = np.nonzero((spans.kind == "server") & (spans.err_kind > 0) & (spans.service != "frontend"))[0]
-    lines = [_service_error(svc, fc, k, oc, ts) for svc, fc, k, oc, ts in
+    lines = [_service_error(svc, fc, k, oc, ts, wording=wording) for svc, fc, k, oc, ts in
              zip(spans.service[mid].tolist(), spans.fail_callee[mid].tolist(), spans.origin_kind[mid].tolist(),
                  spans.origin_callee[mid].tolist(), iso[mid].tolist())]
     sink.add(spans.start_us[mid] + spans.dur_us[mid], spans.pod[mid], spans.node[mid], lines)
@@ -224,8 +253,8 @@ def _service_info(service: str, operation: str, ts: str, phase: str) -> str:
     return _go_json({"message": f"[{method}] {phase} request", "severity": "info", "timestamp": ts})
 
 
-def _service_error(service: str, fail_callee: str, kind: int, origin: str, ts: str) -> str:
-    detail = rpc_detail(kind, origin)
+def _service_error(service: str, fail_callee: str, kind: int, origin: str, ts: str, *, wording: int = 0) -> str:
+    detail = rpc_detail(kind, origin, wording=wording)
     if service == "productcatalogservice" and kind in (ErrorKind.REGION, ErrorKind.PD_TIMEOUT, ErrorKind.TIDB_REFUSED):
         return _go_json({"message": f"failed to query product catalog: {detail.split('desc = ', 1)[1]}",
                          "severity": "error", "timestamp": ts})

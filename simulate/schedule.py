@@ -41,10 +41,24 @@ class Fault:
     start: datetime
     end: datetime
     record: dict[str, Any] = field(compare=False)
+    # The world of this fault (simulate/randomize.py); the defaults are the fixed world.
+    effect: float = 1.0  # multiplier on every effect size
+    lag_s: float = 0.0  # effects start this long after the recorded start
+    ramp_s: float = 0.0  # metric shifts climb linearly over this long
+    recovery_s: float = 0.0  # effects outlive the recorded end by this long
+    silence: str = "stop"  # how a dead pod's series look: stop | zero | gaps
+
+    @property
+    def effect_start_s(self) -> float:
+        return self.start.timestamp() + self.lag_s
+
+    @property
+    def effect_end_s(self) -> float:
+        return self.end.timestamp() + self.recovery_s
 
     def active(self, t_s: np.ndarray) -> np.ndarray:
-        """Boolean mask of epoch seconds inside [start, end]."""
-        return (t_s >= self.start.timestamp()) & (t_s <= self.end.timestamp())
+        """Boolean mask of epoch seconds in which the fault acts (the window, shifted by lag and recovery)."""
+        return (t_s >= self.effect_start_s) & (t_s <= self.effect_end_s)
 
 
 def _uuid(rng: np.random.Generator, number: int) -> str:

@@ -21,8 +21,9 @@ from rca.timeutil import UTC, cst_day_and_hour, cst_day_bounds_utc, format_utc
 from simulate import writer
 from simulate.apm import ApmDay
 from simulate.catalogue import INPUT_TEMPLATES
-from simulate.logs import build_hour_logs
+from simulate.logs import WORDINGS, build_hour_logs
 from simulate.metrics import build_day_metrics, infra_rows, stable_seed
+from simulate.randomize import FIXED_DAY, DayWorld, draw_day, randomize_confounder, randomize_fault
 from simulate.requests import generate_hour
 from simulate.schedule import Fault, draw_schedule, read_schedule
 from simulate.topology import ALL_NODES, APM_PODS, APM_SERVICES, APP_PODS, WORKER_NODES, Placement, place_pods
@@ -59,6 +60,7 @@ class SimulationOptions(BaseModel):
     difficulty: float = Field(default=1.0, gt=0)
     schedule: Path | None = None
     start_date: date = date(2025, 6, 6)
+    randomize: bool = False  # draw each fault's and each day's world from wide priors (simulate/randomize.py)
 
     @model_validator(mode="after")
     def _one_extent(self) -> SimulationOptions:
@@ -108,7 +110,8 @@ def _blip(kind: str, *, start: datetime, minutes: int, pods: tuple[str, ...] = (
                  start + timedelta(minutes=minutes), {})
 
 
-def draw_blips(*, faults: list[Fault], hours: list[datetime], rng: np.random.Generator) -> list[Fault]:
+def draw_blips(*, faults: list[Fault], hours: list[datetime], rng: np.random.Generator,
+               per_hour: dict[datetime, int] | None = None) -> list[Fault]:
     """Benign blips every hour, plus one unrelated confounder near every case."""
     blips: list[Fault] = []
     kinds = ("blip latency", "blip pod cpu", "blip node cpu", "blip errors")
@@ -127,7 +130,7 @@ def draw_blips(*, faults: list[Fault], hours: list[datetime], rng: np.random.Gen
         offset = timedelta(seconds=int(rng.integers(-600, max(60, int((f.end - f.start).total_seconds())))))
         blips.append(one(f.start + offset, f.pods + tuple(x for x in (f.source, f.destination) if x), f.node))
     for h in hours:
-        for _ in range(BLIPS_PER_HOUR):
+        for _ in range(BLIPS_PER_HOUR if per_hour is None else per_hour[h]):
             blips.append(one(h + timedelta(seconds=int(rng.integers(0, 3600))), (), ""))
     return blips
 
@@ -147,7 +150,8 @@ def _fingerprint(options: SimulationOptions) -> str:
     return hashlib.sha256(options.model_dump_json(exclude={"out_dir"}).encode()).hexdigest()[:16]
 
 
-def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fault], options: SimulationOptions) -> None:
+def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fault], options: SimulationOptions,
+                 world: DayWorld = FIXED_DAY) -> None:
     """Write every hour file and the day's metric files of one CST day."""
     profile = SCALES[options.scale]
     strength = 1.0 / options.difficulty
@@ -156,17 +160,18 @@ def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fau
     placement = place_pods(rng=_rng(options.seed, "placement", day), day=day, first_minute=first_minute)
     pods_on_node = _pods_on_node(placement)
     day_faults = _overlapping(faults, day_start - timedelta(hours=1), day_end)
-    apm = ApmDay(day_start_s=int(day_start.timestamp()), scale_up=profile.apm_scale_up)
+    apm = ApmDay(day_start_s=int(day_start.timestamp()), scale_up=profile.apm_scale_up / world.trace_rate)
     agents = writer.agent_names(ALL_NODES)
     for hour in hours:
         _, cst_hour = cst_day_and_hour(hour)
         rng = _rng(options.seed, "hour", format_utc(hour))
         hour_faults = _overlapping(day_faults, hour - timedelta(minutes=2), hour + timedelta(hours=1))
-        spans, calls = generate_hour(hour_start=hour, traces_per_hour=profile.traces_per_hour, faults=hour_faults,
+        spans, calls = generate_hour(hour_start=hour, traces_per_hour=profile.traces_per_hour * world.trace_rate,
+                                     faults=hour_faults,
                                      placement=placement, pods_on_node=pods_on_node, strength=strength, rng=rng)
         logs = build_hour_logs(spans=spans, faults=hour_faults, placement=placement,
-                               hour_start_s=int(hour.timestamp()), info_share=profile.info_share,
-                               verbose_frontend=profile.verbose_frontend, rng=rng)
+                               hour_start_s=int(hour.timestamp()), info_share=min(1.0, profile.info_share * world.log_rate),
+                               verbose_frontend=profile.verbose_frontend, rng=rng, wording=world.wording)
         writer.write_atomic(writer.span_table(spans), writer.hour_file(out, family="trace", day=day, cst_hour=cst_hour))
         writer.write_atomic(writer.log_table(logs, agents=agents),
                             writer.hour_file(out, family="log", day=day, cst_hour=cst_hour))
@@ -176,7 +181,7 @@ def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fau
 
     minutes_s = apm.day_start_s + 60 * np.nonzero(apm.covered)[0]
     frame = build_day_metrics(minutes_s=minutes_s, faults=day_faults, placement=placement, pods_on_node=pods_on_node,
-                              strength=strength, noise_scale=options.difficulty ** 0.5,
+                              strength=strength, noise_scale=options.difficulty ** 0.5 * world.noise_scale,
                               rng=_rng(options.seed, "metrics", day))
     for rows in infra_rows(frame, placement=placement, day_start_s=apm.day_start_s):
         writer.write_atomic(writer.infra_table(rows),
@@ -203,10 +208,20 @@ def simulate(options: SimulationOptions) -> list[Fault]:
     out = options.out_dir
     out.mkdir(parents=True, exist_ok=True)
     faults, hours = plan(options)
-    blips = draw_blips(faults=faults, hours=hours, rng=_rng(options.seed, "blips"))
     by_day: dict[str, list[datetime]] = defaultdict(list)
     for h in hours:
         by_day[cst_day_and_hour(h)[0]].append(h.replace(tzinfo=UTC))
+    worlds = {day: FIXED_DAY for day in by_day}
+    per_hour = None
+    if options.randomize:
+        worlds = {day: draw_day(_rng(options.seed, "world", day), wordings=len(WORDINGS)) for day in by_day}
+        per_hour = {h: worlds[cst_day_and_hour(h)[0]].blips_per_hour for h in hours}
+        rng = _rng(options.seed, "fault worlds")
+        faults = [randomize_fault(f, rng) for f in faults]
+    blips = draw_blips(faults=faults, hours=hours, rng=_rng(options.seed, "blips"), per_hour=per_hour)
+    if options.randomize:
+        rng = _rng(options.seed, "confounder worlds")
+        blips = [randomize_confounder(b, rng) for b in blips]
 
     progress_path = out / PROGRESS_FILE
     fingerprint = _fingerprint(options)
@@ -220,7 +235,7 @@ def simulate(options: SimulationOptions) -> list[Fault]:
             log.info("day %s already complete, skipped (%d/%d)", day, number, len(by_day))
             continue
         log.info("simulating day %s (%d/%d), %d hours", day, number, len(by_day), len(by_day[day]))
-        simulate_day(out=out, day=day, hours=by_day[day], faults=faults + blips, options=options)
+        simulate_day(out=out, day=day, hours=by_day[day], faults=faults + blips, options=options, world=worlds[day])
         done.append(day)
         writer.write_text_atomic(json.dumps({"fingerprint": fingerprint, "days_done": done}), progress_path)
 

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import polars as pl
 
 from index.models import Candidate, WindowQueryResult
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
+from preprocess.detect_metric import SERIES_SCHEMA
+from preprocess.schema import LOG_SCHEMA, SPAN_SCHEMA
 from rca.llm.base import LLMReply
 from rca.taxonomy import FAULT_TYPES
 
@@ -63,3 +67,46 @@ class StaticKnowledge:
     def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
         signatures = {ft: [Signal.parse(f"metric:{m}:up") for m in metrics] for ft, metrics in self._key_metrics.items()}
         return rank_signatures(signatures, observations, fault_types=fault_types)
+
+
+# A ten-minute incident window starting at START, with 30 minutes of baseline before it.
+START = datetime(2025, 6, 6, 10, 0, tzinfo=UTC)
+MINUTES = [START - timedelta(minutes=30) + timedelta(minutes=i) for i in range(41)]
+
+
+class MemoryTelemetry:
+    """Frames built in memory: cartservice-0 CPU and latency rise in the window, redis-cart logs errors."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def metric_series(self, *, start, end) -> pl.DataFrame:
+        self.reads.append("metrics")
+        rows = []
+        for i, t in enumerate(MINUTES):
+            hot = t >= START
+            noise = 0.01 * (i % 3)
+            rows.append((t, "cartservice-0", "infra_pod", "pod_cpu_usage", (5.0 if hot else 1.0) + noise))
+            rows.append((t, "frontend-0", "infra_pod", "pod_cpu_usage", 1.0 + noise))
+            rows.append((t, "aiops-k8s-01", "infra_node", "node_cpu_usage_rate", 30.0 + noise))
+        return pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row")
+
+    def logs(self, *, start, end) -> pl.DataFrame:
+        self.reads.append("logs")
+        rows = []
+        for t in MINUTES:
+            rows.append((t, "hipstershop", "frontend-0", "frontend", "aiops-k8s-01", "GET /product 200 in 12ms"))
+            if t >= START:
+                rows.append((t, "hipstershop", "redis-cart-0", "redis-cart", "aiops-k8s-02",
+                             "Connection refused to 10.0.0.7:6379 after 3 retries"))
+        return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
+
+    def spans(self, *, start, end) -> pl.DataFrame:
+        self.reads.append("spans")
+        rows = []
+        for i, t in enumerate(MINUTES):
+            latency = 100_000 if t >= START else 10_000
+            rows.append((f"t{i}", "a", None, "/cart", "frontend", "frontend-0", "aiops-k8s-01", "server", None, t, latency + 5000, 0, False))
+            rows.append((f"t{i}", "b", "a", "hipstershop.CartService/GetCart", "cartservice", "cartservice-0", "aiops-k8s-02",
+                         "server", None, t, latency, 0, False))
+        return pl.DataFrame(rows, schema=SPAN_SCHEMA, orient="row")

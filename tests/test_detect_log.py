@@ -7,7 +7,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from preprocess.detect_log import LogTemplateMiner, extract_and_mask, log_counts, score_log_window, template_keyword
+from preprocess.detect_log import (
+    LogTemplateMiner,
+    MinerStateError,
+    extract_and_mask,
+    log_counts,
+    score_log_window,
+    template_keyword,
+)
 from preprocess.schema import LOG_SCHEMA
 
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
@@ -103,7 +110,7 @@ def test_template_ids_are_stable_across_runs(tmp_path):
 def test_corrupt_miner_state_names_the_file(tmp_path):
     state = tmp_path / "miner.bin"
     state.write_bytes(b"not a state")
-    with pytest.raises(ValueError, match="miner.bin"):
+    with pytest.raises(MinerStateError, match="miner.bin"):
         LogTemplateMiner(state_path=state)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from preprocess.detect_metric import SERIES_SCHEMA, day_change_points, metric_series, score_metric_window
+from preprocess.detect_metric import SERIES_SCHEMA, metric_series, score_metric_window
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA
 
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
@@ -80,18 +80,6 @@ def test_zero_baseline_counter_rising_is_an_event_but_single_blip_is_not():
     blip[40] = 1.0
     assert score_metric_window(_series(blip, kpi="error"), start=WINDOW_START, end=WINDOW_END,
                                baseline_start=BASELINE_START).height == 0
-
-
-def test_day_change_points_find_the_step():
-    values = list(_noise(5))
-    values = values * 3  # 180 minutes
-    rows = [(T0 + timedelta(minutes=i), "n", "infra_node", "node_cpu_usage_rate", v * (3 if 90 <= i < 120 else 1))
-            for i, v in enumerate(values)]
-    points = day_change_points(pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row"))
-    times = sorted(points.get_column("time").to_list())
-    assert len(times) == 2
-    assert abs((times[0] - (T0 + timedelta(minutes=90))).total_seconds()) <= 120
-    assert abs((times[1] - (T0 + timedelta(minutes=120))).total_seconds()) <= 120
 
 
 def test_metric_series_from_canonical_frames():

@@ -18,10 +18,10 @@ T1 = datetime(2025, 6, 5, 16, 31, 2, tzinfo=UTC)
 
 
 def _candidates() -> list[Candidate]:
-    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="emailservice-1", text="pod_cpu_usage up 4.1x (z=9.3) on emailservice-1 from 16:11", magnitude=9.3, onset=datetime(2025, 6, 5, 16, 11, tzinfo=UTC))
-    rrt = EvidenceItem(modality="metric", key="rrt", component="emailservice", text="rrt up 2.0x (z=5.0) on emailservice", magnitude=5.0)
-    edge = EvidenceItem(modality="trace", key="checkoutservice->emailservice", component="emailservice", text="checkoutservice->emailservice p95 up 3.0x", magnitude=6.0)
-    noise = EvidenceItem(modality="log", key="Injected error", component="adservice", text="Injected error x1.1 on adservice-0", magnitude=1.0)
+    cpu = EvidenceItem(modality="metric", signal="level", key="pod_cpu_usage", component="emailservice-1", text="pod_cpu_usage up 4.1x (z=9.3) on emailservice-1 from 16:11", magnitude=9.3, onset=datetime(2025, 6, 5, 16, 11, tzinfo=UTC))
+    rrt = EvidenceItem(modality="metric", signal="level", key="rrt", component="emailservice", text="rrt up 2.0x (z=5.0) on emailservice", magnitude=5.0)
+    edge = EvidenceItem(modality="trace", signal="latency", caller="checkoutservice", callee="emailservice", key="checkoutservice->emailservice", component="emailservice", text="checkoutservice->emailservice p95 up 3.0x", magnitude=6.0)
+    noise = EvidenceItem(modality="log", signal="burst", example="Injected error", key="Injected error", component="adservice", text="Injected error x1.1 on adservice-0", magnitude=1.0)
     return [
         Candidate(component="emailservice", level="service", score=0.9, score_breakdown={"metric": 0.6, "trace": 0.3}, evidence=[cpu, rrt, edge]),
         Candidate(component="checkoutservice", level="service", score=0.4, evidence=[edge]),
@@ -137,7 +137,8 @@ def test_trace_shows_the_sop_signal_check_of_the_chosen_type() -> None:
 
 
 def test_reason_quotes_sop_keywords_seen_in_logs() -> None:
-    rule = EvidenceItem(modality="log", key="WARN [TransformListener]…adservice--gc", component="adservice-0",
+    rule = EvidenceItem(modality="log", signal="new_template", key="WARN [TransformListener]…adservice--gc", component="adservice-0",
+                        example="WARN [TransformListener] applying rule adservice--gc (GCHelper.triggerFullGC)",
                         text="WARN [TransformListener]…rule adservice--gc (GCHelper.triggerFullGC) x39 (new) on adservice-0")
     candidates = [Candidate(component="adservice", level="service", score=1.0, evidence=[rule])]
     knowledge = StaticKnowledge({"jvm gc": ["adservice--gc", "GCHelper", "rrt"]})
@@ -221,3 +222,16 @@ def test_trace_reports_a_signal_check_that_found_nothing() -> None:
     assert 3 <= len(steps) <= 5
     check = next(s for s in steps if s.action.startswith("SOP signal check"))
     assert check.observation == "pod_cpu_usage: no documented pod failure signal in the evidence"
+
+
+def test_record_keeps_the_rules_only_answer_beside_the_model_answer() -> None:
+    # The model overrules the index; the record still says what the rules alone would answer.
+    settings = _one_turn_settings()
+    reply = _reply(component="checkoutservice", fault_type="pod failure", reason="errors towards emailservice")
+    record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([reply]),
+                           evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    saved = record.to_record()
+    assert saved.answer["component"] == "checkoutservice"
+    assert saved.rules_answer["component"] == "emailservice" and saved.rules_fault_type == "cpu stress"
+    assert saved.rules_answer["reason"].startswith("cpu stress on emailservice (pod_cpu_usage")
+    assert 2 <= len(saved.rules_answer["reasoning_trace"]) <= 5

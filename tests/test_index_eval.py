@@ -1,25 +1,15 @@
-"""scripts/eval_index.py on synthetic incidents with known truth (AC@k and the chance baseline)."""
+"""bench/index_eval.py (behind scripts/eval_index.py) on synthetic incidents with known truth."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from datetime import timedelta
-from pathlib import Path
 
+from bench.index_eval import evaluate_index
+from index.params import IndexParams
 from tests.test_index_query import FAULT_END, FAULT_START, T0, build_world, write_world
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "eval_index.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("eval_index", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_eval_reports_hits_and_chance(tmp_path):
-    eval_index = _load_script()
     write_world(tmp_path, build_world("service_cpu", seed=4))
     start, end = T0 + timedelta(minutes=FAULT_START, seconds=5), T0 + timedelta(minutes=FAULT_END, seconds=5)
     description = (f"The system experienced an anomaly from {start:%Y-%m-%dT%H:%M:%SZ} to "
@@ -34,10 +24,12 @@ def test_eval_reports_hits_and_chance(tmp_path):
         {"uuid": "right-1", "instance": "emailservice"},
         {"uuid": "wrong-2", "instance": ["shippingservice", "paymentservice"]},
     ]))
-    results = eval_index.evaluate(index_dir=tmp_path, input_file=tmp_path / "input.json",
-                                  gt_file=tmp_path / "gt.jsonl", baseline_minutes=30)
-    row = results["per_type"]["cpu stress"]
-    assert row["cases"] == 2
-    assert row["AC@1"] == 1 and row["AC@5"] == 1  # the second truth is not in the data at all
-    assert 0 < row["chance@1"] < row["chance@3"] < 1
-    assert len(results["misses"]) == 1 and results["misses"][0].startswith("wrong-2")
+    results = evaluate_index(index_dir=tmp_path, input_file=tmp_path / "input.json",
+                             gt_file=tmp_path / "gt.jsonl", params=IndexParams())
+    cases = results.by_type()["cpu stress"]
+    assert len(cases) == 2
+    ac1, low, high = results.accuracy(cases, 1)
+    assert ac1 == 0.5 and low <= 0.5 <= high  # the second truth is not in the data at all
+    assert results.accuracy(cases, 5)[0] == 0.5
+    assert 0 < results.chance(cases, 1) < results.chance(cases, 3) < 1
+    assert [c.uuid for c in results.misses()] == ["wrong-2"]

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from app.cli import _register
 from app.cli import app as rca_app
-from index import build as nightly
 from index import store
 from index.build import run_nightly
 from preprocess.detect_log import LOG_COUNT_SCHEMA
+from preprocess.detect_trace import TraceDetector
 from tests.layout_fixtures import write_day
 
 DAY = "2025-06-06"
@@ -92,10 +92,11 @@ def test_older_schema_version_is_rebuilt_not_misread(raw_day, tmp_path):
     assert "example" in pl.read_parquet(counts_path).columns
 
 def test_kill_during_a_partition_keeps_finished_ones(raw_day, tmp_path, monkeypatch):
-    def killed(**_):
+    def killed(self, chunks, **_):
+        next(iter(chunks))
         raise KeyboardInterrupt  # stands for SIGKILL/Ctrl-C in the middle of the trace partition
 
-    monkeypatch.setattr(nightly, "build_trace_partition", killed)
+    monkeypatch.setattr(TraceDetector, "build", killed)
     with pytest.raises(KeyboardInterrupt):
         run_nightly(data_dir=raw_day, index_dir=tmp_path)
     manifest = store.load_manifest(tmp_path)

@@ -9,6 +9,7 @@ import pytest
 
 from index import store
 from index.models import WindowQueryResult
+from index.params import IndexParams, RankWeights
 from index.query import query_window
 from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.detect_metric import SERIES_SCHEMA
@@ -98,7 +99,6 @@ def build_world(fault: str, *, seed: int, late_spike: str | None = None) -> dict
     return {
         "metric_series": pl.DataFrame(series, schema=SERIES_SCHEMA, orient="row"),
         "metric_placement": placement,
-        "metric_change_points": pl.DataFrame(schema={"component": pl.Utf8}),
         "log_counts": pl.DataFrame(counts, schema=LOG_COUNT_SCHEMA, orient="row"),
         "trace_edges": pl.DataFrame(edges, schema=EDGE_STATS_SCHEMA, orient="row"),
     }
@@ -112,12 +112,12 @@ def write_world(index_dir, tables: dict[str, pl.DataFrame]) -> None:
     for table, frame in tables.items():
         store.atomic_write_parquet(frame, store.table_path(index_dir, DAY, table))
     store.atomic_write_parquet(pl.DataFrame({"template_id": [1], "template": ["request complete"]}),
-                               index_dir / store.TEMPLATES_NAME)
+                               store.index_table_path(index_dir, "log_templates"))
 
 
-def _query(index_dir) -> WindowQueryResult:
+def _query(index_dir, params: IndexParams = IndexParams()) -> WindowQueryResult:
     return query_window(index_dir, start=T0 + timedelta(minutes=FAULT_START, seconds=5),
-                        end=T0 + timedelta(minutes=FAULT_END, seconds=5), top_k=5)
+                        end=T0 + timedelta(minutes=FAULT_END, seconds=5), top_k=5, params=params)
 
 
 @pytest.mark.parametrize(("fault", "truth", "level"), [
@@ -168,9 +168,8 @@ def test_callee_starved_by_a_dead_caller_is_not_a_strong_suspect(tmp_path):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_an_anomaly_starting_late_in_the_window_does_not_outrank_the_fault(tmp_path, monkeypatch, seed):
+def test_an_anomaly_starting_late_in_the_window_does_not_outrank_the_fault(tmp_path, seed):
     write_world(tmp_path, build_world("node_cpu", seed=seed, late_spike="emailservice-1"))
     assert _query(tmp_path).candidates[0].component == "aiops-k8s-02"
-    from index import rank
-    monkeypatch.setattr(rank, "LATE_ONSET_WEIGHT", 1.0)  # without the discount the late spike wins
-    assert _query(tmp_path).candidates[0].component == "emailservice-1"
+    no_discount = IndexParams(rank=RankWeights(late_onset_weight=1.0))  # without the discount the late spike wins
+    assert _query(tmp_path, no_discount).candidates[0].component == "emailservice-1"

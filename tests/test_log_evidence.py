@@ -4,8 +4,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from index.evidence import log_items
 from index.models import EvidenceItem
-from index.rank import log_items
+from index.params import RankWeights
 from preprocess.detect_log import (
     LogTemplateMiner,
     elide,
@@ -33,7 +34,7 @@ def _evidence(rows: list[tuple[int, str, str]]) -> tuple[list[EvidenceItem], pl.
     miner = LogTemplateMiner(state_path=None)
     events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
                               end=WINDOW_END, baseline_start=BASELINE_START)
-    return [item.evidence for _, item in log_items(events, known_services=set())], events
+    return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights())], events
 
 
 @pytest.mark.parametrize("fault", sorted(JVM_RULES))

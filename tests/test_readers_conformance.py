@@ -12,9 +12,9 @@ import pytest
 
 from diagnose.cases import load_cases
 from preprocess import layout
+from preprocess.detect_trace import call_graph, edge_stats
 from preprocess.readers import read_day, read_logs, read_traces
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
-from preprocess.topology import call_edges
 from rca.timeutil import cst_day_bounds_utc
 from tests import layout_fixtures as fx
 
@@ -45,7 +45,7 @@ def check_day(day_dir: Path) -> dict[str, pl.DataFrame]:
 def test_fixture_day_conforms(tmp_path: Path) -> None:
     day = fx.write_day(tmp_path, "2025-06-06")
     frames = check_day(day)
-    assert call_edges(frames["trace"]).height == len(fx.TRACE_EDGES)
+    assert set(call_graph(edge_stats(frames["trace"])).edges) == fx.TRACE_EDGES
 
 
 @pytest.mark.slow
@@ -57,9 +57,9 @@ def test_simulated_day_conforms(tmp_path: Path) -> None:
     assert days, f"simulator wrote no day directory under {tmp_path}"
     frames = check_day(days[0])
     # The simulator's call graph is the contract's: every caller/callee is a service it emitted.
-    edges = call_edges(frames["trace"])
-    assert {"frontend", "checkoutservice"} <= set(edges["caller"])
-    assert {"adservice", "currencyservice", "paymentservice", "redis-cart"} <= set(edges["callee"])
+    graph = call_graph(edge_stats(frames["trace"]))
+    assert {"frontend", "checkoutservice"} <= {caller for caller, _ in graph.edges}
+    assert {"adservice", "currencyservice", "paymentservice", "redis-cart"} <= {callee for _, callee in graph.edges}
     (case,) = load_cases(tmp_path / "input.json")
     logs = read_logs(tmp_path, start=case.start, end=case.end)
     spans = read_traces(tmp_path, start=case.start, end=case.end)

@@ -1,0 +1,80 @@
+"""Ranking quality of the evidence index against ground truth: AC@k per fault type, with
+bootstrap intervals and the chance floor.
+
+A hit at k means one element of the truth ``instance`` (a string or a list) is among the
+first k candidates. Windows come from the case descriptions exactly as the diagnoser sees
+them; ground truth is read here and only here. The chance floor draws k components
+uniformly from the components seen in the window's data.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.intervals import bootstrap_interval
+from diagnose.cases import load_cases
+from index.params import IndexParams
+from index.query import known_components, query_window
+from judge.groundtruth import load_truth
+
+log = logging.getLogger(__name__)
+
+KS = (1, 3, 5)
+
+
+@dataclass
+class CaseRanking:
+    uuid: str
+    fault_type: str
+    truth: list[str]
+    ranking: list[str]
+    hits: dict[int, bool]
+    chance: dict[int, float]
+
+
+@dataclass
+class IndexEvaluation:
+    cases: list[CaseRanking] = field(default_factory=list)
+
+    def by_type(self) -> dict[str, list[CaseRanking]]:
+        groups: dict[str, list[CaseRanking]] = defaultdict(list)
+        for case in self.cases:
+            groups[case.fault_type].append(case)
+        return dict(sorted(groups.items()))
+
+    @staticmethod
+    def accuracy(cases: list[CaseRanking], k: int) -> tuple[float, float, float]:
+        """AC@k over ``cases`` and its 95% bootstrap interval: (value, low, high)."""
+        hits = [1.0 if c.hits[k] else 0.0 for c in cases]
+        low, high = bootstrap_interval(hits)
+        return (sum(hits) / len(hits) if hits else float("nan")), low, high
+
+    @staticmethod
+    def chance(cases: list[CaseRanking], k: int) -> float:
+        return sum(c.chance[k] for c in cases) / len(cases) if cases else float("nan")
+
+    def misses(self, k: int = 3) -> list[CaseRanking]:
+        return [c for c in self.cases if not c.hits[k]]
+
+
+def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: IndexParams) -> IndexEvaluation:
+    truths = {t.uuid: t for t in load_truth(gt_file)}
+    result = IndexEvaluation()
+    for case in load_cases(input_file):
+        truth = truths.get(case.uuid)
+        if truth is None:
+            log.warning("case %s has no ground truth; skipped", case.uuid)
+            continue
+        found = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), params=params)
+        ranking = [c.component for c in found.candidates]
+        universe = known_components(index_dir, start=case.start, end=case.end)
+        answers = set(truth.instance)
+        right = len(answers & set(universe)) or 1
+        result.cases.append(CaseRanking(
+            uuid=case.uuid, fault_type=truth.fault_type, truth=list(truth.instance), ranking=ranking,
+            hits={k: any(c in answers for c in ranking[:k]) for k in KS},
+            chance={k: min(1.0, k * right / max(len(universe), 1)) for k in KS},
+        ))
+    return result

@@ -1,0 +1,164 @@
+"""The case page: one self-contained HTML file per diagnosed case, and an index page per batch.
+
+    html = render_case_page(record, index_dir=I, baseline_minutes=30)
+    write_case_report(record, index_dir=I, baseline_minutes=30, out=Path("reports/<uuid>.html"))
+    write_batch_report(records, index_dir=I, baseline_minutes=30, out_dir=Path("reports"))
+
+Pages come from the Jinja templates in ``templates/``; figures are inline PNG data URIs and
+the CSS is inline, so a page opens offline and can be mailed as one file. A modality with
+no data renders as a sentence saying so, never as a missing page.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from diagnose.record import RunRecord
+from diagnose.report import plots
+from diagnose.report.evidence import CaseEvidence, chosen_component, load_case_evidence, record_candidates
+from rca.atomic import write_bytes_atomic
+from rca.settings import Settings
+from rca.timeutil import UTC
+
+log = logging.getLogger(__name__)
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # stable id, e.g. "series-cartservice-1-pod_cpu_usage", "call-graph", "logs"
+    caption: str
+    plot: plots.Plot
+
+
+def _environment() -> Environment:
+    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def case_figures(record: RunRecord, evidence: CaseEvidence) -> dict[str, list[Figure]]:
+    """The page's figures by section: ``series`` (per candidate, chosen first), ``graph``, ``logs``."""
+    window, baseline_start = evidence.window, evidence.baseline_start
+    series: list[Figure] = []
+    for component, panels in evidence.series.items():
+        for panel in panels:
+            series.append(Figure(
+                name=f"series-{component}-{panel.component}-{panel.kpi}",
+                caption=f"{panel.component} · {panel.kpi} ({panel.unit or 'value'})",
+                plot=plots.series_plot(panel=panel, window=window, baseline_start=baseline_start)))
+    graph: list[Figure] = []
+    if evidence.graph_edges:
+        graph.append(Figure(name="call-graph", caption="call graph of the window against its baseline",
+                            plot=plots.call_graph_plot(nodes=evidence.graph_nodes, edges=evidence.graph_edges,
+                                                       title=f"calls {window[0]:%H:%M}–{window[1]:%H:%M} UTC vs "
+                                                             f"{baseline_start:%H:%M}–{window[0]:%H:%M} baseline")))
+    logs: list[Figure] = []
+    if evidence.logs:
+        logs.append(Figure(name="log-templates", caption="bursting and new log templates, lines per minute",
+                           plot=plots.log_counts_plot(templates=[b.counts for b in evidence.logs], window=window,
+                                                      baseline_start=baseline_start)))
+    return {"series": series, "graph": graph, "logs": logs}
+
+
+def _page_context(record: RunRecord, evidence: CaseEvidence, figures: dict[str, list[Figure]]) -> dict[str, Any]:
+    candidates = record_candidates(record)
+    chosen = chosen_component(record)
+    series_by_candidate: list[dict[str, Any]] = []
+    for position, (component, panels) in enumerate(evidence.series.items()):
+        names = {f"series-{component}-{p.component}-{p.kpi}" for p in panels}
+        series_by_candidate.append({
+            "component": component,
+            "label": "answer" if component == chosen else f"runner-up {position}",
+            "figures": [f for f in figures["series"] if f.name in names],
+        })
+    degraded = [e for e in evidence.graph_edges if e.calls and (
+        (e.latency_ratio or 0) >= 1.5 or e.error_rate - e.baseline_error_rate >= 0.05)]
+    vanished = [e for e in evidence.graph_edges if e.vanished]
+    missing = list(dict.fromkeys(record.missing + evidence.missing))
+    decision = record.decision or {}
+    return {
+        "record": record,
+        "answer": record.answer,
+        "fault_type": decision.get("fault_type"),
+        "model_reason": decision.get("reason"),
+        "chosen": chosen,
+        "candidates": candidates,
+        "series_by_candidate": series_by_candidate,
+        "graph_figures": figures["graph"],
+        "graph_nodes": evidence.graph_nodes,
+        "degraded_edges": sorted(degraded, key=lambda e: -(e.latency_ratio or 0)),
+        "vanished_edges": vanished,
+        "log_figures": figures["logs"],
+        "logs": evidence.logs,
+        "missing": missing,
+        "window": evidence.window,
+        "baseline_start": evidence.baseline_start,
+        "figure_count": sum(len(v) for v in figures.values()),
+    }
+
+
+def render_case_page(record: RunRecord, *, index_dir: Path, baseline_minutes: int) -> str:
+    """The HTML of one case's page (self-contained)."""
+    evidence = load_case_evidence(record, index_dir=index_dir, baseline_minutes=baseline_minutes)
+    figures = case_figures(record, evidence)
+    return _environment().get_template("case.html.j2").render(**_page_context(record, evidence, figures))
+
+
+def write_case_report(record: RunRecord, *, index_dir: Path, baseline_minutes: int, out: Path) -> Path:
+    """Render and write one case's page atomically; returns ``out``."""
+    html = render_case_page(record, index_dir=index_dir, baseline_minutes=baseline_minutes)
+    write_bytes_atomic(out, html.encode("utf-8"))
+    log.info("case report %s -> %s", record.uuid, out)
+    return out
+
+
+def write_batch_report(records: Sequence[RunRecord], *, index_dir: Path, baseline_minutes: int, out_dir: Path) -> Path:
+    """One page per case plus ``index.html`` linking them; returns the index page's path."""
+    out_dir = Path(out_dir)
+    rows: list[dict[str, Any]] = []
+    for number, record in enumerate(records, start=1):
+        page = write_case_report(record, index_dir=index_dir, baseline_minutes=baseline_minutes,
+                                 out=out_dir / f"{record.uuid}.html")
+        log.info("report %d/%d: %s", number, len(records), page.name)
+        rows.append({"record": record, "page": page.name, "chosen": chosen_component(record),
+                     "fault_type": (record.decision or {}).get("fault_type")})
+    by_type = Counter(row["fault_type"] or "(failed)" for row in rows)
+    agreement = Counter("agreed" if r.agreed_with_index else "disagreed" if r.agreed_with_index is False else "failed"
+                        for r in records)
+    summary: list[Figure] = []
+    if rows:
+        types = sorted(by_type, key=lambda t: (-by_type[t], t))
+        summary.append(Figure(name="fault-types", caption="answers by fault type", plot=plots.bar_plot(
+            categories=types, series={"cases": [by_type[t] for t in types]}, title="answers by fault type",
+            value_label="cases", horizontal=True, value_format="{:.0f}")))
+        kinds = [k for k in ("agreed", "disagreed", "failed") if agreement[k]]
+        summary.append(Figure(name="agreement", caption="model vs index top candidate", plot=plots.bar_plot(
+            categories=kinds, series={"cases": [agreement[k] for k in kinds]},
+            title="model's answer vs the index's top candidate", value_label="cases", value_format="{:.0f}",
+            height=2.4)))
+    html = _environment().get_template("index.html.j2").render(rows=rows, figures=summary,
+                                                                generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    index = out_dir / "index.html"
+    write_bytes_atomic(index, html.encode("utf-8"))
+    return index
+
+
+def write_reports_for_cases(uuids: Sequence[str], *, runs_dir: Path, settings: Settings, out_dir: Path) -> Path:
+    """Pages for the run records ``<runs_dir>/<uuid>.json`` of ``uuids`` (those that exist) and their index page."""
+    records: list[RunRecord] = []
+    for uuid in uuids:
+        path = Path(runs_dir) / f"{uuid}.json"
+        if path.is_file():
+            records.append(RunRecord.load(path))
+        else:
+            log.warning("%s: no run record, no page for %s", path, uuid)
+    return write_batch_report(records, index_dir=settings.paths.index_dir,
+                              baseline_minutes=settings.preprocess.baseline_minutes, out_dir=out_dir)

@@ -1,0 +1,183 @@
+"""Evidence items: detector events -> ``EvidenceItem`` data with a strength and a role, and one renderer.
+
+Each builder turns one event frame (``preprocess.detect``) into items attributed to the
+components they incriminate: the series owner, the log-emitting pod (and any service a
+bursting template names), the callee of an anomalous call edge (and its node, weakly), or
+the caller pod of a fan-out. ``render`` is the one place an item becomes the observation
+line the model reads (``EvidenceItem.text``); nothing downstream parses that line.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+import polars as pl
+
+from index.models import EvidenceItem
+from index.params import RankWeights
+from preprocess.detect_log import template_keyword
+from rca.taxonomy import service_of
+
+# An observation is at most this long: the challenge's limit on an answer's observation
+# (data-contract.md; the rule version of change 5 will own it).
+MAX_CHARS = 100
+
+# APM KPIs and the TiDB service KPIs are what callers feel (they propagate up the call
+# graph); resource KPIs (CPU, memory, disk, network, process counts) are local.
+_SYMPTOM_KINDS = frozenset({"apm_pod", "apm_service"})
+_SYMPTOM_KPIS = frozenset({
+    "duration_99th", "duration_95th", "duration_avg", "failed_query_ops", "qps", "slow_query",
+    "connection_count", "transaction_retry", "statement_avg_queries", "grpc_qps",
+})
+
+
+def strength(z: float) -> float:
+    """Bounded, slowly growing evidence strength of a robust z (z=4 -> 0.69, z=50 -> 2.6)."""
+    return math.log1p(max(z, 0.0) / 4.0)
+
+
+@dataclass
+class Item:
+    """One evidence item with its strength and role.
+
+    role: ``local`` (the component's own resources or liveness), ``symptom`` (what a
+    caller would also feel: latency, errors, log bursts) or ``edge`` (calls into the
+    component went wrong). Symptom and edge evidence is discounted when something
+    downstream is anomalous; local and edge evidence make a component a cause.
+    """
+
+    evidence: EvidenceItem
+    strength: float
+    role: str = "symptom"
+    caller: str | None = None  # for call-edge evidence: the calling service
+
+    @property
+    def symptom(self) -> bool:
+        return self.role != "local"
+
+
+def _hhmm(value: datetime | None) -> str:
+    return value.strftime("%H:%M") if value is not None else "?"
+
+
+def render(item: EvidenceItem, *, max_chars: int = MAX_CHARS) -> str:
+    """The observation line of ``item``: led by its key, at most ``max_chars`` characters."""
+    text = _render(item, max_chars=max_chars)
+    return text if len(text) <= max_chars else text[:max_chars - 1] + "…"
+
+
+def _render(item: EvidenceItem, *, max_chars: int) -> str:
+    when = _hhmm(item.onset)
+    if item.modality == "metric":
+        if item.signal == "silent":
+            return f"{item.key} went silent on {item.component} from {when}"
+        ratio = f"{item.ratio:.2g}x " if item.ratio is not None else f"from 0 to {item.value:.3g} "
+        return f"{item.key} {item.direction} {ratio}(z={item.z:.1f}) on {item.component} from {when}"
+    if item.modality == "log":
+        if item.signal == "silent":
+            return (f"log stream went silent on {item.component} "
+                    f"({item.count} lines vs {item.baseline_count} before)")
+        # The line's own words are what a reader looks for: the text spends what the
+        # counts and pod leave of its characters on them; the onset stays in `onset`.
+        change = "new" if item.signal == "new_template" else f"{item.ratio:.1f}x, z={item.z:.1f}"
+        suffix = f" x{item.count} ({change}) on {item.component}"
+        return template_keyword(item.example, max_chars=max_chars - len(suffix)) + suffix
+    edge = f"{item.caller}->{item.callee}"
+    if item.signal == "fanout":
+        others = f" +{item.more_callees} more" if item.more_callees else ""
+        return (f"{edge}{others}: {item.fanout_signal} on calls from {item.component} (z={item.z:.1f}) "
+                f"from {when}")
+    if item.signal == "latency":
+        detail = f"p95 {item.ratio:.1f}x (z={item.z:.1f})"
+    elif item.signal == "errors":
+        detail = f"errors {100 * item.ratio:.0f}% (z={item.z:.1f})"
+    else:
+        detail = "calls stopped"
+    return f"{edge} {detail} to {item.component} from {when}"
+
+
+def _evidence(**fields) -> EvidenceItem:
+    """An item with its rendered ``text`` (rendered once, for the component it was first seen on)."""
+    item = EvidenceItem.model_construct(text="", **fields)
+    return EvidenceItem(**{**fields, "text": render(item)})
+
+
+def metric_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        kpi, component, direction = row["kpi"], row["component"], row["direction"]
+        evidence = _evidence(modality="metric", signal="silent" if direction == "silent" else "level", key=kpi,
+                             component=component, direction=direction, magnitude=round(row["z"], 2), z=row["z"],
+                             ratio=row["ratio"], value=row["window_value"], onset=row["onset"])
+        symptom = row["kind"] in _SYMPTOM_KINDS or kpi in _SYMPTOM_KPIS
+        role = "local" if direction == "silent" or not symptom else "symptom"
+        items.append((component, Item(evidence, strength(row["z"]), role)))
+    return items
+
+
+_LOG_SIGNALS = {"silent": "silent", "new": "new_template", "up": "burst"}
+
+
+def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWeights) -> list[tuple[str, Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        pod, template = row["component"], row["template"] or ""
+        silent = row["direction"] == "silent"
+        # The example line keeps the words Drain merged into <*>.
+        line = "" if silent else (row.get("example") or template)
+        evidence = _evidence(modality="log", signal=_LOG_SIGNALS[row["direction"]],
+                             key="log stream" if silent else template_keyword(line), component=pod,
+                             direction=row["direction"], magnitude=round(row["z"], 2), z=row["z"], ratio=row["ratio"],
+                             onset=row["onset"], example=line, count=row["window_count"],
+                             baseline_count=row["baseline_count"])
+        # Silence is local (the pod stopped); a burst is a symptom that may come from downstream.
+        item_strength = strength(row["z"])
+        items.append((pod, Item(evidence, item_strength, "local" if silent else "symptom")))
+        own_service = service_of(pod)
+        for service in known_services:
+            if service != own_service and service in template:
+                mention = evidence.model_copy(update={"component": service})
+                items.append((service, Item(mention, weights.mention_weight * item_strength, "edge")))
+    return items
+
+
+def fanout_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        callees = row["callees"]
+        evidence = _evidence(modality="trace", signal="fanout", key=f"{row['caller']}->{callees[0]}",
+                             component=row["caller_pod"], direction="up", magnitude=round(row["z"], 2), z=row["z"],
+                             onset=row["onset"], caller=row["caller"], callee=callees[0],
+                             fanout_signal=row["signal"], more_callees=len(callees) - 1)
+        # Failing towards many services at once is the caller pod's own problem.
+        boost = 1.0 + 0.25 * (len(callees) - 1)
+        items.append((row["caller_pod"], Item(evidence, boost * strength(row["z"]), "local")))
+    return items
+
+
+_TRACE_SIGNALS = {"latency": "latency", "errors": "errors", "silent": "calls_stopped"}
+
+
+def trace_items(events: pl.DataFrame, *, propagation: dict[str, float], fanout_callers: set[tuple[str, str]],
+                weights: RankWeights) -> list[tuple[str, Item]]:
+    items = []
+    for row in events.iter_rows(named=True):
+        target = row["callee_pod"] or row["callee"]
+        evidence = _evidence(modality="trace", signal=_TRACE_SIGNALS[row["signal"]],
+                             key=f"{row['caller']}->{row['callee']}", component=target,
+                             direction="silent" if row["signal"] == "silent" else "up",
+                             magnitude=round(row["z"], 2), z=row["z"], ratio=row["ratio"], onset=row["onset"],
+                             caller=row["caller"], callee=row["callee"])
+        # The callee is the suspect; how much depends on whether the anomaly flows on downstream.
+        weight = 0.4 + 0.6 * propagation.get(row["callee"], 0.0)
+        if (row["caller"], row["signal"]) in fanout_callers:
+            weight *= weights.fanout_victim_weight
+        item = Item(evidence, weight * strength(row["z"]), "edge", caller=row["caller"])
+        items.append((target, item))
+        if row["callee_pod"]:
+            items.append((row["callee"], item))
+        if row["callee_node"]:
+            node_evidence = evidence.model_copy(update={"component": row["callee_node"]})
+            items.append((row["callee_node"], Item(node_evidence, 0.3 * item.strength, "symptom")))
+    return items

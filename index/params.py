@@ -1,0 +1,81 @@
+"""Every knob of the evidence index in one frozen object: ``IndexParams``.
+
+``IndexParams`` holds the query window's baseline, the evidence budget, the ranking
+weights (``RankWeights``) and each detector's ``Params`` (``preprocess.detect``). It is
+built from the ``[index]`` settings section (``from_settings``), passed explicitly to the
+build and the query, and recorded as plain data (``as_dict``) next to the results it made,
+so an ablation is a setting, not a patched constant.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from preprocess.detect import DETECTORS, LogParams, MetricParams, TraceParams
+from rca.settings import IndexSettings, SettingsError
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Ranking constants of ``index.rank`` (defaults tuned on simulated data)."""
+
+    metric_weight: float = 1.0  # modality weights of a component's score
+    log_weight: float = 0.8
+    trace_weight: float = 1.0
+    anomalous_pod_score: float = 1.0  # a pod "deviates" from this combined score on
+    propagation_discount: float = 0.75  # share of symptom score removed when downstream explains it
+    clear_anomaly: float = 2.0  # downstream cause score at which the full discount applies
+    node_clear_anomaly: float = 1.2  # node local evidence (z about 9) from which its pods' symptoms defer to it
+    explained_cap: float = 0.9  # a caller explained by a broken downstream scores at most this share of it
+    starved_weight: float = 0.2  # silent evidence kept for a component whose callers all stopped
+    uniform_bonus: float = 0.5  # a service whose pods all deviate beats each single pod
+    max_per_service: int = 1  # pods of one service listed before other suspects (the service itself always stays)
+    mention_weight: float = 0.8  # a log template naming a service is evidence against that service
+    late_onset_minutes: int = 8  # an anomaly starting this long after the window opened ...
+    late_onset_weight: float = 0.6  # ... keeps this share of its strength (a consequence or a coincidence)
+    fanout_victim_weight: float = 0.3  # callee edge evidence kept when the caller pod fans out failures
+
+    def modality_weights(self) -> dict[str, float]:
+        return {"metric": self.metric_weight, "log": self.log_weight, "trace": self.trace_weight}
+
+
+@dataclass(frozen=True)
+class IndexParams:
+    """All knobs of an index query (and of the log miner at build time)."""
+
+    baseline_minutes: int = 30  # fault-free minutes before the window it is compared with
+    max_evidence: int = 12  # evidence lines per candidate
+    metric: MetricParams = field(default_factory=MetricParams)
+    log: LogParams = field(default_factory=LogParams)
+    trace: TraceParams = field(default_factory=TraceParams)
+    rank: RankWeights = field(default_factory=RankWeights)
+
+    def detector_params(self) -> dict[str, object]:
+        """Params of each registered detector, by detector name."""
+        return {name: getattr(self, name) for name in DETECTORS}
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_settings(cls, section: IndexSettings) -> IndexParams:
+        """Params from the ``[index]`` settings section; an unknown or ill-typed key names its field."""
+        groups: dict[str, Any] = {}
+        for name, params_type in (("metric", MetricParams), ("log", LogParams), ("trace", TraceParams),
+                                  ("rank", RankWeights)):
+            values = getattr(section, name)
+            known = {f.name for f in dataclasses.fields(params_type)}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise SettingsError(f"setting 'index.{name}.{unknown[0]}': unknown; expected one of "
+                                    f"{', '.join(sorted(known))}")
+            try:
+                groups[name] = TypeAdapter(params_type).validate_python(values, strict=False)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise SettingsError(f"setting 'index.{name}.{where}': {first['msg']}") from exc
+        return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence, **groups)
