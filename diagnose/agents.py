@@ -35,6 +35,8 @@ from diagnose.prompt import Prompt, approx_tokens
 from diagnose.record import AgentCallRecord
 from diagnose.tools import TelemetrySource, Toolbox, case_toolbox
 from index.models import Candidate
+from rca.challenge import RuleVersion
+from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend, LLMReply
 from rca.settings import Settings
 from rca.taxonomy import is_node, service_of
@@ -122,7 +124,7 @@ class Trajectory:
             self.calls.append(AgentCallRecord(agent=agent, round=round_no, tool=tool, args=dict(args), observation=observation))
 
     def step(self, action: str, observation: str) -> None:
-        self.steps.append((action, clip_observation(observation)))
+        self.steps.append((action, " ".join(observation.split())))  # clipped to the rules' budget in agent_record
 
 
 def call_text(tool: str, args: Mapping[str, Any]) -> str:
@@ -147,9 +149,9 @@ def open_investigation(case: Case, *, settings: Settings, evidence: EvidenceSour
     result = evidence.query(start=case.start, end=case.end, top_k=4 * MAX_CHOICES)
     ranked = one_level_per_service(result.candidates) if settings.diagnose.one_level_per_service else result.candidates
     if not ranked:
-        raise LookupError(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
+        raise NoCandidates(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
     toolbox = case_toolbox(case, telemetry=telemetry, evidence=evidence, knowledge=knowledge,
-                           baseline_minutes=settings.preprocess.baseline_minutes,
+                           baseline_minutes=settings.index.baseline_minutes,
                            max_chars=settings.diagnose.observation_chars, sop_k=settings.knowledge.top_k, ranked=ranked)
     return toolbox, list(ranked)
 
@@ -174,6 +176,7 @@ def agent_record(
     decision_action: str,
     started: float,
     timings: dict[str, float],
+    rules: RuleVersion,
 ) -> CaseRecord:
     """The answer (trace = the trajectory, then the decision) and the run record of an agent mode."""
     decision = outcome.decision
@@ -181,8 +184,9 @@ def agent_record(
     chosen = next((c for c in ranked if c.component == decision.component), None)
     metrics = _reason_metrics(decision.fault_type, chosen, knowledge)
     verdict = f"{decision.component}: {decision.fault_type}" + (f" ({', '.join(metrics)})" if metrics else "")
-    steps = [TraceStep(step=i + 1, action=a, observation=o) for i, (a, o) in enumerate(trajectory.steps)]
-    steps.append(TraceStep(step=len(steps) + 1, action=decision_action, observation=clip_observation(verdict)))
+    steps = [TraceStep(step=i + 1, action=a, observation=clip_observation(o, rules=rules))
+             for i, (a, o) in enumerate(trajectory.steps)]
+    steps.append(TraceStep(step=len(steps) + 1, action=decision_action, observation=clip_observation(verdict, rules=rules)))
     answer = Answer(
         uuid=case.uuid, component=decision.component,
         reason=_reason(decision.reason, decision.fault_type, decision.component, metrics),

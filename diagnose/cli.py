@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rca.challenge import RuleVersion, rule_version
 from rca.clisupport import build_settings, fail, state
 from rca.errors import RcaError
 from rca.llm.base import LLMError
@@ -38,7 +39,7 @@ def rca_diagnose(
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
-    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
+    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Late challenge rules (four-field answers); same as [challenge] rules = \"late\"."),
     self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
     confirm_fault_type: bool | None = typer.Option(
         None, "--confirm-fault-type/--one-turn", help="A second turn settles the chosen component's fault type."),
@@ -67,7 +68,8 @@ def rca_diagnose(
         overrides={
             "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir, "data_dir": data_dir},
             "llm": llm_overrides,
-            "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
+            "challenge": {"rules": None if strict is None else ("late" if strict else "early")},
+            "diagnose": {"self_consistency": self_consistency,
                          "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
@@ -123,14 +125,14 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
             records, failed = summary.records, summary.failed
         else:
             records, failed = [diagnoser.diagnose_adhoc(case) for case in cases], {}
-    _report(Console(), records, strict=settings.diagnose.strict_format, as_json=as_json)
+    _report(Console(), records, rules=rule_version(settings.challenge.rules), as_json=as_json)
     return records, failed
 
 
-def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
+def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> None:
     if as_json:
         for record in records:
-            typer.echo(json.dumps(record.answer.to_submission(strict=strict), ensure_ascii=False))
+            typer.echo(json.dumps(record.answer.to_submission(rules=rules), ensure_ascii=False))
         return
     table = Table(title="diagnoses")
     for column in ("uuid", "component", "reason", "index top", "agree", "calls", "tokens in/out", "s"):

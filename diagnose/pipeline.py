@@ -17,6 +17,7 @@ from diagnose.trace import build_trace
 from index.models import Candidate, WindowQueryResult
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, SignatureMatch
+from rca.challenge import RuleVersion, rule_version
 from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
@@ -177,7 +178,7 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
 
 
 def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: str, fault_type: str,
-                   model_reason: str, knowledge: KnowledgeSource) -> Answer:
+                   model_reason: str, knowledge: KnowledgeSource, rules: RuleVersion) -> Answer:
     """The challenge answer for a chosen component and fault type: reason led by the fault type and
     the key metrics the evidence shows, onset time, and the trace of analyses behind it."""
     chosen = next(c for c in candidates if c.component == component)
@@ -189,7 +190,7 @@ def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: st
         reason=_reason(model_reason, fault_type, component, metrics),
         time=_answer_time(case, chosen),
         reasoning_trace=build_trace(chosen=component, fault_type=fault_type, reason_metrics=metrics,
-                                    candidates=candidates, signature=signature),
+                                    candidates=candidates, signature=signature, rules=rules),
     )
 
 
@@ -271,11 +272,13 @@ def diagnose_case(
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
+    challenge = rule_version(settings.challenge.rules)
     answer = compose_answer(case, candidates=candidates, component=decision.component,
-                            fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge)
+                            fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge,
+                            rules=challenge)
     rules = rules_only_choice(candidates, prepared.signature_matches)
     rules_answer = compose_answer(case, candidates=candidates, component=rules[0], fault_type=rules[1],
-                                  model_reason="", knowledge=knowledge)
+                                  model_reason="", knowledge=knowledge, rules=challenge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")

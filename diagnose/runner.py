@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord
 from rca.atomic import write_json_atomic
+from rca.challenge import RuleVersion
 from rca.errors import InputError, RcaError
 from rca.llm.base import LLMError
 
@@ -83,7 +84,7 @@ def run_cases(
     diagnose_one: Callable[[Case], CaseRecord],
     out_path: Path,
     runs_dir: Path,
-    strict_format: bool,
+    rules: RuleVersion,
     concurrency: int = 1,
     show_progress: bool = True,
 ) -> RunSummary:
@@ -98,7 +99,7 @@ def run_cases(
     def finish(case: Case) -> CaseRecord:
         record = diagnose_one(case)
         write_json_atomic(runs_dir / f"{case.uuid}.json", record.to_json())
-        answers.append(record.answer.to_submission(strict=strict_format))
+        answers.append(record.answer.to_submission(rules=rules))
         return record
 
     columns = (TextColumn("diagnose"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))

@@ -37,6 +37,7 @@ from diagnose.pipeline import CaseRecord, KnowledgeSource
 from diagnose.record import AgentCallRecord
 from diagnose.tools import Observation, Toolbox
 from index.models import Candidate
+from rca.challenge import RuleVersion
 from rca.llm.base import LLMBackend
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,7 @@ def run_team(
     knowledge: KnowledgeSource,
     max_rounds: int,
     temperature: float,
+    rules: RuleVersion,
 ) -> CaseRecord:
     started = time.perf_counter()
     team = Team(case, toolbox=toolbox, ranked=ranked, llm=llm, knowledge=knowledge, temperature=temperature)
@@ -220,7 +222,7 @@ def run_team(
     timings = {"agents_s": round(time.perf_counter() - started, 3)}
     record = agent_record(case=case, mode="team", outcome=outcome, prompt=prompt, trajectory=team.trajectory,
                           ranked=ranked, knowledge=knowledge, decision_action=f"judge: root cause accepted (round {round_no})",
-                          started=started, timings=timings)
+                          started=started, timings=timings, rules=rules)
     log.info("%s -> %s (team, %d rounds, %d model calls)", case.uuid, record.answer.component, round_no,
              len(outcome.replies))
     return record

@@ -32,20 +32,20 @@ def rca_command(
     ctx: typer.Context,
     gt: Path = typer.Option(..., "--gt", help="Ground truth JSONL (groundtruth.jsonl)."),
     pred: Path = typer.Option(..., "--pred", help="Submission JSONL to score."),
-    rules: str | None = typer.Option(None, "--rules", help="Rule version: early | late (default: settings.judge.rules)."),
+    rules: str | None = typer.Option(None, "--rules", help="Rule version: early | late (default: [challenge] rules)."),
     threshold: float | None = typer.Option(None, "--threshold", help="Semantic reason threshold (default: settings.judge.semantic_threshold)."),
     keyword_only: bool = typer.Option(False, "--keyword-only", help="Skip the semantic reason step (no embedding model)."),
     output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
 ) -> None:
     """Score a submission with the 2025 challenge rules; exits 1 when its format is invalid."""
-    settings = build_settings(ctx, {"judge": {"rules": rules, "semantic_threshold": threshold}})
+    settings = build_settings(ctx, {"challenge": {"rules": rules}, "judge": {"semantic_threshold": threshold}})
     from judge.challenge import score_challenge
     from judge.groundtruth import load_truth
     from judge.render import print_challenge, write_json_atomic
-    from judge.rules import rule_version
     from judge.validation import check_submission_file
+    from rca.challenge import rule_version
 
-    version = rule_version(settings.judge.rules)
+    version = rule_version(settings.challenge.rules)
     try:
         truth = load_truth(gt)
         check = check_submission_file(pred, truth_uuids=[c.uuid for c in truth], rules=version)

@@ -72,8 +72,12 @@ class KnowledgeSettings(_Section):
     docs_dir: Path | None = None
 
 
-class JudgeSettings(_Section):
+class ChallengeSettings(_Section):
+    # The challenge rule version (rca/challenge.py): the answers' shape and the judge's scoring.
     rules: Literal["early", "late"] = "early"
+
+
+class JudgeSettings(_Section):
     semantic_threshold: float = 0.6
     keyword_weight: float = 0.6
     similarity_weight: float = 0.4
@@ -92,7 +96,6 @@ class DiagnoseSettings(_Section):
     # Off by default: with the embedded 1.5B model it kept its first choice in 18/18
     # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
     confirm_fault_type: bool = False
-    strict_format: bool = False  # four-field submission format (later rules)
     # pipeline: one prepared call (best with a small local model); react: the model calls the
     # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
     # specialists and a judge (docs/agentic.md compares the three).
@@ -126,6 +129,7 @@ class Settings(_Section):
     llm: LLMSettings = LLMSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    challenge: ChallengeSettings = ChallengeSettings()
     judge: JudgeSettings = JudgeSettings()
     diagnose: DiagnoseSettings = DiagnoseSettings()
     preprocess: PreprocessSettings = PreprocessSettings()

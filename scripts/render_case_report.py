@@ -63,7 +63,7 @@ def main() -> None:
     log.info("%s answered %s by %s", case.uuid, (record.answer or {}).get("component"), record.usage.model)
 
     page = write_case_report(record, index_dir=settings.paths.index_dir,
-                             baseline_minutes=settings.preprocess.baseline_minutes, out=work / f"{case.uuid}.html")
+                             baseline_minutes=settings.index.baseline_minutes, out=work / f"{case.uuid}.html")
     full = screenshot(page, out=work / f"{case.uuid}.png", width=1280, height=6000)
     with Image.open(full) as image:
         top = image.crop((0, 0, image.width, min(image.height, args.crop_height or image.height)))

@@ -15,6 +15,7 @@ from diagnose.record import RunRecord
 from diagnose.service import Diagnoser
 from diagnose.team import run_team
 from index.models import Candidate, EvidenceItem
+from rca.challenge import EARLY
 from rca.settings import Settings
 from tests.fakes import START, MemoryTelemetry, RecordedBackend, StaticEvidence, StaticKnowledge
 
@@ -24,9 +25,10 @@ def _case(uuid: str = "case-1") -> Case:
 
 
 def _candidates() -> list[Candidate]:
-    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="cartservice-0",
+    cpu = EvidenceItem(modality="metric", signal="level", key="pod_cpu_usage", component="cartservice-0",
                        text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0)
-    edge = EvidenceItem(modality="trace", key="frontend->cartservice", component="cartservice",
+    edge = EvidenceItem(modality="trace", signal="latency", key="frontend->cartservice", component="cartservice",
+                        caller="frontend", callee="cartservice",
                         text="frontend->cartservice p95 10x (z=20)", magnitude=20.0)
     return [Candidate(component="cartservice", level="service", score=2.0, evidence=[cpu, edge]),
             Candidate(component="frontend", level="service", score=0.5, evidence=[edge])]
@@ -50,7 +52,7 @@ def _answer(component: str = "cartservice", fault_type: str = "cpu stress", **ex
 def _react(replies: list[str], *, max_steps: int = 4):
     toolbox, ranked = _open()
     backend = RecordedBackend(replies)
-    record = run_react(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
+    record = run_react(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY,
                        max_steps=max_steps, temperature=0.0)
     return record, backend, toolbox
 
@@ -120,7 +122,7 @@ def test_react_answer_outside_the_data_fails_after_repair():
 def _team(replies: list[str], *, max_rounds: int = 2):
     toolbox, ranked = _open()
     backend = RecordedBackend(replies)
-    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
+    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY,
                       max_rounds=max_rounds, temperature=0.0)
     return record, backend
 
@@ -190,7 +192,7 @@ def test_team_specialist_with_nothing_to_report_costs_no_model_call():
     ])
     empty_logs = toolbox._tools["get_logs"]  # a window with no log change at all
     empty_logs.window._cache["logs"] = empty_logs.window._cache["logs"].head(0)
-    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), max_rounds=1,
+    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY, max_rounds=1,
                       temperature=0.0)
     assert len(backend.requests) == 4
     assert record.answer.reasoning_trace[1].observation.startswith("all components: no log lines")

@@ -27,6 +27,7 @@ from diagnose.report.plots import ink_fraction
 from diagnose.service import Diagnoser
 from diagnose.sources import IndexEvidence
 from index.build import run_nightly
+from index.params import IndexParams
 from rca.settings import load_settings
 from rca.taxonomy import applicable_fault_types
 from simulate.simulator import SimulationOptions, simulate
@@ -46,7 +47,7 @@ def diagnosed(tmp_path_factory) -> tuple[Path, RunRecord]:
         "diagnose": {"confirm_fault_type": False, "self_consistency": 1},
     })
     case = load_cases(settings.paths.input_file)[0]
-    evidence = IndexEvidence(settings.paths.index_dir, baseline_minutes=settings.preprocess.baseline_minutes)
+    evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
     reply = RecordedBackend([])
     diagnoser = Diagnoser(settings=settings, evidence=evidence, knowledge=StaticKnowledge(), llm=reply)
     top = diagnoser.prepare(case).candidates[0].component

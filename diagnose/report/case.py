@@ -161,4 +161,4 @@ def write_reports_for_cases(uuids: Sequence[str], *, runs_dir: Path, settings: S
         else:
             log.warning("%s: no run record, no page for %s", path, uuid)
     return write_batch_report(records, index_dir=settings.paths.index_dir,
-                              baseline_minutes=settings.preprocess.baseline_minutes, out_dir=out_dir)
+                              baseline_minutes=settings.index.baseline_minutes, out_dir=out_dir)

@@ -36,7 +36,7 @@ def case_command(
     try:
         record = RunRecord.load(run_record)
         page = write_case_report(record, index_dir=settings.paths.index_dir,
-                                 baseline_minutes=settings.preprocess.baseline_minutes,
+                                 baseline_minutes=settings.index.baseline_minutes,
                                  out=out or run_record.with_suffix(".html"))
     except (RecordError, IndexStoreError) as exc:
         fail(str(exc))
@@ -63,7 +63,7 @@ def batch_command(
         if not records:
             fail(f"{runs_dir}: no run records (*.json)")
         index = write_batch_report(records, index_dir=settings.paths.index_dir,
-                                   baseline_minutes=settings.preprocess.baseline_minutes, out_dir=out_dir)
+                                   baseline_minutes=settings.index.baseline_minutes, out_dir=out_dir)
     except (RecordError, IndexStoreError) as exc:
         fail(str(exc))
     typer.echo(str(index))
