@@ -11,12 +11,9 @@ edge of the tool output, then the decision.
 from __future__ import annotations
 
 import re
-import string
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from diagnose.answer import Answer, TraceStep, clip_observation
@@ -42,23 +39,8 @@ from rca.settings import Settings
 from rca.taxonomy import is_node, service_of
 from rca.timeutil import format_utc
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 MAX_CHOICES = 8
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*[a-z0-9]")
-
-
-@cache
-def _template(name: str) -> string.Template:
-    path = PROMPTS_DIR / f"{name}.md"
-    return string.Template(path.read_text(encoding="utf-8").strip())
-
-
-def render(name: str, **values: object) -> str:
-    """The prompt template ``diagnose/prompts/<name>.md`` with ``$values`` filled in (all required)."""
-    try:
-        return _template(name).substitute({k: str(v) for k, v in values.items()})
-    except KeyError as exc:
-        raise KeyError(f"{PROMPTS_DIR / name}.md: no value for ${exc.args[0]}") from exc
 
 
 def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.templates import render
 from index.models import Candidate
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
@@ -18,24 +19,6 @@ from rca.taxonomy import applicable_fault_types
 # Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
 # real count comes back in the usage of each call and is recorded.
 CHARS_PER_TOKEN = 3.3
-
-INSTRUCTIONS = """You are an SRE diagnosing one incident in HipsterShop (10 gRPC microservices) with redis-cart and a TiDB cluster (tidb-tidb, tidb-pd, tidb-tikv) on Kubernetes nodes aiops-k8s-01..08.
-Code has already compared every metric, log template and call edge in the incident window with the fault-free time before it, and ranked the suspicious components. You decide which candidate is the ROOT CAUSE and which fault type it suffered.
-
-How to decide:
-- A fault propagates UP the call graph (frontend -> checkoutservice -> cartservice -> redis-cart; productcatalogservice -> tidb-tidb -> tidb-tikv/tidb-pd). Callers of a failing component show latency and errors that name it. Prefer the most downstream component whose OWN metrics or logs are abnormal; its callers are victims.
-- Level: answer a service name when several of its pods are abnormal (the service line lists them), a pod name (service-N) only when that single pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
-- Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
-- Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
-- "went silent" means a series stopped reporting: the component stopped serving (pod failure, or pod kill when brief). A KPI that rises instead (io_util, cpu, memory, latency) means the component still runs but is degraded.
-- "SOP signals seen: T k/n (...)" counts how many of fault type T's documented signals a candidate's evidence shows; "against" lists evidence T would not produce. The root cause usually ranks high AND has a fault type that fits well (most of its signals seen); a candidate whose best fit is a single signal is usually a victim or background noise.
-- Pick the fault type with the best fit unless the evidence lines clearly say otherwise; check its key metrics and log signatures in the catalogue below. Anomaly scores and signal counts are hints; you decide.
-
-Fault catalogue (fault type | levels | key metrics | signature):
-{catalogue}
-
-Answer with JSON only: {{"component": one candidate exactly as written, "fault_type": one fault type from the catalogue, "reason": one sentence starting with the fault type and naming its key metric or log keyword}}."""
-
 
 # Per candidate: fault types whose SOP signals best fit that candidate's own evidence.
 RunbookMatches = dict[str, list[SignatureMatch]]
@@ -62,7 +45,8 @@ def catalogue_line(entry: CatalogueEntry) -> str:
 
 
 def static_system_prompt(catalogue: Sequence[CatalogueEntry]) -> str:
-    return INSTRUCTIONS.format(catalogue="\n".join(catalogue_line(entry) for entry in catalogue))
+    """The system message (``diagnose/prompts/system.md``): instructions and the fault catalogue."""
+    return render("system", catalogue="\n".join(catalogue_line(entry) for entry in catalogue))
 
 
 def _abnormal_pods(candidate: Candidate) -> list[str]:

@@ -26,12 +26,12 @@ from diagnose.agents import (
     choice_set,
     final_decision,
     mentioned,
-    render,
     short_catalogue,
     window_text,
 )
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord, KnowledgeSource
+from diagnose.templates import render
 from diagnose.tools import Toolbox
 from index.models import Candidate
 from rca.challenge import RuleVersion
