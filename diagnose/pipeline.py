@@ -47,7 +47,7 @@ class KnowledgeSource(Protocol):
 
 @dataclass
 class CaseRecord:
-    """Everything about one diagnosed case, written to ``runs/`` as JSON."""
+    """Everything about one diagnosed case, written under ``[paths] runs_dir`` (``data/runs/``) as JSON."""
 
     uuid: str
     window: dict[str, str]

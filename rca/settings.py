@@ -31,14 +31,16 @@ class _Section(BaseModel):
 
 
 class PathSettings(_Section):
-    data_dir: Path = Path("work/data")
-    index_dir: Path = Path("work/index")
-    # Derived stores (Chroma collection, assembled model files) live in the user cache:
-    # they are rebuilt from shipped files and must not depend on the working directory.
-    kb_dir: Path = Path.home() / ".cache" / "aiops-rca" / "kb"
-    runs_dir: Path = Path("runs")
+    # What the tool makes lives under data/ of the working directory (git-ignored there):
+    # raw telemetry, the evidence index, the knowledge store and the run records.
+    data_dir: Path = Path("data/raw")
+    index_dir: Path = Path("data/index")
+    kb_dir: Path = Path("data/kb")  # the Chroma collection, rebuilt from the shipped documents
+    runs_dir: Path = Path("data/runs")
+    input_file: Path = Path("data/raw/input.json")
+    # Assembled model files (~1 GB, rebuilt from installed packages) are shared by every
+    # checkout of the user, so they stay in the user cache.
     cache_dir: Path = Path.home() / ".cache" / "aiops-rca"
-    input_file: Path = Path("work/data/input.json")
 
 
 class LLMSettings(_Section):
