@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from diagnose.answer import Answer, TraceStep, clip_observation
 from diagnose.cases import Case
@@ -149,7 +149,7 @@ def final_decision(llm: LLMBackend, *, messages: list[dict[str, str]], choices: 
 def agent_record(
     *,
     case: Case,
-    mode: str,
+    mode: Literal["react", "team"],
     outcome: DecisionOutcome,
     prompt: Prompt,
     trajectory: Trajectory,

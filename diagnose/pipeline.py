@@ -76,7 +76,7 @@ class CaseRecord:
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,
             index_top=self.candidates[0].component if self.candidates else None,
-            decision=self.outcome.decision.model_dump(),
+            decision=self.outcome.decision.model_dump() if self.outcome.decision else None,
             repaired=self.outcome.repaired,
             votes=self.outcome.votes,
             first_fault_type=self.outcome.first_fault_type,
@@ -272,6 +272,7 @@ def diagnose_case(
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
+    assert decision is not None  # decide() sets it or raises
     challenge = rule_version(settings.challenge.rules)
     answer = compose_answer(case, candidates=candidates, component=decision.component,
                             fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge,

@@ -42,7 +42,8 @@ from rca.llm.base import LLMBackend
 
 log = logging.getLogger(__name__)
 
-SPECIALIST_TOOLS: dict[str, str] = {"metric": "get_metrics", "log": "get_logs", "trace": "get_traces"}
+Specialist = Literal["metric", "log", "trace"]
+SPECIALIST_TOOLS: dict[Specialist, str] = {"metric": "get_metrics", "log": "get_logs", "trace": "get_traces"}
 SPECIALIST_LINES = 6  # tool lines a specialist reads
 
 
@@ -105,10 +106,10 @@ class Team:
             log.warning("%s: invalid controller plan (%s); default order, index top as focus", self.case.uuid, exc)
             self.trajectory.calls[-1].observation = f"invalid plan ({exc}); default order used"
             return _Plan(order=list(SPECIALIST_TOOLS), focus=focus[0])
-        order = list(dict.fromkeys(plan.order)) + [s for s in SPECIALIST_TOOLS if s not in plan.order]
+        order: list[Specialist] = list(dict.fromkeys(plan.order)) + [s for s in SPECIALIST_TOOLS if s not in plan.order]
         return _Plan(order=order, focus=plan.focus)
 
-    def specialist(self, name: str, *, component: str | None, hint: str, round_no: int) -> None:
+    def specialist(self, name: Specialist, *, component: str | None, hint: str, round_no: int) -> None:
         tool = SPECIALIST_TOOLS[name]
         args: dict[str, object] = {"component": component} if component else {}
         args["limit"] = SPECIALIST_LINES

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -157,10 +157,10 @@ class ChromaEmbeddingFunction(EmbeddingFunction[Documents]):
     def name() -> str:
         return "aiops-rca-minilm-onnx"
 
-    def default_space(self) -> str:
+    def default_space(self) -> Literal["cosine", "l2", "ip"]:
         return "cosine"
 
-    def supported_spaces(self) -> list[str]:
+    def supported_spaces(self) -> list[Literal["cosine", "l2", "ip"]]:
         return ["cosine", "ip", "l2"]
 
     def get_config(self) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def search(collection: chromadb.Collection, embedder: Embedder, documents: Mappi
     result = collection.query(query_embeddings=vector, n_results=collection.count(),
                               include=["metadatas", "distances"])
     chunk_scores: dict[str, list[tuple[float, str]]] = {}
-    for metadata, distance in zip(result["metadatas"][0], result["distances"][0]):
+    for metadata, distance in zip((result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0]):
         similarity = 1.0 - float(distance)  # cosine space: distance = 1 - cosine
         chunk_scores.setdefault(str(metadata["doc_id"]), []).append((similarity, str(metadata["section"])))
     scored: list[tuple[float, str, str]] = []
@@ -111,7 +111,7 @@ def fault_catalogue(documents: Sequence[SopDocument], *, source: str) -> list[Ca
     by_type = {}
     for document in documents:
         meta = document.meta
-        if meta.kind == "fault" and meta.fault_type not in by_type:
+        if meta.kind == "fault" and meta.fault_type is not None and meta.fault_type not in by_type:
             by_type[meta.fault_type] = CatalogueEntry(
                 fault_type=meta.fault_type, fault_category=meta.fault_category or "",
                 levels=list(meta.levels), key_metrics=list(meta.key_metrics),

@@ -85,7 +85,8 @@ def open_collection(client: chromadb.ClientAPI, *, name: str, embedder: Embedder
     """The SOP collection (cosine space, our offline embedding function), created if missing."""
     return client.get_or_create_collection(
         name=name,
-        embedding_function=ChromaEmbeddingFunction(embedder),
+        # chromadb types the function over text-or-image inputs; ours embeds text only.
+        embedding_function=ChromaEmbeddingFunction(embedder),  # type: ignore[arg-type]
         configuration={"hnsw": {"space": "cosine"}},
     )
 

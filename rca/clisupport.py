@@ -5,7 +5,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -37,7 +37,7 @@ def build_settings(ctx: typer.Context, overrides: Mapping[str, Mapping[str, Any]
         fail(str(exc))
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Log a user-facing error and exit non-zero without a traceback."""
     log.error(message)
     typer.secho(f"error: {message}", err=True, fg="red")
