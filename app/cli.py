@@ -19,10 +19,12 @@ def _register() -> None:
     # Imported here, not at module import, so `rca --help` stays cheap and a broken
     # optional piece names itself instead of breaking every command.
     from app.demo import demo
+    from bench.cli import app as bench_app
     from diagnose.cli import rca_diagnose
     from diagnose.report.cli import app as report_app
     from index.cli import app as preprocess_app
     from judge.cli import app as judge_app
+    from judge.server.cli import submit_command
     from knowledge.cli import app as kb_app
     from simulate.cli import app as simulate_app
 
@@ -30,9 +32,11 @@ def _register() -> None:
     app.add_typer(preprocess_app, name="preprocess")
     app.add_typer(kb_app, name="kb")
     app.add_typer(judge_app, name="judge")
+    app.add_typer(bench_app, name="bench")
     app.command("diagnose")(rca_diagnose)
     app.add_typer(report_app, name="report")
     app.command("demo")(demo)
+    app.command("submit")(submit_command)
 
 
 def main() -> None:

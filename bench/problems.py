@@ -1,20 +1,36 @@
-"""Problem sets: cases with their solutions, and compact fault schedules for the simulator."""
+"""Problems: ⟨task, context, solution⟩ built from a dataset and its ground truth.
+
+A dataset is a directory in the real layout with ``input.json`` and ``groundtruth.jsonl``
+(and, from ``rca simulate --no-fault-windows N``, ``nofault.jsonl`` with quiet windows).
+Every case becomes one problem per task that applies to it, with the stable id
+``<case uuid>-<task>``. Also: compact fault schedules for the simulator.
+"""
 from __future__ import annotations
 
 import json
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from rca.taxonomy import FAULT_TYPES, canonical_fault_type
+from diagnose.cases import Case, load_cases
+from judge.groundtruth import TruthCase, load_truth
+from rca.errors import InputError
+from rca.taxonomy import FAULT_TYPES, canonical_fault_type, is_node, level_of
 from rca.timeutil import format_utc, parse_utc
+
+NO_FAULT_FILE = "nofault.jsonl"
+
+
+class DatasetError(InputError):
+    """A dataset directory lacks a file or holds a bad line; the message names it."""
 
 
 @dataclass(frozen=True)
 class ProblemSet:
-    """A simulated dataset: telemetry under ``data_dir`` with ``input.json`` and ``groundtruth.jsonl``."""
+    """A dataset: telemetry under ``data_dir`` with ``input.json`` and ``groundtruth.jsonl``."""
 
     data_dir: Path
 
@@ -25,6 +41,77 @@ class ProblemSet:
     @property
     def truth_file(self) -> Path:
         return self.data_dir / "groundtruth.jsonl"
+
+    @property
+    def no_fault_file(self) -> Path:
+        return self.data_dir / NO_FAULT_FILE
+
+
+@dataclass(frozen=True)
+class CaseTruth:
+    """One case with what really happened: a fault (``truth``, ``record``) or none."""
+
+    case: Case
+    fault: bool
+    truth: TruthCase | None = None
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fault_type(self) -> str:
+        return self.truth.fault_type if self.truth else "no fault"
+
+    @property
+    def level(self) -> str:
+        """service / pod / node / tidb (the answer levels of the analysis task)."""
+        if self.truth is None:
+            return "none"
+        return answer_level(self.truth.instance[0])
+
+
+def answer_level(component: str) -> str:
+    if is_node(component):
+        return "node"
+    if component.startswith("tidb-"):
+        return "tidb"
+    return level_of(component)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """⟨task, context, solution⟩: what the agent is told, and what only the evaluator sees."""
+
+    id: str  # <case uuid>-<task>
+    task: str
+    case: Case
+    context: str  # the problem description shown to the agent
+    solution: CaseTruth
+
+
+def load_dataset(data_dir: Path) -> list[CaseTruth]:
+    """Cases of ``input.json`` joined with their truth; a case with no truth line is an error."""
+    problem_set = ProblemSet(data_dir)
+    for path in (problem_set.input_file, problem_set.truth_file):
+        if not path.is_file():
+            raise DatasetError(f"{path}: missing (a dataset needs input.json and groundtruth.jsonl)")
+    cases = load_cases(problem_set.input_file)
+    truth = {t.uuid: t for t in load_truth(problem_set.truth_file)}
+    records = {r["uuid"]: r for r in read_jsonl(problem_set.truth_file)}
+    quiet: set[str] = set()
+    if problem_set.no_fault_file.is_file():
+        for row in read_jsonl(problem_set.no_fault_file):
+            if row.get("fault") is not False or "uuid" not in row:
+                raise DatasetError(f"{problem_set.no_fault_file}: every line needs uuid and \"fault\": false")
+            quiet.add(str(row["uuid"]))
+    out: list[CaseTruth] = []
+    for case in cases:
+        if case.uuid in truth:
+            out.append(CaseTruth(case=case, fault=True, truth=truth[case.uuid], record=records[case.uuid]))
+        elif case.uuid in quiet:
+            out.append(CaseTruth(case=case, fault=False))
+        else:
+            raise DatasetError(f"{problem_set.input_file}: case {case.uuid} has no line in "
+                               f"{problem_set.truth_file.name} or {NO_FAULT_FILE}")
+    return out
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -39,6 +39,8 @@ def rca_diagnose(
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Run records directory (config paths.runs_dir)."),
     print_prompt: bool = typer.Option(False, "--print-prompt", help="Print the prompt of each case and stop (no LLM call)."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
+    detect: bool = typer.Option(False, "--detect", help="Only say whether each window holds a fault "
+                                "(evidence vs the calibrated floor; the model judges near it)."),
     strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Late challenge rules (four-field answers); same as [challenge] rules = \"late\"."),
     self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
     confirm_fault_type: bool | None = typer.Option(
@@ -74,6 +76,14 @@ def rca_diagnose(
         },
     )
     cases = _select_cases(settings, uuid or [], all_cases)
+    if detect:
+        try:
+            _detect(settings, cases, as_json=as_json)
+        except LLMError as exc:
+            fail(f"LLM backend failed: {exc}")
+        except FileNotFoundError as exc:
+            fail(str(exc))
+        return
     try:
         _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
@@ -127,6 +137,25 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
             records, failed = [diagnoser.diagnose_adhoc(case) for case in cases], {}
     _report(Console(), records, rules=rule_version(settings.challenge.rules), as_json=as_json)
     return records, failed
+
+
+def _detect(settings: Settings, cases, *, as_json: bool) -> None:
+    from diagnose.detect import detect_case
+    from diagnose.service import Diagnoser
+
+    with Diagnoser.from_settings(settings) as diagnoser:
+        found = [detect_case(case, settings=settings, evidence=diagnoser.evidence, model=lambda: diagnoser.llm)
+                 for case in cases]
+    if as_json:
+        for d in found:
+            typer.echo(d.model_dump_json())
+        return
+    table = Table(title=f"detection (floor {settings.diagnose.detect_floor:g})")
+    for column in ("uuid", "fault", "score", "decided by", "top", "reason"):
+        table.add_column(column)
+    for d in found:
+        table.add_row(d.uuid, "yes" if d.fault else "no", f"{d.score:.2f}", d.decided_by, d.top or "-", d.reason[:60])
+    Console().print(table)
 
 
 def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> None:

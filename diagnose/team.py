@@ -58,7 +58,7 @@ class _Recheck(BaseModel):
 
 
 class _Finding(BaseModel):
-    finding: str = Field(min_length=3, max_length=300)
+    finding: str = Field(min_length=3)
     suspect: str | None = None
 
 
@@ -126,7 +126,8 @@ class Team:
         suspects = suspects[:MAX_CHOICES]
         schema = {
             "type": "object",
-            "properties": {"finding": {"type": "string", "minLength": 3, "maxLength": 200}, "suspect": _enum(suspects)},
+            # No maxLength: llama.cpp expands a length bound into nested rules that slow CPU sampling.
+            "properties": {"finding": {"type": "string"}, "suspect": _enum(suspects)},
             "required": ["finding", "suspect"], "additionalProperties": False,
         }
         prompt = render("team_specialist", specialist=name, uuid=self.case.uuid, window=self.window,
@@ -139,7 +140,7 @@ class Team:
             log.warning("%s: %s specialist's reply invalid (%s); its tool output stands as the finding",
                         self.case.uuid, name, exc.errors(include_url=False)[0]["msg"])
             finding = _Finding(finding=observation.lead)
-        text = " ".join(finding.finding.split())
+        text = " ".join(finding.finding.split())[:200]
         if finding.suspect in known:
             self.suspects.append(finding.suspect)
             text += f" (suspect: {finding.suspect})"

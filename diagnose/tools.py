@@ -68,11 +68,9 @@ class Param:
             return {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
         if self.kind == "component" and components:
             return {"type": "string", "enum": list(components)}
-        if self.kind == "component":
-            return {"type": "string", "maxLength": 60}
         if self.choices:
             return {"type": "string", "enum": list(self.choices)}
-        return {"type": "string", "maxLength": 120}
+        return {"type": "string"}  # no maxLength: llama.cpp turns a bound into nested rules (slow on CPU)
 
 
 @dataclass(frozen=True)
@@ -128,16 +126,6 @@ def bound(text: str, max_chars: int) -> str:
     if not kept:  # a single huge line
         return text[: max_chars - 20] + " …(cut)"
     return "\n".join(kept) + f"\n…({len(lines) - len(kept)} more lines cut)"
-
-
-def _turn_branch(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"thought": {"type": "string", "maxLength": 200}, "tool": {"type": "string", "const": name},
-                       "args": args},
-        "required": ["thought", "tool", "args"],
-        "additionalProperties": False,
-    }
 
 
 class Toolbox:
@@ -216,27 +204,30 @@ class Toolbox:
         return Observation(text=bound(result.text, self.max_chars), lead=result.lead, ok=result.ok, empty=result.empty)
 
     def action_schema(self, *, finish: str | None = "final_answer", component_enum: bool = False) -> dict[str, Any]:
-        """JSON schema of one agent turn ``{"thought", "tool", "args"}``: one branch per tool with
-        its own arguments, plus ``finish``.
+        """JSON schema of one agent turn ``{"thought", "tool", "args"}``.
 
-        Component arguments are free strings unless ``component_enum``: an enum of every pod,
-        service and node in every tool branch makes llama.cpp's grammar sampling crawl on a
-        CPU, and :meth:`invoke` checks the name anyway (a wrong one comes back with the closest
-        valid names)."""
+        One flat object: ``tool`` is one of the tool names (or ``finish``) and ``args`` may hold
+        any argument of any tool; :meth:`invoke` checks them per tool and answers a wrong one
+        with the valid choices. A branch per tool (``anyOf``) would be exact, but llama.cpp's
+        grammar sampler then follows every branch through the shared ``thought`` prefix and a
+        CPU call slows from seconds to minutes; likewise component names are free strings
+        unless ``component_enum`` (an enum of every pod, service and node).
+        """
         components = self.components if component_enum else ()
-        branches = []
+        props: dict[str, Any] = {}
         for tool in self._tools.values():
-            spec = tool.spec
-            args = {
-                "type": "object",
-                "properties": {p.name: p.json_schema(components=components) for p in spec.params},
-                "required": [p.name for p in spec.params if p.required],
-                "additionalProperties": False,
-            }
-            branches.append(_turn_branch(spec.name, args))
-        if finish:
-            branches.append(_turn_branch(finish, {"type": "object", "properties": {}, "additionalProperties": False}))
-        return {"anyOf": branches}
+            for param in tool.spec.params:
+                props.setdefault(param.name, param.json_schema(components=components))
+        return {
+            "type": "object",
+            "properties": {
+                "thought": {"type": "string"},
+                "tool": {"type": "string", "enum": self.names + ([finish] if finish else [])},
+                "args": {"type": "object", "properties": props, "additionalProperties": False},
+            },
+            "required": ["thought", "tool", "args"],
+            "additionalProperties": False,
+        }
 
     def _error(self, message: str) -> Observation:
         text = bound(f"error: {message}", self.max_chars)

@@ -15,16 +15,15 @@ The job is
   hours, other families) is still built, and the partition records what was skipped.
 
 A ``sequential`` detector keeps state across days in the index directory (the log
-detector's Drain3 miner), so its partitions are built one after another in day order in
-this process; the others may run in worker processes.
+detector's Drain3 miner), so its partitions form one engine chain: built one after
+another in day order, each loading the state the previous day saved. The others run
+wherever the engine puts them (``index/engines.py``: this process, a process pool, Ray).
 """
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +31,8 @@ from pathlib import Path
 import polars as pl
 
 from index import store
+from index.engine_local import LocalEngine
+from index.engines import PartitionEngine, PartitionResult, PartitionTask
 from preprocess import layout
 from preprocess.detect import Detector, RawInput, make_detectors
 from preprocess.readers import ReaderError, read_day, read_logs, read_traces
@@ -129,10 +130,19 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
     return rows, errors
 
 
-def _build_in_worker(family: str, *, params: Mapping[str, object], data_dir: Path, index_dir: Path,
-                     day: str) -> tuple[dict[str, int], list[str]]:
-    """A worker process's partition: its own detector, built from picklable params."""
-    return build_partition(make_detectors(params)[family], data_dir=data_dir, index_dir=index_dir, day=day)
+def run_partition_task(task: PartitionTask) -> PartitionResult:
+    """Build one partition where the engine runs it; data failures come back in the result.
+
+    The detector is made here from the task's picklable params; a sequential one loads the
+    state its previous partition saved in the index directory (the engine ran that one first).
+    """
+    started = time.monotonic()
+    try:
+        detector = make_detectors(task.params)[task.family]
+        rows, errors = build_partition(detector, data_dir=task.data_dir, index_dir=task.index_dir, day=task.day)
+    except _PARTITION_ERRORS as exc:
+        return PartitionResult(task=task, failure=str(exc), seconds=time.monotonic() - started)
+    return PartitionResult(task=task, rows=rows, errors=tuple(errors), seconds=time.monotonic() - started)
 
 
 @dataclass(frozen=True)
@@ -154,14 +164,15 @@ def run_nightly(
     workers: int = 1,
     detector_params: Mapping[str, object] | None = None,
     on_partition_done: ProgressCallback | None = None,
+    engine: PartitionEngine | None = None,
 ) -> list[PartitionOutcome]:
     """Build every stale partition of ``days`` (all day directories when None).
 
     ``detector_params`` maps a detector name to its ``Params`` (defaults when absent; see
-    ``index.params.IndexParams.detector_params``). With ``workers > 1``, partitions of
-    non-sequential detectors run in ``workers - 1`` spawned processes while sequential
-    ones (sharing state across days) run here in day order. Only this process writes the
-    manifest.
+    ``index.params.IndexParams.detector_params``). ``engine`` places the builds (default
+    ``LocalEngine(workers=workers)``: with ``workers > 1``, partitions of non-sequential
+    detectors run in ``workers - 1`` spawned processes while sequential ones, sharing state
+    across days, run here in day order). Only this process writes the manifest.
     """
     data_dir, index_dir = Path(data_dir), Path(index_dir)
     if not data_dir.is_dir():
@@ -201,37 +212,16 @@ def run_nightly(
             else:
                 todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
-    here_tasks = [t for t in todo if detectors[t.family].sequential]
-
-    def run_here(task: _Task) -> None:
-        started = time.monotonic()
-        try:
-            rows, errors = build_partition(detectors[task.family], data_dir=data_dir, index_dir=index_dir,
-                                           day=task.day)
-        except _PARTITION_ERRORS as exc:
-            record(_failed(task, exc))
-            return
-        record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
-
-    if workers > 1 and len(todo) > len(here_tasks):
-        # Spawned, not forked: polars' thread pool does not survive a fork.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
-            futures = [(task, time.monotonic(), pool.submit(_build_in_worker, task.family, params=params,
-                                                            data_dir=data_dir, index_dir=index_dir, day=task.day))
-                       for task in todo if not detectors[task.family].sequential]
-            for task in here_tasks:
-                run_here(task)
-            for task, started, future in futures:
-                try:
-                    rows, errors = future.result()
-                except _PARTITION_ERRORS as exc:
-                    record(_failed(task, exc))
-                    continue
-                record(_finish(task, index_dir=index_dir, started=started, rows=rows, errors=errors))
-    else:
-        for task in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family))):
-            run_here(task)
+    tasks = [PartitionTask(day=t.day, family=t.family, data_dir=data_dir, index_dir=index_dir, params=params,
+                           chain=t.family if detectors[t.family].sequential else None)
+             for t in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family)))]
+    by_name = {f"{t.day}/{t.family}": t for t in todo}
+    for result in (engine or LocalEngine(workers=workers)).run(tasks, work=run_partition_task):
+        task = by_name[result.task.name]
+        if result.failure is not None:
+            record(_failed(task, result.failure))
+        else:
+            record(_finish(task, index_dir=index_dir, result=result))
     return outcomes
 
 
@@ -239,18 +229,18 @@ def run_nightly(
 _PARTITION_ERRORS = (DataError, OSError, pl.exceptions.PolarsError, ValueError)
 
 
-def _finish(task: _Task, *, index_dir: Path, started: float, rows: dict[str, int],
-            errors: list[str]) -> PartitionOutcome:
+def _finish(task: _Task, *, index_dir: Path, result: PartitionResult) -> PartitionOutcome:
     """Record a built partition in the manifest (its files are already in place)."""
+    errors = list(result.errors)
     store.record_partition(index_dir, day=task.day, family=task.family, entry=store.PartitionEntry(
-        fingerprint=task.fingerprint, input_files=len(task.files), rows=rows,
+        fingerprint=task.fingerprint, input_files=len(task.files), rows=result.rows,
         missing_inputs=list(task.missing) + errors, written_at=datetime.now(UTC)))
     for error in errors:
         log.error("%s %s: %s", task.day, task.family, error)
-    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=rows,
-                            seconds=time.monotonic() - started, errors=errors)
+    return PartitionOutcome(day=task.day, family=task.family, status="written", rows=result.rows,
+                            seconds=result.seconds, errors=errors)
 
 
-def _failed(task: _Task, exc: Exception) -> PartitionOutcome:
-    log.error("%s %s: partition failed: %s", task.day, task.family, exc)
-    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[str(exc)])
+def _failed(task: _Task, failure: str) -> PartitionOutcome:
+    log.error("%s %s: partition failed: %s", task.day, task.family, failure)
+    return PartitionOutcome(day=task.day, family=task.family, status="failed", errors=[failure])

@@ -1,6 +1,10 @@
 """``rca preprocess``: build or refresh the evidence index from raw telemetry (the nightly job).
 
     rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--force]
+                   [--engine local|ray] [--ray-address ADDRESS]
+
+``--engine ray`` builds each partition as a Ray task (``index/engine_ray.py``): on the
+cluster at ``--ray-address``, or on a local cluster of ``--workers`` CPUs started for the run.
 
 Shows a progress bar and a summary table; exits 1 when any partition failed (the
 others are still written), 2 on bad arguments.
@@ -15,11 +19,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from index.build import PartitionOutcome, run_nightly
+from index.engines import make_engine
 from index.params import IndexParams
 from index.store import PARTITION_FAMILIES
 from preprocess import layout
 from rca.clisupport import build_settings, fail
-from rca.errors import RcaError
+from rca.errors import InputError, RcaError
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
                   add_completion=False)
@@ -34,11 +39,15 @@ def preprocess(
     all_days: bool = typer.Option(False, "--all", help="Every day directory under --data-dir."),
     workers: int = typer.Option(None, "--workers", min=1, help="Processes for metric/trace partitions."),
     force: bool = typer.Option(False, "--force", help="Rebuild partitions even when inputs are unchanged."),
+    engine: str = typer.Option(None, "--engine", help="Where partitions are built: local or ray."),
+    ray_address: str = typer.Option(None, "--ray-address",
+                                    help="Ray cluster to join (with --engine ray); none: a local cluster."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     settings = build_settings(ctx, {"paths": {"data_dir": data_dir, "index_dir": index_dir},
-                                    "preprocess": {"workers": workers}})
+                                    "preprocess": {"workers": workers, "engine": engine,
+                                                   "ray_address": ray_address}})
     if bool(dates) == all_days:
         fail("give either --date YYYY-MM-DD (repeatable) or --all")
     data_root, index_root = settings.paths.data_dir, settings.paths.index_dir
@@ -55,6 +64,11 @@ def preprocess(
     unknown = [day for day in days if day not in available]
     if unknown:
         fail(f"{data_root}: no day directory for {', '.join(unknown)}")
+    try:
+        partition_engine = make_engine(settings.preprocess.engine, workers=settings.preprocess.workers,
+                                       ray_address=settings.preprocess.ray_address)
+    except InputError as exc:
+        fail(str(exc))
 
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -67,7 +81,7 @@ def preprocess(
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
                                    workers=settings.preprocess.workers, detector_params=params.detector_params(),
-                                   on_partition_done=advance)
+                                   on_partition_done=advance, engine=partition_engine)
         except RcaError as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))

@@ -124,6 +124,14 @@ def qa_command(
             output=output, cache_dir=cache_dir)
 
 
+def _register_server() -> None:
+    from judge.server.cli import register
+
+    register(app)
+
+
+_register_server()
+
 _standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 

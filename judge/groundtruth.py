@@ -65,29 +65,39 @@ def read_unique_jsonl(path: Path, model: type[RecordT], *, key: str, what: str) 
     """
     if not path.is_file():
         raise InputFileError(f"{path}: {what} file not found")
+    return parse_unique_jsonl(path.read_text(encoding="utf-8"), model, key=key, what=what, source=str(path))
+
+
+def parse_unique_jsonl(text: str, model: type[RecordT], *, key: str, what: str, source: str) -> list[RecordT]:
+    """``read_unique_jsonl`` on text already read (``source`` names it in errors), e.g. from a database."""
     records: list[RecordT] = []
     seen: set[str] = set()
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             record = model.model_validate(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise InputFileError(f"{path}:{line_no}: malformed JSON: {exc.msg}") from exc
+            raise InputFileError(f"{source}:{line_no}: malformed JSON: {exc.msg}") from exc
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "line"
-            raise InputFileError(f"{path}:{line_no}: field '{where}': {first['msg']}") from exc
+            raise InputFileError(f"{source}:{line_no}: field '{where}': {first['msg']}") from exc
         value = getattr(record, key)
         if value in seen:
-            raise InputFileError(f"{path}:{line_no}: duplicate {key} {value!r}")
+            raise InputFileError(f"{source}:{line_no}: duplicate {key} {value!r}")
         seen.add(value)
         records.append(record)
     if not records:
-        raise InputFileError(f"{path}: no {what} records")
+        raise InputFileError(f"{source}: no {what} records")
     return records
 
 
 def load_truth(path: Path) -> list[TruthCase]:
     """All cases of a ground-truth JSONL file, in file order; uuids must be unique."""
     return read_unique_jsonl(path, TruthCase, key="uuid", what="ground-truth")
+
+
+def parse_truth(text: str, *, source: str) -> list[TruthCase]:
+    """``load_truth`` on ground-truth text already read (the judge server keeps it in its database)."""
+    return parse_unique_jsonl(text, TruthCase, key="uuid", what="ground-truth", source=source)

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 CHUNKER_VERSION = "2"
 # Sections describing *other* faults (look-alikes) are returned with the document but not
 # embedded: their wording would pull queries about those other faults to this document.
-UNINDEXED_SECTION_PREFIXES = ("look-alike",)
+# Mitigation sections are for acting agents (bench/), not evidence: kept out of retrieval too.
+UNINDEXED_SECTION_PREFIXES = ("look-alike", "mitigation")
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,7 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
         .join(mapping, on="masked", how="left")
         .group_by("time", "pod", "node", "template_id")
         .agg(pl.col("count").sum(), _most_frequent("masked").alias("example"))
-        .sort("time", "pod", "template_id")
+        .sort("time", "pod", "template_id", "node", nulls_last=True)
         .cast(LOG_COUNT_SCHEMA)
     )
 

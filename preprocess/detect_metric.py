@@ -117,7 +117,7 @@ def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
     return (
         pods.group_by(pl.col("component").alias("pod"), "node")
         .agg(pl.col("time").min().alias("first"), pl.col("time").max().alias("last"))
-        .sort("pod", "first").cast(PLACEMENT_SCHEMA)
+        .sort("pod", "first", "node").cast(PLACEMENT_SCHEMA)
     )
 
 

@@ -144,7 +144,9 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
             pl.col("latency_us").quantile(0.95, "nearest").alias("p95_us"),
             pl.col("latency_us").mean().alias("mean_us"),
         )
-        .sort("time", "caller", "callee")
+        # The whole key: group_by's row order varies from run to run, and a rebuild must
+        # rewrite the same file (float sums downstream depend on the order).
+        .sort("time", *EDGE_KEY, nulls_last=True)
         .cast(EDGE_STATS_SCHEMA)
     )
 

@@ -85,6 +85,32 @@ class JudgeSettings(_Section):
     similarity_weight: float = 0.4
 
 
+class JudgeServerSettings(_Section):
+    """The judge server (``rca judge serve``): database, quotas, request limits."""
+
+    # SQLite file under data/ by default; PostgreSQL as postgresql+psycopg://user@host:port/db.
+    db_url: str = "sqlite:///data/judge.sqlite"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    daily_quota: int = Field(default=10, ge=1)
+    total_quota: int = Field(default=350, ge=1)
+    # The day of the daily quota starts at midnight in this zone (the 2025 challenge ran on Beijing time).
+    timezone: str = "Asia/Shanghai"
+    # Per team, across POST / and /status: at most rate_max_requests in any rate_window_s seconds.
+    rate_max_requests: int = Field(default=60, ge=1)
+    rate_window_s: float = Field(default=60.0, gt=0)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_answers: int = Field(default=2000, ge=1)
+    max_field_chars: int = Field(default=10000, ge=16)
+    max_trace_steps: int = Field(default=200, ge=1)
+    max_json_depth: int = Field(default=8, ge=4)
+    # Semantic reason step (embedding model) in RCA scoring, as `rca judge rca` without --keyword-only.
+    semantic: bool = True
+    worker_poll_s: float = Field(default=0.5, gt=0)
+    # A submission claimed longer ago than this by a worker that never finished is queued again.
+    scoring_lease_s: float = Field(default=600.0, gt=0)
+
+
 class DiagnoseSettings(_Section):
     top_candidates: int = 3
     # Offer the model one level per service: the best-ranked of a service and its pods
@@ -105,10 +131,19 @@ class DiagnoseSettings(_Section):
     react_max_steps: int = Field(default=3, ge=1, le=12)  # model-chosen tool calls before the final answer
     team_max_rounds: int = Field(default=2, ge=1, le=4)  # judge send-backs + 1
     observation_chars: int = Field(default=1200, ge=200, le=8000)  # bound of one tool observation
+    # `diagnose --detect`: a window is a fault when its strongest candidate scores above
+    # this floor (calibrated on tuning seeds: `rca bench calibrate-detect`); within
+    # +-detect_margin of it the model judges the evidence instead.
+    detect_floor: float = 2.14  # rca bench calibrate-detect, seeds 101+102 (16 faults, 12 quiet): balanced acc 1.0
+    detect_margin: float = 0.25
 
 
 class PreprocessSettings(_Section):
     workers: int = 1
+    # Where partitions are built (index/engines.py): "local" (this machine) or "ray"
+    # (a Ray cluster at ray_address, or a local one started for the run when it is empty).
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
 
 
 class IndexSettings(_Section):
@@ -133,6 +168,7 @@ class Settings(_Section):
     knowledge: KnowledgeSettings = KnowledgeSettings()
     challenge: ChallengeSettings = ChallengeSettings()
     judge: JudgeSettings = JudgeSettings()
+    judge_server: JudgeServerSettings = JudgeServerSettings()
     diagnose: DiagnoseSettings = DiagnoseSettings()
     preprocess: PreprocessSettings = PreprocessSettings()
     index: IndexSettings = IndexSettings()

@@ -81,7 +81,7 @@ def main() -> int:
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    console = Console()
+    console = Console(width=140)
 
     sets: list[tuple[Path, Path, Path, Path]] = []
     if args.simulate_seed:

@@ -30,26 +30,29 @@ def simulate_command(
     schedule: Path | None = typer.Option(None, "--schedule", help="Replay faults of a ground-truth JSONL file."),
     start_date: datetime = typer.Option("2025-06-06", "--start-date", formats=["%Y-%m-%d"],
                                         help="First CST day (YYYY-MM-DD)."),
+    no_fault: int = typer.Option(0, "--no-fault-windows", min=0,
+                                 help="Also write N fault-free windows as cases (truth in nofault.jsonl)."),
     randomize: bool = typer.Option(False, "--randomize", help="Draw each fault's and day's world from wide priors (see simulate/randomize.py)."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
     build_settings(ctx)  # validates the config file even though the simulator needs no setting from it
-    from simulate.simulator import SimulationOptions, simulate
+    from simulate.simulator import NoFaultWindowError, SimulationOptions, simulate
 
     first_day = start_date.date()  # typer rejects anything but YYYY-MM-DD with a usage error
     if schedule is not None and not schedule.is_file():
         fail(f"--schedule {schedule}: file not found")
     try:
         options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize,
-                                    difficulty=difficulty, schedule=schedule, start_date=first_day)
+                                    difficulty=difficulty, schedule=schedule, start_date=first_day,
+                                    no_fault_windows=no_fault)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "options"
         fail(f"{where}: {first['msg']}")
     try:
         faults = simulate(options)
-    except ScheduleError as exc:
+    except (ScheduleError, NoFaultWindowError) as exc:
         fail(str(exc))
     table = Table(title=f"{len(faults)} injected faults -> {out}")
     for column in ("uuid", "fault_type", "target", "start (UTC)", "end (UTC)"):

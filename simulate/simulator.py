@@ -61,6 +61,9 @@ class SimulationOptions(BaseModel):
     schedule: Path | None = None
     start_date: date = date(2025, 6, 6)
     randomize: bool = False  # draw each fault's and each day's world from wide priors (simulate/randomize.py)
+    # Quiet windows (no injected fault) written into input.json as extra cases, with their
+    # truth in ``nofault.jsonl``, so detection benchmarks can count false positives.
+    no_fault_windows: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _one_extent(self) -> SimulationOptions:
@@ -146,8 +149,50 @@ def _overlapping(faults: list[Fault], start: datetime, end: datetime) -> list[Fa
     return [f for f in faults if f.start <= end and f.end + timedelta(minutes=1) >= start]
 
 
+NO_FAULT_MINUTES = 10
+NO_FAULT_CLEARANCE = timedelta(minutes=10)  # after a fault ends, before a quiet window opens
+NO_FAULT_BASELINE = timedelta(minutes=35)  # data needed before a quiet window (index baseline)
+
+
+class NoFaultWindowError(ValueError):
+    """The written hours have fewer fault-free gaps than quiet windows were asked for."""
+
+
+def no_fault_windows(*, faults: list[Fault], hours: list[datetime], count: int,
+                     rng: np.random.Generator) -> list[tuple[datetime, datetime]]:
+    """``count`` windows of ``NO_FAULT_MINUTES`` inside written hours that overlap no fault.
+
+    Gaps run from a fault's end (plus clearance) to the next fault's start; one window per
+    gap, gaps taken in a seeded random order, so benign blips may fall inside (as in life).
+    """
+    if count == 0:
+        return []
+    length = timedelta(minutes=NO_FAULT_MINUTES)
+    first, last = min(hours), max(hours) + timedelta(hours=1)
+    edges = sorted((f.start, f.end) for f in faults)
+    gaps: list[tuple[datetime, datetime]] = []
+    cursor = first + NO_FAULT_BASELINE
+    for start, end in edges:
+        if start - timedelta(minutes=5) - cursor >= length:
+            gaps.append((cursor, start - timedelta(minutes=5)))
+        cursor = max(cursor, end + NO_FAULT_CLEARANCE)
+    if last - cursor >= length:
+        gaps.append((cursor, last))
+    if len(gaps) < count:
+        raise NoFaultWindowError(f"--no-fault-windows {count}: only {len(gaps)} fault-free gap(s) of "
+                                 f"{NO_FAULT_MINUTES} min in the simulated hours; ask for fewer or simulate more cases")
+    picked = sorted(int(i) for i in rng.permutation(len(gaps))[:count])
+    windows = []
+    for i in picked:
+        lo, hi = gaps[i]
+        slack = int((hi - lo - length).total_seconds())
+        start = lo + timedelta(seconds=int(rng.integers(0, slack + 1)))
+        windows.append((start, start + length))
+    return windows
+
+
 def _fingerprint(options: SimulationOptions) -> str:
-    return hashlib.sha256(options.model_dump_json(exclude={"out_dir"}).encode()).hexdigest()[:16]
+    return hashlib.sha256(options.model_dump_json(exclude={"out_dir", "no_fault_windows"}).encode()).hexdigest()[:16]
 
 
 def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fault], options: SimulationOptions,
@@ -242,5 +287,19 @@ def simulate(options: SimulationOptions) -> list[Fault]:
     rng = _rng(options.seed, "descriptions")
     descriptions = [INPUT_TEMPLATES[int(rng.integers(len(INPUT_TEMPLATES)))].format(
         start=format_utc(f.start), end=format_utc(f.end)) for f in faults]
-    writer.write_cases(out, records=[f.record for f in faults], descriptions=descriptions)
+    quiet = _quiet_cases(faults=faults, hours=hours, options=options)
+    writer.write_cases(out, records=[f.record for f in faults], descriptions=descriptions, quiet=quiet)
     return faults
+
+
+def _quiet_cases(*, faults: list[Fault], hours: list[datetime], options: SimulationOptions) -> list[dict[str, str]]:
+    """The no-fault cases: uuid (same shape as a fault's), description and window."""
+    rng = _rng(options.seed, "no-fault")
+    windows = no_fault_windows(faults=faults, hours=hours, count=options.no_fault_windows, rng=rng)
+    cases = []
+    for number, (start, end) in enumerate(windows, start=len(faults) + 1):
+        template = INPUT_TEMPLATES[int(rng.integers(len(INPUT_TEMPLATES)))]
+        cases.append({"uuid": f"{int(rng.integers(0, 2**32)):08x}-{number}",
+                      "description": template.format(start=format_utc(start), end=format_utc(end)),
+                      "start_time": format_utc(start), "end_time": format_utc(end)})
+    return cases

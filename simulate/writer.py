@@ -226,8 +226,24 @@ def span_table(spans: SpanBatch) -> pa.Table:
     })
 
 
-def write_cases(out: Path, *, records: list[dict[str, Any]], descriptions: list[str]) -> None:
-    """``input.json`` (array of uuid + description) and ``groundtruth.jsonl`` in the real formats."""
-    cases = [{"Anomaly Description": d, "uuid": r["uuid"]} for r, d in zip(records, descriptions)]
+NO_FAULT_FILE = "nofault.jsonl"
+
+
+def write_cases(out: Path, *, records: list[dict[str, Any]], descriptions: list[str],
+                quiet: list[dict[str, str]] = ()) -> None:
+    """``input.json`` (array of uuid + description) and ``groundtruth.jsonl`` in the real formats.
+
+    ``quiet`` no-fault cases join ``input.json`` (all cases then in window order, so the
+    position says nothing) and get their truth in ``nofault.jsonl`` (``"fault": false``);
+    ``groundtruth.jsonl`` keeps only real faults, as the challenge scorer expects.
+    """
+    cases = [{"Anomaly Description": d, "uuid": r["uuid"], "_start": r["start_time"]}
+             for r, d in zip(records, descriptions)]
+    if quiet:
+        cases += [{"Anomaly Description": q["description"], "uuid": q["uuid"], "_start": q["start_time"]} for q in quiet]
+        cases.sort(key=lambda c: c["_start"])
+        write_text_atomic("".join(json.dumps({"uuid": q["uuid"], "fault": False, "start_time": q["start_time"],
+                                              "end_time": q["end_time"]}) + "\n" for q in quiet), out / NO_FAULT_FILE)
+    cases = [{"Anomaly Description": c["Anomaly Description"], "uuid": c["uuid"]} for c in cases]
     write_text_atomic(json.dumps(cases, indent=4, ensure_ascii=False) + "\n", out / "input.json")
     write_text_atomic("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), out / "groundtruth.jsonl")

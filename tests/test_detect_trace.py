@@ -115,3 +115,9 @@ def test_vanished_edge_is_silent():
     events = _score(dead)
     silent = events.filter(pl.col("signal") == "silent")
     assert "cartservice-2" in silent.get_column("callee_pod").to_list()
+
+
+def test_edge_stats_do_not_depend_on_row_order():
+    """A rebuild must rewrite the same file: group_by's order varies, the stored order must not."""
+    spans = synthetic_spans(fault="cart_pod_errors", minutes=10)
+    assert edge_stats(spans).equals(edge_stats(spans.sample(fraction=1.0, shuffle=True, seed=3)))

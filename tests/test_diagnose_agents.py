@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from diagnose.service import Diagnoser
 from diagnose.team import run_team
 from index.models import Candidate, EvidenceItem
 from rca.challenge import EARLY
+from rca.llm.openai_backend import OpenAIBackend
 from rca.settings import Settings
 from tests.fakes import START, MemoryTelemetry, RecordedBackend, StaticEvidence, StaticKnowledge
 
@@ -25,11 +28,12 @@ def _case(uuid: str = "case-1") -> Case:
 
 
 def _candidates() -> list[Candidate]:
-    cpu = EvidenceItem(modality="metric", signal="level", key="pod_cpu_usage", component="cartservice-0",
-                       text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0)
-    edge = EvidenceItem(modality="trace", signal="latency", key="frontend->cartservice", component="cartservice",
-                        caller="frontend", callee="cartservice",
-                        text="frontend->cartservice p95 10x (z=20)", magnitude=20.0)
+    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="cartservice-0",
+                       text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0, signal="level",
+                       direction="up")
+    edge = EvidenceItem(modality="trace", key="frontend->cartservice", component="cartservice",
+                        text="frontend->cartservice p95 10x (z=20)", magnitude=20.0, signal="latency",
+                        caller="frontend", callee="cartservice")
     return [Candidate(component="cartservice", level="service", score=2.0, evidence=[cpu, edge]),
             Candidate(component="frontend", level="service", score=0.5, evidence=[edge])]
 
@@ -99,10 +103,10 @@ def test_react_stops_at_the_step_limit():
 def test_react_final_answer_is_constrained_to_components_of_the_data():
     record, backend, toolbox = _react([_act("get_logs"), _act("final_answer"),
                                        _answer("paymentservice"), _answer("redis-cart", "network loss")])
-    action_schema = backend.requests[0]["json_schema"]
-    metrics_branch = next(b for b in action_schema["anyOf"] if b["properties"]["tool"]["const"] == "get_metrics")
-    assert metrics_branch["properties"]["args"]["properties"]["component"] == {"type": "string", "maxLength": 60}
-    assert toolbox.action_schema(component_enum=True)["anyOf"][0]["properties"]["args"]["properties"]["component"][
+    action = backend.requests[0]["json_schema"]["properties"]
+    assert action["tool"]["enum"] == toolbox.names + ["final_answer"]
+    assert action["args"]["properties"]["component"] == {"type": "string"}
+    assert toolbox.action_schema(component_enum=True)["properties"]["args"]["properties"]["component"][
         "enum"] == toolbox.components
     final_schema = backend.requests[2]["json_schema"]
     offered = [b["properties"]["component"]["const"] for b in final_schema["anyOf"]]
@@ -233,3 +237,62 @@ def test_version_1_run_records_still_load(tmp_path: Path):
     path.write_text(json.dumps({"schema_version": 1, "uuid": "u", "window": {"start": "a", "end": "b"}}))
     record = RunRecord.load(path)
     assert record.mode == "pipeline" and record.agent_calls == []
+
+
+class _ScriptedEndpoint:
+    """A tiny OpenAI-compatible server on 127.0.0.1 answering scripted replies in order."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                payload = json.dumps({
+                    "id": "c", "object": "chat.completion", "created": 0, "model": "remote-model",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": outer.replies.pop(0)}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_team_over_a_remote_json_object_endpoint():
+    endpoint = _ScriptedEndpoint([
+        PLAN,
+        _finding("frontend->cartservice latency up 10x", "cartservice"),
+        _finding("pod_cpu_usage of cartservice-0 up 5x", "cartservice-0"),
+        _finding("redis-cart logs connection refused", "redis-cart-0"),
+        _answer(verdict="accept"),
+    ])
+    backend = OpenAIBackend(base_url=endpoint.url, api_key="EMPTY", model="remote-model", response_format="json_object",
+                            timeout_s=5.0, max_retries=0)
+    try:
+        toolbox, ranked = _open()
+        record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
+                          max_rounds=2, temperature=0.0, rules=EARLY)
+    finally:
+        backend.close()
+        endpoint.close()
+    assert record.answer.component == "cartservice"
+    assert record.to_record().usage.model == "remote-model"
+    assert all(r["response_format"] == {"type": "json_object"} for r in endpoint.requests)
+    assert '"verdict"' in endpoint.requests[-1]["messages"][-1]["content"]  # json_object: the schema is in the prompt

@@ -20,8 +20,8 @@ def _case() -> Case:
 def _toolbox(**kwargs) -> tuple[Toolbox, MemoryTelemetry]:
     telemetry = MemoryTelemetry()
     candidate = Candidate(component="cartservice", level="service", score=2.0, evidence=[
-        EvidenceItem(modality="metric", signal="level", key="pod_cpu_usage", component="cartservice-0",
-                     text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0)])
+        EvidenceItem(modality="metric", key="pod_cpu_usage", component="cartservice-0",
+                     text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0, signal="level")])
     toolbox = case_toolbox(_case(), telemetry=telemetry, evidence=StaticEvidence([candidate]), knowledge=StaticKnowledge(),
                            baseline_minutes=30, **kwargs)
     return toolbox, telemetry

@@ -192,3 +192,25 @@ def test_the_browser_really_is_offline(tmp_path: Path) -> None:
     dom.feed(dump_dom(page, width=WIDTH, height=400))
     assert dom.external == ["https://example.com/favicon.ico"]
     assert dom.figures[0]["data-rect"].split(",")[-1] == "0"  # naturalWidth 0: never fetched
+
+
+def test_diagnose_report_dir_writes_the_pages(diagnosed, tmp_path: Path, monkeypatch) -> None:
+    """``rca diagnose --uuid X --report-dir D``: the CLI wiring, with the model replaced by a recorded reply."""
+    root, record = diagnosed
+    reply = json.dumps({"component": record.answer["component"], "fault_type": record.decision["fault_type"],
+                        "reason": "recorded reply for the CLI test"})
+
+    def from_settings(cls, settings):
+        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
+        return cls(settings=settings, evidence=evidence, knowledge=StaticKnowledge(), llm=RecordedBackend([reply]))
+
+    monkeypatch.setattr(Diagnoser, "from_settings", classmethod(from_settings))
+    _register()
+    result = CliRunner().invoke(app, [
+        "diagnose", "--uuid", record.uuid, "--input", str(root / "data" / "input.json"),
+        "--index-dir", str(root / "index"), "--runs-dir", str(tmp_path / "runs"), "--one-turn",
+        "--self-consistency", "1", "--report-dir", str(tmp_path / "reports"), "--json"])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "reports" / f"{record.uuid}.html").read_text()
+    assert "recorded reply for the CLI test" in page and 'data-name="call-graph"' in page
+    assert f'href="{record.uuid}.html"' in (tmp_path / "reports" / "index.html").read_text()

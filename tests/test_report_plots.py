@@ -78,3 +78,11 @@ def test_units_follow_the_data_contract() -> None:
     assert kpi_unit("error_ratio") == "%" and kpi_unit("node_cpu_usage_rate") == "%"
     assert kpi_unit("pod_network_receive_bytes") == "B/s" and kpi_unit("pod_memory_working_set_bytes") == "B"
     assert kpi_unit("node_disk_read_time_seconds_total") == "s/s"
+
+
+def test_bars_with_intervals_and_panels() -> None:
+    _check(plots.bar_plot(categories=["detection", "analysis"], series={"rules": [0.9, float("nan")], "llm": [0.8, 0.6]},
+                          intervals={"rules": [(0.8, 1.0), (float("nan"), float("nan"))], "llm": [(0.7, 0.9), (0.4, 0.8)]},
+                          title="accuracy", value_label="accuracy (95% CI)", value_limits=(0, 1.05)))
+    _check(plots.bar_panels(categories=["rules", "llm"], panels={"tokens in": [0, 2400], "seconds": [0.1, 21.0]},
+                            title="cost per agent"))

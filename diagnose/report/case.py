@@ -22,7 +22,14 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from diagnose.record import RunRecord
 from diagnose.report import plots
-from diagnose.report.evidence import CaseEvidence, chosen_component, load_case_evidence, record_candidates
+from diagnose.report.evidence import (
+    ERROR_RISE,
+    LATENCY_CHANGE,
+    CaseEvidence,
+    chosen_component,
+    load_case_evidence,
+    record_candidates,
+)
 from rca.atomic import write_bytes_atomic
 from rca.settings import Settings
 from rca.timeutil import UTC
@@ -80,7 +87,7 @@ def _page_context(record: RunRecord, evidence: CaseEvidence, figures: dict[str, 
             "figures": [f for f in figures["series"] if f.name in names],
         })
     degraded = [e for e in evidence.graph_edges if e.calls and (
-        (e.latency_ratio or 0) >= 1.5 or e.error_rate - e.baseline_error_rate >= 0.05)]
+        (e.latency_ratio or 0) >= LATENCY_CHANGE or e.error_rate - e.baseline_error_rate >= ERROR_RISE)]
     vanished = [e for e in evidence.graph_edges if e.vanished]
     missing = list(dict.fromkeys(record.missing + evidence.missing))
     decision = record.decision or {}

@@ -20,8 +20,7 @@ from diagnose.report.plots import GraphEdge, GraphNode, SeriesPanel, TemplateCou
 from diagnose.report.units import display_unit, kpi_unit
 from index import store
 from index.models import Candidate, EvidenceItem
-from preprocess.detect import FeatureTable
-from preprocess.detect_log import LOG_COUNT_SCHEMA, TEMPLATE_SCHEMA, score_log_window, template_keyword
+from preprocess.detect_log import LOG_COUNT_SCHEMA, LogDetector, score_log_window, template_keyword
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA, robust_location_scale, score_metric_window
 from preprocess.detect_trace import EDGE_STATS_SCHEMA
 from rca.taxonomy import is_node, service_of
@@ -111,7 +110,9 @@ def load_case_evidence(
         edges, start=start, baseline_start=baseline_start, chosen=chosen, candidates=candidates,
         placement=_placement(index_dir, start=start, end=end) if chosen and is_node(chosen) else None)
     if counts.height:
-        evidence.logs = _log_bursts(counts, _templates(index_dir, start=start, end=end), start=start, end=end,
+        templates, _ = store.load_feature(index_dir, LogDetector.feature_tables[1], start=start, end=end,
+                                          baseline_start=baseline_start)
+        evidence.logs = _log_bursts(counts, templates, start=start, end=end,
                                     baseline_start=baseline_start, components=[c.component for c in shown],
                                     limit=max_templates)
     return evidence
@@ -221,14 +222,6 @@ def _call_graph(
 def _placement(index_dir: Path, *, start: datetime, end: datetime) -> pl.DataFrame:
     return store.load_intervals(index_dir, table="metric_placement", start=start, end=end, schema=PLACEMENT_SCHEMA)
 
-
-def _templates(index_dir: Path, *, start: datetime, end: datetime) -> pl.DataFrame:
-    """The index's log templates (id -> template text), empty when the index has none yet."""
-    table = FeatureTable("log_templates", TEMPLATE_SCHEMA, scope="index")
-    return store.load_feature(index_dir, table, start=start, end=end, baseline_start=start)[0]
-
-
-# --------------------------------------------------------------------------- logs
 
 def _log_bursts(
     counts: pl.DataFrame, templates: pl.DataFrame, *, start: datetime, end: datetime, baseline_start: datetime,

@@ -16,7 +16,8 @@ Case figures (``diagnose.report.case``):
 
 Generic figures (``bench`` reports):
 
-* :func:`bar_plot` -- grouped bars, vertical or horizontal, values printed on the bars.
+* :func:`bar_plot` -- grouped bars, vertical or horizontal, values printed on the bars, optional intervals.
+* :func:`bar_panels` -- small multiples of bars, one panel (own scale) per metric.
 * :func:`line_plot` -- lines over a numeric or datetime x axis.
 * :func:`heatmap_plot` -- a labelled matrix with a colour bar, cells annotated.
 * :func:`confusion_plot` -- truth × predicted counts, coloured by row share.
@@ -230,8 +231,8 @@ def call_graph_plot(
 ) -> Plot:
     """Layered call graph, edges coloured by log2 p95 latency change; errors dashed; roles coloured."""
     graph = nx.DiGraph()
-    for node in nodes:
-        graph.add_node(node.name)
+    for spec in nodes:
+        graph.add_node(spec.name)
     for edge in edges:
         graph.add_edge(edge.caller, edge.callee)
     layers = _layers(graph) if graph.number_of_nodes() else {}
@@ -259,31 +260,31 @@ def call_graph_plot(
         width_pt = 1.0 + 2.5 * min(1.0, math.log10(max(1, edge.calls)) / 4)
         nx.draw_networkx_edges(graph, pos, edgelist=[(u, v)], ax=ax, edge_color=[colour], width=width_pt, style=style,
                                arrows=True, arrowsize=11, node_size=1700, connectionstyle="arc3,rad=0.06")
-        labels = []
+        notes: list[str] = []
         if edge.latency_ratio and abs(change) >= 0.4:
-            labels.append(f"p95 {edge.latency_ratio:.1f}x")
+            notes.append(f"p95 {edge.latency_ratio:.1f}x")
         if error_rise >= 0.05:
-            labels.append(f"err {edge.error_rate:.0%}")
+            notes.append(f"err {edge.error_rate:.0%}")
         if edge.vanished:
-            labels.append("no calls")
-        if labels:
-            nx.draw_networkx_edge_labels(graph, pos, edge_labels={(u, v): ", ".join(labels)}, ax=ax, font_size=6,
+            notes.append("no calls")
+        if notes:
+            nx.draw_networkx_edge_labels(graph, pos, edge_labels={(u, v): ", ".join(notes)}, ax=ax, font_size=6,
                                          font_color="#7a0010", bbox={"alpha": 0.7, "color": "white", "lw": 0},
                                          connectionstyle="arc3,rad=0.06")
-    fill = {"root": ROOT_COLOUR, "victim": VICTIM_COLOUR, "candidate": CANDIDATE_COLOUR, "normal": NORMAL_COLOUR}
+    fill: dict[str, str] = {"root": ROOT_COLOUR, "victim": VICTIM_COLOUR, "candidate": CANDIDATE_COLOUR, "normal": NORMAL_COLOUR}
     for kind in ("normal", "candidate", "victim", "root"):
-        members = [n for n in graph if role.get(n, GraphNode(n)).role == kind]
+        members = [name for name in graph if role.get(name, GraphNode(name)).role == kind]
         if members:
             nx.draw_networkx_nodes(graph, pos, nodelist=members, ax=ax, node_color=fill[kind], node_size=2100 if kind == "root" else 1100,
                                    edgecolors="#222" if kind == "root" else "#667", linewidths=2.2 if kind == "root" else 0.8,
                                    node_shape="s" if kind == "root" else "o")
-    labels = {}
+    names: dict[str, str] = {}
     for n in graph:
         detail = role[n].detail if n in role else ""
-        labels[n] = n.replace("service", "\nservice") if len(n) > 12 else n
+        names[n] = n.replace("service", "\nservice") if len(n) > 12 else n
         if detail:
-            labels[n] += f"\n({detail})"
-    for n, text in labels.items():
+            names[n] += f"\n({detail})"
+    for n, text in names.items():
         is_root = role.get(n, GraphNode(n)).role == "root"
         nx.draw_networkx_labels(graph, pos, labels={n: text}, ax=ax, font_size=6.5,
                                 font_color="white" if is_root else "black", font_weight="bold" if is_root else "normal")
@@ -363,10 +364,15 @@ def bar_plot(
     horizontal: bool = False,
     value_format: str = "{:.1f}",
     value_unit: str = "",
+    intervals: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+    value_limits: tuple[float, float] | None = None,
     width: float = WIDE,
     height: float | None = None,
 ) -> Plot:
     """Grouped bars: one group per category, one bar per series; values printed on the bars.
+
+    ``intervals`` (per series, one ``(low, high)`` per category, e.g. a bootstrap 95% CI) are
+    drawn as error bars; NaN values leave a gap. ``value_limits`` fixes the value axis.
 
     ``value_unit`` "%" formats the value axis as percent (values 0..100).
     Example: ``bar_plot(categories=["node", "pod"], series={"1.5B": [40, 55]}, title="score",
@@ -386,11 +392,19 @@ def bar_plot(
     colours = colormaps["tab10"]
     for i, (name, values) in enumerate(series.items()):
         offsets = positions - 0.4 + thickness * (i + 0.5)
+        heights = np.asarray(values, dtype=float)
+        error = None
+        if intervals is not None and name in intervals:
+            bounds = np.asarray(intervals[name], dtype=float).reshape(-1, 2)
+            error = np.clip(np.nan_to_num(np.vstack([heights - bounds[:, 0], bounds[:, 1] - heights])), 0, None)
         if horizontal:
-            bars = ax.barh(offsets, list(values), height=thickness, color=colours(i % 10), label=name)
+            bars = ax.barh(offsets, heights, height=thickness, color=colours(i % 10), label=name, xerr=error,
+                           capsize=2 if error is not None else 0)
         else:
-            bars = ax.bar(offsets, list(values), width=thickness, color=colours(i % 10), label=name)
-        ax.bar_label(bars, labels=[value_format.format(v) for v in values], fontsize=6.5, padding=2)
+            bars = ax.bar(offsets, heights, width=thickness, color=colours(i % 10), label=name, yerr=error,
+                          capsize=2 if error is not None else 0)
+        ax.bar_label(bars, labels=["" if math.isnan(v) else value_format.format(v) for v in heights], fontsize=6.5,
+                     padding=2)
     value_axis, category_axis = (ax.xaxis, ax.yaxis) if horizontal else (ax.yaxis, ax.xaxis)
     if horizontal:
         ax.set_yticks(positions, list(categories), fontsize=7)
@@ -406,12 +420,46 @@ def bar_plot(
         ax.margins(y=0.12)
     if value_unit:
         value_axis.set_major_formatter(value_formatter(value_unit))
+    if value_limits is not None:
+        (ax.set_xlim if horizontal else ax.set_ylim)(*value_limits)
     category_axis.set_tick_params(length=0)
     ax.tick_params(labelsize=7)
     ax.grid(axis="x" if horizontal else "y", alpha=0.3)
     if len(series) > 1:
         ax.legend(fontsize=7, framealpha=0.85)
     return render(fig, alt=f"{title}: {len(categories)} categories × {len(series)} series")
+
+
+def bar_panels(
+    *,
+    categories: Sequence[str],
+    panels: Mapping[str, Sequence[float]],
+    title: str = "",
+    value_format: str = "{:,.4g}",
+    width: float = WIDE,
+    height: float = 3.0,
+) -> Plot:
+    """Small multiples: one panel per metric (its own scale, its name as title), one bar per category.
+
+    Example: cost per agent, ``panels={"prompt tokens": [...], "seconds": [...]}``.
+    """
+    fig = _new_figure(width, height)
+    if title:
+        fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+    if not categories or not panels:
+        _empty(fig.add_subplot(), "no data")
+        return render(fig, alt=f"{title or 'panels'}: no data")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    colours = colormaps["tab10"]
+    for ax, (name, values) in zip(axes, panels.items()):
+        bars = ax.bar(range(len(categories)), list(values), color=[colours(i % 10) for i in range(len(categories))])
+        ax.bar_label(bars, labels=[value_format.format(v) for v in values], fontsize=6, padding=2)
+        ax.set_xticks(range(len(categories)), list(categories), rotation=45, ha="right", fontsize=7)
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.margins(y=0.15)
+        ax.grid(axis="y", alpha=0.3)
+    return render(fig, alt=f"{title or 'panels'}: {', '.join(panels)} for {len(categories)} categories")
 
 
 def line_plot(
@@ -546,6 +594,6 @@ def confusion_plot(
 
 __all__ = [
     "Plot", "SeriesPanel", "GraphEdge", "GraphNode", "TemplateCounts",
-    "series_plot", "call_graph_plot", "log_counts_plot", "bar_plot", "line_plot", "heatmap_plot",
+    "series_plot", "call_graph_plot", "log_counts_plot", "bar_plot", "bar_panels", "line_plot", "heatmap_plot",
     "confusion_plot", "ink_fraction", "render", "value_formatter",
 ]

@@ -1,0 +1,184 @@
+"""The agent-cloud interface: the agent contract, the action syntax and the session's tool set.
+
+Agent contract (AIOpsLab's own, so its agents port with an import change)::
+
+    class MyAgent:
+        def init_context(self, problem_desc: str, instructions: str, apis: str) -> None: ...  # optional
+        async def get_action(self, state: str) -> str: ...
+
+Action syntax, one action per reply: ``tool_name({"json": "object"})`` or ``tool_name()``,
+optionally inside a fenced block (AIOpsLab's ```` ``` ```` form) or after ``Action:``.
+Arguments are a JSON object (never Python keyword syntax); a reply that does not parse,
+an unknown tool and bad arguments all come back as an observation that lists the valid
+choices. Observation tools come from a ``Toolbox`` (``describe() -> str``,
+``call(name, args) -> str``, ``names``; ``diagnose.tools.Toolbox`` once it lands); this
+module adds the mitigation actions (``CloudTools``) and ``submit``.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from bench.cloud import ActionError, SimCloud
+
+MAX_OBSERVATION_CHARS = 4000  # an agent must never receive megabytes
+
+
+@runtime_checkable
+class Agent(Protocol):
+    async def get_action(self, state: str) -> str: ...
+
+
+class Toolbox(Protocol):
+    """What a session needs from a tool set."""
+
+    @property
+    def names(self) -> list[str]: ...
+
+    def describe(self) -> str: ...
+
+    def call(self, name: str, args: dict[str, Any]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    args: dict[str, Any]
+
+
+class ActionSyntaxError(ValueError):
+    """A reply that is not ``tool_name({...})``; the message shows the expected form."""
+
+
+SYNTAX_HELP = 'Reply with exactly one action: tool_name({"arg": "value"}) or tool_name() ; e.g. get_candidates({})'
+
+
+def parse_action(reply: str) -> Action:
+    """The one action of an agent's reply (see the module doc for the accepted forms)."""
+    text = reply.strip()
+    if "```" in text:
+        inside = text.split("```")[1]
+        first_line, _, rest = inside.partition("\n")
+        # A language tag line (```python) carries no call.
+        text = rest if first_line.strip().isidentifier() and "(" not in first_line else inside
+    if "Action:" in text:
+        text = text.rsplit("Action:", 1)[1]
+    text = text.strip()
+    open_at, close_at = text.find("("), text.rfind(")")
+    if open_at <= 0 or close_at < open_at:
+        raise ActionSyntaxError(f"could not read an action in {_clip(reply, 200)!r}. {SYNTAX_HELP}")
+    name = text[:open_at].strip().splitlines()[-1].strip() if text[:open_at].strip() else ""
+    if not name.isidentifier():
+        raise ActionSyntaxError(f"{name!r} is not a tool name. {SYNTAX_HELP}")
+    inner = text[open_at + 1:close_at].strip()
+    if not inner:
+        return Action(name, {})
+    try:
+        args = json.loads(inner)
+    except json.JSONDecodeError as exc:
+        raise ActionSyntaxError(f"arguments of {name} are not a JSON object ({exc.msg}). {SYNTAX_HELP}") from exc
+    if not isinstance(args, dict):
+        raise ActionSyntaxError(f"arguments of {name} must be a JSON object, got {type(args).__name__}. {SYNTAX_HELP}")
+    return Action(name, args)
+
+
+def _clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 40] + f"\n... [{len(text) - limit + 40} characters cut]"
+
+
+@dataclass(frozen=True)
+class CloudAction:
+    name: str
+    doc: str
+    params: dict[str, type]
+    run: Callable[..., str]
+
+
+class CloudTools:
+    """The mitigation actions and ``get_status`` over one ``SimCloud``."""
+
+    def __init__(self, cloud: SimCloud) -> None:
+        self.cloud = cloud
+        c = cloud
+        actions = [
+            CloudAction("get_status", "get_status() - health of the cluster over the last minute: failing or slow "
+                        "call edges and KPIs off their baseline; cordoned nodes; changed replicas.", {},
+                        lambda: c.status()),
+            CloudAction("get_pods", "get_pods() - which pods run on which node.", {}, lambda: c.describe_world()),
+            CloudAction("restart_pod", 'restart_pod({"pod": "cartservice-1"}) - delete the pod; its deployment '
+                        "starts a fresh one (~45 s without it).", {"pod": str}, c.restart_pod),
+            CloudAction("delete_pod", 'delete_pod({"pod": "cartservice-1"}) - same as restart_pod.', {"pod": str},
+                        c.restart_pod),
+            CloudAction("restart_deployment", 'restart_deployment({"service": "cartservice"}) - rolling restart of '
+                        "every pod of the service.", {"service": str}, c.restart_deployment),
+            CloudAction("rollback_deployment", 'rollback_deployment({"service": "cartservice"}) - roll back to the '
+                        "previous release (undoes a bad code change); pods are replaced.", {"service": str},
+                        c.rollback_deployment),
+            CloudAction("fix_target_port", 'fix_target_port({"service": "emailservice"}) - set the Kubernetes '
+                        "service's targetPort back to the container port.", {"service": str}, c.fix_target_port),
+            CloudAction("scale_deployment", 'scale_deployment({"service": "cartservice", "replicas": 3}) - set the '
+                        "replica count (0 stops the service).", {"service": str, "replicas": int},
+                        c.scale_deployment),
+            CloudAction("cordon_drain_node", 'cordon_drain_node({"node": "aiops-k8s-03"}) - stop scheduling on the '
+                        "node and move its pods elsewhere (they restart).", {"node": str}, c.cordon_drain_node),
+            CloudAction("restart_tidb", 'restart_tidb({"component": "tidb-tikv"}) - restart a TiDB component '
+                        "(tidb-tidb, tidb-pd, tidb-tikv); ~30 s unavailable.", {"component": str}, c.restart_tidb),
+            CloudAction("wait", 'wait({"minutes": 2}) - let time pass (1-10 minutes).', {"minutes": int}, c.wait),
+        ]
+        self._actions = {a.name: a for a in actions}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._actions)
+
+    def describe(self) -> str:
+        return "\n".join(a.doc for a in self._actions.values())
+
+    def call(self, name: str, args: dict[str, Any]) -> str:
+        action = self._actions.get(name)
+        if action is None:
+            return f"unknown action {name!r}; valid: {', '.join(self._actions)}"
+        unknown = sorted(set(args) - set(action.params))
+        missing = sorted(k for k in action.params if k not in args and k != "minutes")
+        if unknown or missing:
+            return f"bad arguments for {name}: " + "; ".join(
+                ([f"unknown {', '.join(unknown)}"] if unknown else []) + ([f"missing {', '.join(missing)}"] if missing else [])
+            ) + f". Usage: {action.doc}"
+        wrong = [k for k, v in args.items() if not isinstance(v, action.params[k]) or isinstance(v, bool)]
+        if wrong:
+            return f"bad arguments for {name}: {', '.join(wrong)} of the wrong type. Usage: {action.doc}"
+        try:
+            return action.run(**args)
+        except ActionError as exc:
+            return f"{name} refused: {exc}"
+
+
+class SessionTools:
+    """Observation tools + task tools (cloud actions) + ``submit``, behind one ``call``."""
+
+    def __init__(self, parts: list[Toolbox], *, submit_doc: str) -> None:
+        self.parts = parts
+        self.submit_doc = submit_doc
+        owners: dict[str, Toolbox] = {}
+        for part in parts:
+            for name in part.names:
+                owners.setdefault(name, part)
+        self._owner = owners
+
+    @property
+    def names(self) -> list[str]:
+        return [*self._owner, "submit"]
+
+    def describe(self) -> str:
+        return "\n\n".join(p.describe() for p in self.parts) + f"\n\n{self.submit_doc}"
+
+    def call(self, name: str, args: dict[str, Any]) -> str:
+        owner = self._owner.get(name)
+        if owner is None:
+            return f"unknown tool {name!r}; valid tools: {', '.join(self.names)}"
+        try:
+            return _clip(owner.call(name, args))
+        except (ValueError, LookupError, TypeError) as exc:  # a tool's own bad-input error: the agent may retry
+            return f"{name} failed: {exc}"

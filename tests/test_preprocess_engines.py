@@ -1,0 +1,75 @@
+"""The engine seam of the nightly job (no Ray needed): choice, errors, chain order, CLI flags."""
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import _register
+from app.cli import app as rca_app
+from index.engine_local import LocalEngine
+from index.engines import PartitionResult, PartitionTask, make_engine, ordered_chains
+from rca.errors import InputError
+from rca.settings import load_settings
+
+
+def _task(tmp_path, day: str, family: str, chain: str | None = None) -> PartitionTask:
+    return PartitionTask(day=day, family=family, data_dir=tmp_path, index_dir=tmp_path, chain=chain)
+
+
+def timed(task: PartitionTask) -> PartitionResult:
+    """Work that only records when it ran (module level: the pool pickles it by reference)."""
+    started = time.time()
+    time.sleep(0.05)
+    return PartitionResult(task=task, rows={"started_ms": int(started * 1000), "ended_ms": int(time.time() * 1000)})
+
+
+def test_make_engine_picks_and_refuses(tmp_path, monkeypatch):
+    assert isinstance(make_engine("local", workers=2), LocalEngine)
+    with pytest.raises(InputError, match="unknown preprocess engine 'spark'"):
+        make_engine("spark", workers=1)
+    with pytest.raises(InputError, match="--ray-address is only used with --engine ray"):
+        make_engine("local", workers=1, ray_address="head:6379")
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the distributed extra were not installed
+    with pytest.raises(InputError, match=r"pip install '\.\[distributed\]'"):
+        make_engine("ray", workers=2)
+
+
+def test_chains_keep_their_order_and_free_tasks_stay_free(tmp_path):
+    tasks = [_task(tmp_path, "d1", "metric"), _task(tmp_path, "d1", "log", "log"),
+             _task(tmp_path, "d2", "metric"), _task(tmp_path, "d2", "log", "log")]
+    free, chains = ordered_chains(tasks)
+    assert [t.name for t in free] == ["d1/metric", "d2/metric"]
+    assert {name: [t.name for t in chain] for name, chain in chains.items()} == {"log": ["d1/log", "d2/log"]}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_engine_runs_every_task_and_the_chain_in_order(tmp_path, workers):
+    tasks = [_task(tmp_path, day, family, "log" if family == "log" else None)
+             for day in ("d1", "d2", "d3") for family in ("metric", "log", "trace")]
+    results = list(LocalEngine(workers=workers).run(tasks, work=timed))
+    assert sorted(r.task.name for r in results) == sorted(t.name for t in tasks)
+    chain = sorted((r for r in results if r.task.chain), key=lambda r: r.rows["started_ms"])
+    assert [r.task.day for r in chain] == ["d1", "d2", "d3"]
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert after.rows["started_ms"] >= before.rows["ended_ms"]  # one at a time
+
+
+def test_engine_settings_and_cli_flags(tmp_path, monkeypatch):
+    settings = load_settings(config_path=None, environ={"RCA_PREPROCESS__ENGINE": "ray",
+                                                        "RCA_PREPROCESS__RAY_ADDRESS": "head:6379"})
+    assert (settings.preprocess.engine, settings.preprocess.ray_address) == ("ray", "head:6379")
+    assert load_settings(config_path=None, environ={}).preprocess.engine == "local"
+
+    _register()
+    runner = CliRunner()
+    data = tmp_path / "data"
+    (data / "2025-06-06").mkdir(parents=True)
+    base = ["preprocess", "--data-dir", str(data), "--index-dir", str(tmp_path / "index"), "--all"]
+    bad = runner.invoke(rca_app, [*base, "--engine", "spark"])
+    assert bad.exit_code == 2 and "engine" in bad.output
+    monkeypatch.setitem(sys.modules, "ray", None)
+    missing = runner.invoke(rca_app, [*base, "--engine", "ray"])
+    assert missing.exit_code == 2 and "needs Ray" in missing.output
