@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 import click
 import typer
@@ -36,7 +37,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
 }
 
 
-def load_command(name: str) -> click.Command:
+def load_command(name: str) -> Any:
     """Import one sub-command and turn it into its click command."""
     spec = LAZY_COMMANDS[name]
     target = getattr(importlib.import_module(spec.module), spec.attribute)
@@ -53,19 +54,21 @@ def load_command(name: str) -> click.Command:
 class _LazyGroup(TyperGroup):
     """Lists the lazy sub-commands by their table entry; imports one only to run it."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    # typer vendors its own click, whose Context and Command classes are private (``typer._click``):
+    # they are typed ``Any`` here; the stand-in listed for help is a plain click command.
+    def list_commands(self, ctx: Any) -> list[str]:
         eager = super().list_commands(ctx)
         return eager + [name for name in LAZY_COMMANDS if name not in eager]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        command = super().get_command(ctx, cmd_name)
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command: Any = super().get_command(ctx, cmd_name)
         if command is None and cmd_name in LAZY_COMMANDS:
             # A stand-in carrying the help line, for listings; resolve_command swaps in the real one.
             help_text = LAZY_COMMANDS[cmd_name].help
             command = click.Command(cmd_name, help=help_text, short_help=help_text)
         return command
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if name in LAZY_COMMANDS and name not in super().list_commands(ctx):
             command = load_command(name)

@@ -20,7 +20,7 @@ def demo(
     ctx: typer.Context,
     cases: int = typer.Option(4, "--cases", min=1, help="Simulated cases to diagnose."),
     seed: int = typer.Option(7, "--seed", help="Simulation seed."),
-    work_dir: Path = typer.Option(Path("work/demo"), "--work-dir", help="Where data, index, answers and run records go."),
+    work_dir: Path = typer.Option(Path("data/demo"), "--work-dir", help="Where data, index, answers and run records go."),
     model: str | None = typer.Option(None, "--model", help="Embedded model: qwen2.5-coder-1.5b (default) or qwen2.5-coder-0.5b."),
 ) -> None:
     """Simulate -> preprocess -> diagnose (embedded LLM) -> judge, on a handful of cases."""
@@ -39,7 +39,7 @@ def demo(
         result = run_full_path(settings, problem_set, index_dir=work_dir / "index", result_file=work_dir / "result.jsonl")
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
-    except (FileNotFoundError, LookupError, RcaError) as exc:
+    except RcaError as exc:
         fail(str(exc))
     print_path_result(result, console)
     console.print(f"answers: {result.result_file}   run records: {settings.paths.runs_dir / result.result_file.stem}")

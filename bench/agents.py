@@ -26,12 +26,12 @@ from diagnose.detect import detect_case, detect_from_candidates
 from diagnose.pipeline import CaseRecord, PreparedCase
 from diagnose.service import Diagnoser
 from rca.llm.base import LLMBackend, LLMError
-from rca.taxonomy import ALL_SERVICES, APP_SERVICES, FAULT_TYPES, applicable_fault_types, is_node, service_of
+from rca.taxonomy import APP_SERVICES, FAULT_TYPES, STATEFUL_SERVICES, applicable_fault_types, is_node, service_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 WORKER_NODES = tuple(f"aiops-k8s-{i:02d}" for i in range(1, 9))
 ALL_COMPONENTS: tuple[str, ...] = (
-    *ALL_SERVICES, *(f"{s}-{i}" for s in APP_SERVICES for i in range(3)), "redis-cart-0", *WORKER_NODES)
+    *APP_SERVICES, *STATEFUL_SERVICES, *(f"{s}-{i}" for s in APP_SERVICES for i in range(3)), "redis-cart-0", *WORKER_NODES)
 ACTION_PARAM = {"restart_pod": "pod", "delete_pod": "pod", "restart_deployment": "service",
                 "rollback_deployment": "service", "fix_target_port": "service", "scale_deployment": "service",
                 "cordon_drain_node": "node", "restart_tidb": "component", "wait": None}

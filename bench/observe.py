@@ -26,7 +26,7 @@ DOCS = {
 
 def sop_documents(settings: Settings) -> dict[str, SopDocument]:
     """Fault SOPs by fault type."""
-    return {d.meta.fault_type: d for d in load_documents(docs_dir(settings)) if d.meta.fault_type}
+    return {d.meta.fault_type: d for d in load_documents(docs_dir(settings.knowledge)) if d.meta.fault_type}
 
 
 def sop_section(doc: SopDocument, heading: str) -> str | None:

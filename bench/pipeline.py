@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -34,7 +34,7 @@ class PathResult:
 
 
 def simulate_problem_set(
-    out_dir: Path, *, cases: int | None = None, seed: int, scale: str = "small", difficulty: float = 1.0,
+    out_dir: Path, *, cases: int | None = None, seed: int, scale: Literal["small", "full"] = "small", difficulty: float = 1.0,
     reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.

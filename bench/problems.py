@@ -141,9 +141,15 @@ def compact_schedule(reference: list[dict], *, per_type: int, day: str, seed: in
         raise ValueError(f"reference schedule lacks fault types {missing}")
     chosen = [row for t in FAULT_TYPES for row in rng.sample(by_type[t], min(per_type, len(by_type[t])))]
     rng.shuffle(chosen)
+    return hourly_schedule(chosen, day=day)
+
+
+def hourly_schedule(rows: list[dict], *, day: str) -> list[dict]:
+    """Real faults laid out one an hour from 01:00 UTC of ``day``, each keeping its type,
+    target, level, offset within its hour and duration."""
     base = parse_utc(f"{day}T00:00:00Z")
     schedule = []
-    for hour, row in enumerate(chosen, start=1):
+    for hour, row in enumerate(rows, start=1):
         start, end = parse_utc(row["start_time"]), parse_utc(row["end_time"])
         new_start = base + timedelta(hours=hour, minutes=start.minute, seconds=start.second)
         moved = dict(row)

@@ -11,15 +11,15 @@ from bench.intervals import paired_difference_interval
 from diagnose.record import RunRecord
 from judge.challenge import ChallengeReport, score_challenge
 from judge.groundtruth import load_truth
-from judge.rules import rule_version
 from judge.validation import check_submission_file
 from knowledge.embedding import load_embedder
 from rca.atomic import write_text_atomic
+from rca.challenge import rule_version
 from rca.settings import Settings
 
 
 def score_file(*, truth_file: Path, result_file: Path, settings: Settings) -> ChallengeReport:
-    rules = rule_version(settings.judge.rules)
+    rules = rule_version(settings.challenge.rules)
     truth = load_truth(truth_file)
     check = check_submission_file(result_file, truth_uuids=[c.uuid for c in truth], rules=rules)
     return score_challenge(truth, check, rules=rules, embedder=load_embedder(settings.embedding),
@@ -70,9 +70,8 @@ def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings
     from diagnose.answer import Answer
 
     records = {r.uuid: r for r in RunRecord.load_dir(runs_dir) if r.status == "answered" and r.rules_answer}
-    strict = settings.diagnose.strict_format
     ablation_file = result_file.with_name(f"{result_file.stem}.rules-only.jsonl")
-    lines = [json.dumps(Answer.model_validate(r.rules_answer).to_submission(strict=strict), ensure_ascii=False)
+    lines = [json.dumps(Answer.model_validate(r.rules_answer).to_submission(rules=rule_version(settings.challenge.rules)), ensure_ascii=False)
              for r in records.values()]
     write_text_atomic(ablation_file, "".join(line + "\n" for line in lines))
     model = score_file(truth_file=truth_file, result_file=result_file, settings=settings)

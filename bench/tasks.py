@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from bench.problems import CaseTruth, Problem, answer_level
 from judge.challenge import score_cases
-from judge.rules import RuleVersion
 from judge.validation import Answer as JudgeAnswer
+from rca.challenge import RuleVersion
 from rca.taxonomy import FAULT_TYPES, canonical_fault_type
 
 LEVELS = ("service", "pod", "node", "tidb")
@@ -143,7 +143,7 @@ class Analysis(Task):
                   '"reason": "..."})')
 
     def __init__(self, rules: RuleVersion | None = None) -> None:
-        from judge.rules import rule_version
+        from rca.challenge import rule_version
 
         self.rules = rules or rule_version("early")
 

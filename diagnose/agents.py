@@ -11,13 +11,10 @@ edge of the tool output, then the decision.
 from __future__ import annotations
 
 import re
-import string
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from diagnose.answer import Answer, TraceStep, clip_observation
 from diagnose.cases import Case
@@ -35,34 +32,21 @@ from diagnose.prompt import Prompt, approx_tokens
 from diagnose.record import AgentCallRecord
 from diagnose.tools import TelemetrySource, Toolbox, case_toolbox
 from index.models import Candidate
+from rca.challenge import RuleVersion
+from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend, LLMReply
 from rca.settings import Settings
 from rca.taxonomy import is_node, service_of
 from rca.timeutil import format_utc
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 MAX_CHOICES = 8
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*[a-z0-9]")
 
 
-@cache
-def _template(name: str) -> string.Template:
-    path = PROMPTS_DIR / f"{name}.md"
-    return string.Template(path.read_text(encoding="utf-8").strip())
-
-
-def render(name: str, **values: object) -> str:
-    """The prompt template ``diagnose/prompts/<name>.md`` with ``$values`` filled in (all required)."""
-    try:
-        return _template(name).substitute({k: str(v) for k, v in values.items()})
-    except KeyError as exc:
-        raise KeyError(f"{PROMPTS_DIR / name}.md: no value for ${exc.args[0]}") from exc
-
-
 def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3) -> str:
     """One line per fault type with its first key metrics (the static part of the agents' prompts)."""
-    return "\n".join(f"- {line.fault_type}: {', '.join(line.key_metrics.split(', ')[:metrics])}"
-                      for line in knowledge.catalogue())
+    return "\n".join(f"- {entry.fault_type}: {', '.join(entry.key_metrics[:metrics])}"
+                      for entry in knowledge.catalogue())
 
 
 def window_text(case: Case) -> str:
@@ -122,7 +106,7 @@ class Trajectory:
             self.calls.append(AgentCallRecord(agent=agent, round=round_no, tool=tool, args=dict(args), observation=observation))
 
     def step(self, action: str, observation: str) -> None:
-        self.steps.append((action, clip_observation(observation)))
+        self.steps.append((action, " ".join(observation.split())))  # clipped to the rules' budget in agent_record
 
 
 def call_text(tool: str, args: Mapping[str, Any]) -> str:
@@ -147,7 +131,7 @@ def open_investigation(case: Case, *, settings: Settings, evidence: EvidenceSour
     result = evidence.query(start=case.start, end=case.end, top_k=4 * MAX_CHOICES)
     ranked = one_level_per_service(result.candidates) if settings.diagnose.one_level_per_service else result.candidates
     if not ranked:
-        raise LookupError(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
+        raise NoCandidates(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
     toolbox = case_toolbox(case, telemetry=telemetry, evidence=evidence, knowledge=knowledge,
                            baseline_minutes=settings.index.baseline_minutes,
                            max_chars=settings.diagnose.observation_chars, sop_k=settings.knowledge.top_k, ranked=ranked)
@@ -165,7 +149,7 @@ def final_decision(llm: LLMBackend, *, messages: list[dict[str, str]], choices: 
 def agent_record(
     *,
     case: Case,
-    mode: str,
+    mode: Literal["react", "team"],
     outcome: DecisionOutcome,
     prompt: Prompt,
     trajectory: Trajectory,
@@ -174,6 +158,7 @@ def agent_record(
     decision_action: str,
     started: float,
     timings: dict[str, float],
+    rules: RuleVersion,
 ) -> CaseRecord:
     """The answer (trace = the trajectory, then the decision) and the run record of an agent mode."""
     decision = outcome.decision
@@ -181,8 +166,9 @@ def agent_record(
     chosen = next((c for c in ranked if c.component == decision.component), None)
     metrics = _reason_metrics(decision.fault_type, chosen, knowledge)
     verdict = f"{decision.component}: {decision.fault_type}" + (f" ({', '.join(metrics)})" if metrics else "")
-    steps = [TraceStep(step=i + 1, action=a, observation=o) for i, (a, o) in enumerate(trajectory.steps)]
-    steps.append(TraceStep(step=len(steps) + 1, action=decision_action, observation=clip_observation(verdict)))
+    steps = [TraceStep(step=i + 1, action=a, observation=clip_observation(o, rules=rules))
+             for i, (a, o) in enumerate(trajectory.steps)]
+    steps.append(TraceStep(step=len(steps) + 1, action=decision_action, observation=clip_observation(verdict, rules=rules)))
     answer = Answer(
         uuid=case.uuid, component=decision.component,
         reason=_reason(decision.reason, decision.fault_type, decision.component, metrics),

@@ -1,8 +1,9 @@
 """The answer a case produces, in the task's format, and its validation.
 
-Default format (the task statement, "early" rules): ``uuid, component, reason, time,
-reasoning_trace``. The strict four-field format of the later submission rules drops
-``time``. Both share the step shape ``{step, action, observation}``.
+The rule version (``rca.challenge``, setting ``[challenge] rules``) shapes it: early rules
+(the task statement) want ``uuid, component, reason, time, reasoning_trace`` and score an
+observation's first 100 characters; late rules (the submission README) drop ``time`` and
+score 20 words. Both share the step shape ``{step, action, observation}``.
 """
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-MAX_OBSERVATION_CHARS = 100
-MAX_REASON_WORDS = 20
+from rca.challenge import RuleVersion
 
 
 class TraceStep(BaseModel):
     step: int = Field(ge=1)
     action: str = Field(min_length=1)
-    observation: str = Field(min_length=1, max_length=MAX_OBSERVATION_CHARS)
+    observation: str = Field(min_length=1)
 
 
 class Answer(BaseModel):
@@ -35,17 +35,17 @@ class Answer(BaseModel):
             raise ValueError(f"steps must be numbered 1..{len(steps)}, got {numbers}")
         return steps
 
-    def to_submission(self, *, strict: bool) -> dict[str, Any]:
-        """The JSON line to submit; ``strict`` gives exactly the four fields of the later rules."""
-        record = self.model_dump()
-        if strict:
-            record.pop("time")
-        return record
+    def to_submission(self, *, rules: RuleVersion) -> dict[str, Any]:
+        """The JSON line to submit: exactly the fields ``rules`` require."""
+        return {name: value for name, value in self.model_dump().items() if name in rules.required_fields}
 
 
-def clip_observation(text: str) -> str:
-    """Observations are scored on their first 100 characters: keep them whole and short."""
+def clip_observation(text: str, *, rules: RuleVersion) -> str:
+    """Only the start of an observation is scored (100 characters or 20 words, by ``rules``):
+    keep it on one line and within that budget, so what is written is what is scored."""
     text = " ".join(text.split())
-    if len(text) <= MAX_OBSERVATION_CHARS:
-        return text
-    return text[: MAX_OBSERVATION_CHARS - 1].rstrip() + "…"
+    if rules.observation_chars is not None and len(text) > rules.observation_chars:
+        return text[: rules.observation_chars - 1].rstrip() + "…"
+    if rules.observation_words is not None and len(text.split()) > rules.observation_words:
+        return " ".join(text.split()[: rules.observation_words])
+    return text

@@ -19,6 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from rca.challenge import RuleVersion, rule_version
 from rca.clisupport import build_settings, fail, state
 from rca.errors import RcaError
 from rca.llm.base import LLMError
@@ -45,7 +46,7 @@ def rca_diagnose(
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON lines."),
     detect: bool = typer.Option(False, "--detect", help="Only say whether each window holds a fault "
                                 "(evidence vs the calibrated floor; the model judges near it)."),
-    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Four-field submission format (later rules)."),
+    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="Late challenge rules (four-field answers); same as [challenge] rules = \"late\"."),
     self_consistency: int | None = typer.Option(None, "--self-consistency", min=1, help="Samples for a majority vote (1 = off)."),
     confirm_fault_type: bool | None = typer.Option(
         None, "--confirm-fault-type/--one-turn", help="A second turn settles the chosen component's fault type."),
@@ -74,7 +75,8 @@ def rca_diagnose(
         overrides={
             "paths": {"input_file": input_file, "index_dir": index_dir, "runs_dir": runs_dir, "data_dir": data_dir},
             "llm": llm_overrides,
-            "diagnose": {"strict_format": strict, "self_consistency": self_consistency,
+            "challenge": {"rules": None if strict is None else ("late" if strict else "early")},
+            "diagnose": {"self_consistency": self_consistency,
                          "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
@@ -95,7 +97,7 @@ def rca_diagnose(
         _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
-    except (FileNotFoundError, RcaError) as exc:
+    except RcaError as exc:
         fail(str(exc))
     if (report or report_dir is not None) and not print_prompt:
         from diagnose.report.case import write_reports_for_cases
@@ -141,7 +143,7 @@ def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_j
             records, failed = summary.records, summary.failed
         else:
             records, failed = diagnoser.run_adhoc(cases)
-    _report(Console(), records, strict=settings.diagnose.strict_format, as_json=as_json)
+    _report(Console(), records, rules=rule_version(settings.challenge.rules), as_json=as_json)
     return records, failed
 
 
@@ -178,10 +180,10 @@ def _detect(settings: Settings, cases, *, as_json: bool) -> None:
     Console().print(table)
 
 
-def _report(console: Console, records, *, strict: bool, as_json: bool) -> None:
+def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> None:
     if as_json:
         for record in records:
-            typer.echo(json.dumps(record.answer.to_submission(strict=strict), ensure_ascii=False))
+            typer.echo(json.dumps(record.answer.to_submission(rules=rules), ensure_ascii=False))
         return
     # Identifiers never wrap or shorten (a cut "checkoutservice-2" names another pod): the table
     # holds only short columns (about 75 characters with the longest names), and each reason,

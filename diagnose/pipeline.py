@@ -11,12 +11,14 @@ from typing import Any, Literal, Protocol
 from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
-from diagnose.prompt import CatalogueLine, Prompt, RunbookMatches, SopExcerpt, build_prompt, fault_type_turn_text
+from diagnose.prompt import Prompt, RunbookMatches, build_prompt, fault_type_turn_text
 from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
-from index.models import Candidate, EvidenceItem, ModalityStatus, WindowQueryResult
-from knowledge.signatures import SignatureMatch
-from rca.errors import BackendError, DataError, RcaError
+from index.models import Candidate, ModalityStatus, WindowQueryResult
+from knowledge.retrieval import CatalogueEntry, RetrievedDoc
+from knowledge.signatures import Observation, SignatureMatch
+from rca.challenge import RuleVersion, rule_version
+from rca.errors import BackendError, NoCandidates, RcaError
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
 from rca.taxonomy import applicable_fault_types, service_of
@@ -34,25 +36,25 @@ class EvidenceSource(Protocol):
 class KnowledgeSource(Protocol):
     """Where SOPs come from (the Chroma knowledge base in production)."""
 
-    def catalogue(self) -> list[CatalogueLine]: ...
+    def catalogue(self) -> list[CatalogueEntry]: ...
 
     def key_metrics(self, fault_type: str) -> list[str]: ...
 
-    def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]: ...
+    def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]: ...
 
-    def signature_matches(self, evidence: Sequence[EvidenceItem], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
+    def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
 
 
 @dataclass
 class CaseRecord:
-    """Everything about one diagnosed case, written to ``runs/`` as JSON."""
+    """Everything about one diagnosed case, written under ``[paths] runs_dir`` (``data/runs/``) as JSON."""
 
     uuid: str
     window: dict[str, str]
     answer: Answer
     candidates: list[Candidate]
     missing: list[str]
-    sops: list[SopExcerpt]
+    sops: list[RetrievedDoc]
     signature_matches: RunbookMatches
     prompt: Prompt
     outcome: DecisionOutcome
@@ -75,7 +77,7 @@ class CaseRecord:
             answer=self.answer.model_dump(),
             agreed_with_index=self.agreed_with_index,
             index_top=self.candidates[0].component if self.candidates else None,
-            decision=self.outcome.decision.model_dump(),
+            decision=self.outcome.decision.model_dump() if self.outcome.decision else None,
             repaired=self.outcome.repaired,
             votes=self.outcome.votes,
             first_fault_type=self.outcome.first_fault_type,
@@ -83,7 +85,7 @@ class CaseRecord:
             candidates=[c.model_dump(mode="json") for c in self.candidates],
             missing=self.missing,
             data_status=self.data_status,
-            sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in self.sops],
+            sops=[SopRecord(id=s.id, title=s.title, score=s.score) for s in self.sops],
             signature_matches={name: [m.render() for m in found] for name, found in self.signature_matches.items()},
             prompt=PromptRecord(
                 messages=self.prompt.messages,
@@ -177,10 +179,6 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
     return ordered[:limit]
 
 
-class NoCandidates(DataError, LookupError):
-    """The index holds nothing to choose from for a case's window."""
-
-
 class CaseFailed(RcaError):
     """One case could not be diagnosed; ``record`` is its run record as far as it got.
 
@@ -211,7 +209,7 @@ def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None,
         candidates=[c.model_dump(mode="json") for c in prepared.candidates] if prepared else [],
         missing=prepared.missing if prepared else [],
         data_status=prepared.data_status if prepared else [],
-        sops=[SopRecord(id=s.doc_id, title=s.title, score=s.score) for s in prepared.sops] if prepared else [],
+        sops=[SopRecord(id=s.id, title=s.title, score=s.score) for s in prepared.sops] if prepared else [],
         prompt=PromptRecord(messages=prepared.prompt.messages, approx_tokens=prepared.prompt.approx_tokens,
                             dropped_evidence=prepared.prompt.dropped_evidence,
                             dropped_sops=prepared.prompt.dropped_sops) if prepared else None,
@@ -229,7 +227,7 @@ def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None,
 
 
 def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: str, fault_type: str,
-                   model_reason: str, knowledge: KnowledgeSource) -> Answer:
+                   model_reason: str, knowledge: KnowledgeSource, rules: RuleVersion) -> Answer:
     """The challenge answer for a chosen component and fault type: reason led by the fault type and
     the key metrics the evidence shows, onset time, and the trace of analyses behind it."""
     chosen = next(c for c in candidates if c.component == component)
@@ -241,7 +239,7 @@ def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: st
         reason=_reason(model_reason, fault_type, component, metrics),
         time=_answer_time(case, chosen),
         reasoning_trace=build_trace(chosen=component, fault_type=fault_type, reason_metrics=metrics,
-                                    candidates=candidates, signature=signature),
+                                    candidates=candidates, signature=signature, rules=rules),
     )
 
 
@@ -264,7 +262,7 @@ class PreparedCase:
     candidates: list[Candidate]
     missing: list[str]
     data_status: list[ModalityStatus]
-    sops: list[SopExcerpt]
+    sops: list[RetrievedDoc]
     signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]
@@ -336,11 +334,14 @@ def diagnose_case(
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
+    assert decision is not None  # decide() sets it or raises
+    challenge = rule_version(settings.challenge.rules)
     answer = compose_answer(case, candidates=candidates, component=decision.component,
-                            fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge)
+                            fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge,
+                            rules=challenge)
     rules = rules_only_choice(candidates, prepared.signature_matches)
     rules_answer = compose_answer(case, candidates=candidates, component=rules[0], fault_type=rules[1],
-                                  model_reason="", knowledge=knowledge)
+                                  model_reason="", knowledge=knowledge, rules=challenge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")

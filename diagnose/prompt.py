@@ -10,51 +10,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.templates import render
 from index.models import Candidate
+from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
 from rca.taxonomy import applicable_fault_types
 
 # Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
 # real count comes back in the usage of each call and is recorded.
 CHARS_PER_TOKEN = 3.3
-
-INSTRUCTIONS = """You are an SRE diagnosing one incident in HipsterShop (10 gRPC microservices) with redis-cart and a TiDB cluster (tidb-tidb, tidb-pd, tidb-tikv) on Kubernetes nodes aiops-k8s-01..08.
-Code has already compared every metric, log template and call edge in the incident window with the fault-free time before it, and ranked the suspicious components. You decide which candidate is the ROOT CAUSE and which fault type it suffered.
-
-How to decide:
-- A fault propagates UP the call graph (frontend -> checkoutservice -> cartservice -> redis-cart; productcatalogservice -> tidb-tidb -> tidb-tikv/tidb-pd). Callers of a failing component show latency and errors that name it. Prefer the most downstream component whose OWN metrics or logs are abnormal; its callers are victims.
-- Level: answer a service name when several of its pods are abnormal (the service line lists them), a pod name (service-N) only when that single pod is, a node name (aiops-k8s-NN) when a node KPI is abnormal or pods of several services on that node suffer together.
-- Background noise is not a fault: the adservice "java.lang.Error: Injected error" exceptions and frontend "ads retrieval failed" warnings occur all day; only a clear rise against the baseline counts.
-- Network faults (delay, loss, corrupt) hit one call edge source->destination: latency/errors on that edge and pod_network_* changes, with little CPU or memory change. Answer the component the evidence points to.
-- "went silent" means a series stopped reporting: the component stopped serving (pod failure, or pod kill when brief). A KPI that rises instead (io_util, cpu, memory, latency) means the component still runs but is degraded.
-- "SOP signals seen: T k/n (...)" counts how many of fault type T's documented signals a candidate's evidence shows; "against" lists evidence T would not produce. The root cause usually ranks high AND has a fault type that fits well (most of its signals seen); a candidate whose best fit is a single signal is usually a victim or background noise.
-- Pick the fault type with the best fit unless the evidence lines clearly say otherwise; check its key metrics and log signatures in the catalogue below. Anomaly scores and signal counts are hints; you decide.
-
-Fault catalogue (fault type | levels | key metrics | signature):
-{catalogue}
-
-Answer with JSON only: {{"component": one candidate exactly as written, "fault_type": one fault type from the catalogue, "reason": one sentence starting with the fault type and naming its key metric or log keyword}}."""
-
-
-@dataclass(frozen=True)
-class CatalogueLine:
-    fault_type: str
-    levels: str
-    key_metrics: str
-    signature: str
-
-    def render(self) -> str:
-        return f"- {self.fault_type} | {self.levels} | {self.key_metrics} | {self.signature}"
-
-
-@dataclass(frozen=True)
-class SopExcerpt:
-    doc_id: str
-    title: str
-    score: float
-    text: str
-    fault_type: str | None = None  # None for general guides
-
 
 # Per candidate: fault types whose SOP signals best fit that candidate's own evidence.
 RunbookMatches = dict[str, list[SignatureMatch]]
@@ -75,8 +39,14 @@ def approx_tokens(text: str) -> int:
     return int(len(text) / CHARS_PER_TOKEN) + 1
 
 
-def static_system_prompt(catalogue: Sequence[CatalogueLine]) -> str:
-    return INSTRUCTIONS.format(catalogue="\n".join(line.render() for line in catalogue))
+def catalogue_line(entry: CatalogueEntry) -> str:
+    """One fault type in the prompt's catalogue: ``- type | levels | key metrics | signature``."""
+    return f"- {entry.fault_type} | {'/'.join(entry.levels)} | {', '.join(entry.key_metrics)} | {entry.reason_template}"
+
+
+def static_system_prompt(catalogue: Sequence[CatalogueEntry]) -> str:
+    """The system message (``diagnose/prompts/system.md``): instructions and the fault catalogue."""
+    return render("system", catalogue="\n".join(catalogue_line(entry) for entry in catalogue))
 
 
 def _abnormal_pods(candidate: Candidate) -> list[str]:
@@ -111,7 +81,7 @@ def case_prompt_text(
     uuid: str,
     window: str,
     candidates: Sequence[Candidate],
-    sops: Sequence[SopExcerpt],
+    sops: Sequence[RetrievedDoc],
     evidence_per_candidate: int,
     sop_chars: int,
     missing: Sequence[str] = (),
@@ -124,7 +94,7 @@ def case_prompt_text(
     # last, and the last thing it reads should be this incident's own evidence.
     if sops and sop_chars > 0:
         blocks.append("Runbook excerpts retrieved for this evidence (background, not evidence):")
-        blocks.extend(f"[{s.title}] {s.text[:sop_chars].strip()}" for s in sops)
+        blocks.extend(f"[{s.title}] {s.excerpt[:sop_chars].strip()}" for s in sops)
     blocks.append("Candidates, ranked by anomaly strength and call-graph position, with their evidence:")
     matches = runbook_matches or {}
     blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, [])) for i, c in enumerate(candidates))
@@ -141,11 +111,11 @@ def case_prompt_text(
 
 def build_prompt(
     *,
-    catalogue: Sequence[CatalogueLine],
+    catalogue: Sequence[CatalogueEntry],
     uuid: str,
     window: str,
     candidates: Sequence[Candidate],
-    sops: Sequence[SopExcerpt],
+    sops: Sequence[RetrievedDoc],
     max_tokens: int,
     missing: Sequence[str] = (),
     runbook_matches: RunbookMatches | None = None,

@@ -26,14 +26,15 @@ from diagnose.agents import (
     choice_set,
     final_decision,
     mentioned,
-    render,
     short_catalogue,
     window_text,
 )
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord, KnowledgeSource
+from diagnose.templates import render
 from diagnose.tools import Toolbox
 from index.models import Candidate
+from rca.challenge import RuleVersion
 from rca.llm.base import LLMBackend
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ def run_react(
     knowledge: KnowledgeSource,
     max_steps: int,
     temperature: float,
+    rules: RuleVersion,
 ) -> CaseRecord:
     started = time.perf_counter()
     trajectory = Trajectory()
@@ -132,7 +134,7 @@ def run_react(
     timings = {"agents_s": round(t_decide - started, 3), "decision_s": round(time.perf_counter() - t_decide, 3)}
     record = agent_record(case=case, mode="react", outcome=outcome, prompt=prompt, trajectory=trajectory, ranked=ranked,
                           knowledge=knowledge, decision_action="decision: final answer after the investigation",
-                          started=started, timings=timings)
+                          started=started, timings=timings, rules=rules)
     log.info("%s -> %s (react, %d model calls, %s)", case.uuid, record.answer.component, len(outcome.replies),
              "finished" if finished else "step limit")
     return record

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from index.models import ModalityStatus
 from rca.errors import DataError
 
-RUN_RECORD_VERSION = 2
+RUN_RECORD_VERSION: Literal[2] = 2
 READABLE_VERSIONS = (1, 2)
 
 

@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from diagnose.cases import Case
 from diagnose.pipeline import CaseFailed, CaseRecord, case_failed
 from rca.atomic import write_json_atomic
+from rca.challenge import RuleVersion
 from rca.errors import InputError, RcaError
 from rca.llm.base import LLMError
 
@@ -105,7 +106,7 @@ def run_cases(
     diagnose_one: Callable[[Case], CaseRecord],
     out_path: Path,
     runs_dir: Path,
-    strict_format: bool,
+    rules: RuleVersion,
     concurrency: int = 1,
     show_progress: bool = True,
 ) -> RunSummary:
@@ -138,7 +139,7 @@ def run_cases(
                 raise
             raise failure from exc
         write_json_atomic(runs_dir / f"{case.uuid}.json", record.to_json())
-        answers.append(record.answer.to_submission(strict=strict_format))
+        answers.append(record.answer.to_submission(rules=rules))
         return record
 
     backend_failure: tuple[str, CaseFailed] | None = None
@@ -170,9 +171,9 @@ def run_cases(
                         summary.records.append(record)
                 progress.update(task, advance=1, description=case.uuid)
     if backend_failure is not None:
-        uuid, exc = backend_failure
+        stopped_at, stop_error = backend_failure
         unstarted = len(todo) - len(summary.done) - len(summary.failed)
-        raise LLMError(f"batch stopped at case {uuid}: {exc.__cause__ or exc}; {len(summary.done)} answered this run "
-                       f"(kept in {out_path}), {unstarted} not started; run record: {runs_dir / f'{uuid}.json'}; "
-                       "rerun to resume") from exc
+        raise LLMError(f"batch stopped at case {stopped_at}: {stop_error.__cause__ or stop_error}; "
+                       f"{len(summary.done)} answered this run (kept in {out_path}), {unstarted} not started; "
+                       f"run record: {runs_dir / f'{stopped_at}.json'}; rerun to resume") from stop_error
     return summary

@@ -30,6 +30,7 @@ from diagnose.pipeline import (
 from diagnose.runner import RunSummary, run_cases
 from diagnose.tools import RawTelemetry, TelemetrySource
 from rca.atomic import write_json_atomic
+from rca.challenge import rule_version
 from rca.errors import RcaError
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import Settings
@@ -59,11 +60,12 @@ class Diagnoser:
     @classmethod
     def from_settings(cls, settings: Settings) -> Diagnoser:
         """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend."""
-        from diagnose.sources import IndexEvidence, KnowledgeBase
+        from diagnose.sources import IndexEvidence
         from index.params import IndexParams
+        from knowledge.base import KnowledgeBase
 
         evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
-        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase(settings),
+        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase.from_settings(settings),
                    telemetry=RawTelemetry(settings.paths.data_dir))
 
     @property
@@ -105,11 +107,13 @@ class Diagnoser:
             from diagnose.react import run_react
 
             return run_react(case, toolbox=toolbox, ranked=ranked, llm=self.llm, knowledge=self.knowledge,
-                             max_steps=settings.diagnose.react_max_steps, temperature=temperature)
+                             max_steps=settings.diagnose.react_max_steps, temperature=temperature,
+                             rules=rule_version(settings.challenge.rules))
         from diagnose.team import run_team
 
         return run_team(case, toolbox=toolbox, ranked=ranked, llm=self.llm, knowledge=self.knowledge,
-                        max_rounds=settings.diagnose.team_max_rounds, temperature=temperature)
+                        max_rounds=settings.diagnose.team_max_rounds, temperature=temperature,
+                        rules=rule_version(settings.challenge.rules))
 
     def diagnose_adhoc(self, case: Case) -> CaseRecord:
         """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``, failed or not."""
@@ -147,7 +151,7 @@ class Diagnoser:
         concurrency = settings.llm.concurrency if settings.llm.backend == "openai" else 1
         summary = run_cases(
             cases, diagnose_one=self.diagnose, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
-            strict_format=settings.diagnose.strict_format, concurrency=concurrency, show_progress=show_progress,
+            rules=rule_version(settings.challenge.rules), concurrency=concurrency, show_progress=show_progress,
         )
         if summary.failed:  # each was named with its error already; this is the count
             log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))

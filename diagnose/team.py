@@ -28,20 +28,22 @@ from diagnose.agents import (
     choice_set,
     final_decision,
     mentioned,
-    render,
     short_catalogue,
     window_text,
 )
 from diagnose.cases import Case
 from diagnose.pipeline import CaseRecord, KnowledgeSource
 from diagnose.record import AgentCallRecord
+from diagnose.templates import render
 from diagnose.tools import Observation, Toolbox
 from index.models import Candidate
+from rca.challenge import RuleVersion
 from rca.llm.base import LLMBackend
 
 log = logging.getLogger(__name__)
 
-SPECIALIST_TOOLS: dict[str, str] = {"metric": "get_metrics", "log": "get_logs", "trace": "get_traces"}
+Specialist = Literal["metric", "log", "trace"]
+SPECIALIST_TOOLS: dict[Specialist, str] = {"metric": "get_metrics", "log": "get_logs", "trace": "get_traces"}
 SPECIALIST_LINES = 6  # tool lines a specialist reads
 
 
@@ -104,10 +106,10 @@ class Team:
             log.warning("%s: invalid controller plan (%s); default order, index top as focus", self.case.uuid, exc)
             self.trajectory.calls[-1].observation = f"invalid plan ({exc}); default order used"
             return _Plan(order=list(SPECIALIST_TOOLS), focus=focus[0])
-        order = list(dict.fromkeys(plan.order)) + [s for s in SPECIALIST_TOOLS if s not in plan.order]
+        order: list[Specialist] = list(dict.fromkeys(plan.order)) + [s for s in SPECIALIST_TOOLS if s not in plan.order]
         return _Plan(order=order, focus=plan.focus)
 
-    def specialist(self, name: str, *, component: str | None, hint: str, round_no: int) -> None:
+    def specialist(self, name: Specialist, *, component: str | None, hint: str, round_no: int) -> None:
         tool = SPECIALIST_TOOLS[name]
         args: dict[str, object] = {"component": component} if component else {}
         args["limit"] = SPECIALIST_LINES
@@ -190,6 +192,7 @@ def run_team(
     knowledge: KnowledgeSource,
     max_rounds: int,
     temperature: float,
+    rules: RuleVersion,
 ) -> CaseRecord:
     started = time.perf_counter()
     team = Team(case, toolbox=toolbox, ranked=ranked, llm=llm, knowledge=knowledge, temperature=temperature)
@@ -221,7 +224,7 @@ def run_team(
     timings = {"agents_s": round(time.perf_counter() - started, 3)}
     record = agent_record(case=case, mode="team", outcome=outcome, prompt=prompt, trajectory=team.trajectory,
                           ranked=ranked, knowledge=knowledge, decision_action=f"judge: root cause accepted (round {round_no})",
-                          started=started, timings=timings)
+                          started=started, timings=timings, rules=rules)
     log.info("%s -> %s (team, %d rounds, %d model calls)", case.uuid, record.answer.component, round_no,
              len(outcome.replies))
     return record

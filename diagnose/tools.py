@@ -590,7 +590,7 @@ class SopTool:
         for doc in docs:
             metrics = self.knowledge.key_metrics(doc.fault_type) if doc.fault_type else []
             head = f"{doc.title}" + (f" (key metrics: {', '.join(metrics[:4])})" if metrics else "")
-            lines.append(f"{head}: {' '.join(doc.text.split())[: self.chars]}")
+            lines.append(f"{head}: {doc.excerpt[: self.chars]}")
         return Observation(text="\n".join(lines), lead=lines[0])
 
 

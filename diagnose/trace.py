@@ -4,8 +4,8 @@ Steps 1-3 are the analyses code ran for the window (metrics, call graph, log
 templates); their observations are the strongest evidence lines found, preferring
 those of the component the model chose. Then the SOP signal check of the chosen fault
 type on the chosen component (what the model was shown), and last the model's decision.
-Observations start with the KPI name, call edge or template keyword (scored on
-their first 100 characters).
+Observations start with the KPI name, call edge or template keyword and stay within the
+part the rule version scores (``clip_observation``).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from diagnose.answer import TraceStep, clip_observation
 from index.models import Candidate, EvidenceItem
 from knowledge.signatures import SignatureMatch
+from rca.challenge import RuleVersion
 
 ANALYSES: tuple[tuple[str, str], ...] = (
     ("metric", "metric analysis: APM/infra/TiDB KPIs vs fault-free baseline"),
@@ -34,46 +35,46 @@ def _items_for(modality: str, chosen: str, candidates: Sequence[Candidate]) -> l
     return sorted(own, key=lambda i: -i.magnitude) + sorted(others, key=lambda i: -i.magnitude)
 
 
-def _observation(items: list[EvidenceItem]) -> str:
-    """The first item's line, plus the keys of further items while they fit in 100 chars."""
+def _observation(items: list[EvidenceItem], *, rules: RuleVersion) -> str:
+    """The first item's line, plus the keys of further items while they fit in the scored part."""
     text = items[0].text
     for extra in items[1:8]:
         if extra.key in text:
             continue
         candidate = f"{text}; {extra.key} {extra.direction}"
-        if len(candidate) <= 100:
+        if clip_observation(candidate, rules=rules) == candidate:
             text = candidate
-    return clip_observation(text)
+    return clip_observation(text, rules=rules)
 
 
-def _signature_observation(signature: SignatureMatch | None, *, fault_type: str, lead: str) -> str:
+def _signature_observation(signature: SignatureMatch | None, *, fault_type: str, lead: str, rules: RuleVersion) -> str:
     """``<first signal seen>: <fault type> signals k/n (<the others>)``, or that none was seen
     (then led by ``lead``, the chosen component's strongest evidence key)."""
     if signature is None or not signature.matched:
-        return clip_observation(f"{lead}: no documented {fault_type} signal in the evidence")
+        return clip_observation(f"{lead}: no documented {fault_type} signal in the evidence", rules=rules)
     first, *rest = signature.matched
     text = f"{first}: {fault_type} signals {len(signature.matched)}/{signature.expected}"
     if rest:
         text += f" ({', '.join(rest)})"
     if signature.contradicted:
         text += f"; against: {', '.join(signature.contradicted)}"
-    return clip_observation(text)
+    return clip_observation(text, rules=rules)
 
 
 def build_trace(*, chosen: str, fault_type: str, reason_metrics: Sequence[str], candidates: Sequence[Candidate],
-                signature: SignatureMatch | None = None) -> list[TraceStep]:
+                signature: SignatureMatch | None = None, rules: RuleVersion) -> list[TraceStep]:
     steps: list[TraceStep] = []
     for modality, action in ANALYSES:
         items = _items_for(modality, chosen, candidates)
         if not items:
             continue  # nothing anomalous of this kind: not evidence, so not a step
-        steps.append(TraceStep(step=len(steps) + 1, action=action, observation=_observation(items)))
+        steps.append(TraceStep(step=len(steps) + 1, action=action, observation=_observation(items, rules=rules)))
     own = [i for c in candidates if c.component == chosen for i in c.evidence]
     if own:  # the check ran on the chosen component's evidence, whatever it found
         steps.append(TraceStep(step=len(steps) + 1, action=f"SOP signal check: {fault_type} runbook vs {chosen} evidence",
-                               observation=_signature_observation(signature, fault_type=fault_type, lead=own[0].key)))
+                               observation=_signature_observation(signature, fault_type=fault_type, lead=own[0].key, rules=rules)))
     verdict = f"{chosen}: {fault_type}"
     if reason_metrics:
         verdict += f" ({', '.join(reason_metrics)})"
-    steps.append(TraceStep(step=len(steps) + 1, action="decision: LLM over ranked candidates and SOPs", observation=clip_observation(verdict)))
+    steps.append(TraceStep(step=len(steps) + 1, action="decision: LLM over ranked candidates and SOPs", observation=clip_observation(verdict, rules=rules)))
     return steps

@@ -29,11 +29,10 @@ from index.build import PartitionOutcome, run_nightly
 from index.engines import make_engine
 from index.lock import IndexBusyError
 from index.params import IndexParams
-from index.store import PARTITION_FAMILIES, IndexStoreError
+from index.store import PARTITION_FAMILIES
 from preprocess import layout
 from rca.clisupport import build_settings, fail
-from rca.errors import InputError
-from rca.settings import SettingsError
+from rca.errors import InputError, RcaError
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
                   add_completion=False)
@@ -63,13 +62,17 @@ def preprocess(
     data_root, index_root = settings.paths.data_dir, settings.paths.index_dir
     if not data_root.is_dir():
         fail(f"{data_root}: data directory not found")
-    days = layout.list_days(data_root) if all_days else sorted(set(dates))
+    available = layout.list_days(data_root)
+    days = available if all_days else sorted(set(dates))
     try:
         params = IndexParams.from_settings(settings.index)
-    except SettingsError as exc:
+    except RcaError as exc:
         fail(str(exc))
     if not days:
         fail(f"{data_root}: no YYYY-MM-DD day directories")
+    unknown = [day for day in days if day not in available]
+    if unknown:
+        fail(f"{data_root}: no day directory for {', '.join(unknown)}")
     try:
         partition_engine = make_engine(settings.preprocess.engine, workers=settings.preprocess.workers,
                                        ray_address=settings.preprocess.ray_address)
@@ -90,7 +93,7 @@ def preprocess(
                                    wait_for_lock=wait, on_partition_done=advance, engine=partition_engine)
         except IndexBusyError as exc:
             fail(str(exc), code=EXIT_BUSY)
-        except (FileNotFoundError, IndexStoreError) as exc:
+        except RcaError as exc:
             fail(str(exc))
     Console().print(_summary(outcomes))
     raise typer.Exit(exit_status(outcomes))

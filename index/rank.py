@@ -38,13 +38,10 @@ from index.evidence import Item, fanout_items, log_items, metric_items, trace_it
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_trace import propagation_scores
-from rca.taxonomy import is_node, service_of
+from rca.taxonomy import STORAGE_CALLS, is_node, service_of
 
-# Storage calls never appear in traces (data-contract §7); they join the observed call
-# graph when both ends exist in the data, so TiDB faults are not blamed on their caller.
-STORAGE_CALLS: tuple[tuple[str, str], ...] = (
-    ("productcatalogservice", "tidb-tidb"), ("tidb-tidb", "tidb-pd"), ("tidb-tidb", "tidb-tikv"),
-)
+# Storage calls (rca/system.toml) never appear in traces; they join the observed call graph
+# when both ends exist in the data, so TiDB faults are not blamed on their caller.
 
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.

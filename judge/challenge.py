@@ -18,8 +18,9 @@ import numpy as np
 
 from judge.embedding import TextEmbedder
 from judge.groundtruth import KeyObservation, TruthCase
-from judge.rules import RuleVersion, names_kpi, scored_observation, scored_reason
+from judge.rules import names_kpi, scored_observation, scored_reason
 from judge.validation import Answer, Step, SubmissionCheck
+from rca.challenge import RuleVersion
 
 log = logging.getLogger(__name__)
 

@@ -32,20 +32,20 @@ def rca_command(
     ctx: typer.Context,
     gt: Path = typer.Option(..., "--gt", help="Ground truth JSONL (groundtruth.jsonl)."),
     pred: Path = typer.Option(..., "--pred", help="Submission JSONL to score."),
-    rules: str | None = typer.Option(None, "--rules", help="Rule version: early | late (default: settings.judge.rules)."),
+    rules: str | None = typer.Option(None, "--rules", help="Rule version: early | late (default: [challenge] rules)."),
     threshold: float | None = typer.Option(None, "--threshold", help="Semantic reason threshold (default: settings.judge.semantic_threshold)."),
     keyword_only: bool = typer.Option(False, "--keyword-only", help="Skip the semantic reason step (no embedding model)."),
     output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
 ) -> None:
     """Score a submission with the 2025 challenge rules; exits 1 when its format is invalid."""
-    settings = build_settings(ctx, {"judge": {"rules": rules, "semantic_threshold": threshold}})
+    settings = build_settings(ctx, {"challenge": {"rules": rules}, "judge": {"semantic_threshold": threshold}})
     from judge.challenge import score_challenge
     from judge.groundtruth import load_truth
     from judge.render import print_challenge, write_json_atomic
-    from judge.rules import rule_version
     from judge.validation import check_submission_file
+    from rca.challenge import rule_version
 
-    version = rule_version(settings.judge.rules)
+    version = rule_version(settings.challenge.rules)
     try:
         truth = load_truth(gt)
         check = check_submission_file(pred, truth_uuids=[c.uuid for c in truth], rules=version)
@@ -110,14 +110,22 @@ def _run_qa(settings: Settings, *, directory: Path, reference: Path, answers: Pa
         log.info("report written to %s", output)
 
 
+# The QA judge's options, shared by `rca judge qa` and the standalone `judge` command.
+_DIR_OPTION = typer.Option(..., "--dir", "-d", help=_DIR_HELP)
+_REF_OPTION = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP)
+_ANS_OPTION = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP)
+_OUT_OPTION = typer.Option(None, "--output", "-o", help=_OUT_HELP)
+_CACHE_OPTION = typer.Option(None, "--cache-dir", help=_CACHE_HELP)
+
+
 @app.command("qa")
 def qa_command(
     ctx: typer.Context,
-    directory: Path = typer.Option(..., "--dir", "-d", help=_DIR_HELP),
-    reference: Path = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP),
-    answers: Path = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP),
-    output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
+    directory: Path = _DIR_OPTION,
+    reference: Path = _REF_OPTION,
+    answers: Path = _ANS_OPTION,
+    output: Path | None = _OUT_OPTION,
+    cache_dir: Path | None = _CACHE_OPTION,
 ) -> None:
     """Keyword + similarity QA judge (same as the standalone ``judge`` command)."""
     _run_qa(build_settings(ctx), directory=directory, reference=reference, answers=answers,
@@ -138,11 +146,11 @@ _standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 @_standalone.command()
 def judge_qa(
     ctx: typer.Context,
-    directory: Path = typer.Option(..., "--dir", "-d", help=_DIR_HELP),
-    reference: Path = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP),
-    answers: Path = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP),
-    output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
+    directory: Path = _DIR_OPTION,
+    reference: Path = _REF_OPTION,
+    answers: Path = _ANS_OPTION,
+    output: Path | None = _OUT_OPTION,
+    cache_dir: Path | None = _CACHE_OPTION,
     config: Path | None = typer.Option(None, "--config", help="TOML config file (default: config/config.toml if present)."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
 ) -> None:

@@ -241,7 +241,7 @@ def score_qa(
         keyword_weight=keyword_weight,
         similarity_weight=similarity_weight,
         evaluation_model=cache.model_id,
-        agreement=agreement([r.score for r in labelled], [int(r.label) for r in labelled]) if labelled else None,
+        agreement=agreement([r.score for r in labelled], [int(r.label) for r in labelled if r.label is not None]) if labelled else None,
         unknown_answer_ids=unknown,
         per_question=rows,
     )

@@ -1,65 +1,17 @@
-"""The two published rule versions of the 2025 challenge, and everything that differs between them.
+"""How the judge applies a rule version (``rca.challenge``): which part of a reason or an
+observation is scored, and when an observation names a KPI.
 
-early = the task statement; late = the submission README (see docs/scoring.md).
+The rule-version data itself lives in the kernel so that the diagnoser shapes its answers
+from the same values; the judge keeps its own parser (``judge/validation.py``).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
 
-RulesName = Literal["early", "late"]
-
-
-@dataclass(frozen=True)
-class RuleVersion:
-    name: RulesName
-    required_fields: frozenset[str]
-    # Late rules reject any other field (HTTP 400); early rules only warn.
-    extra_fields_are_errors: bool
-    # Early rules accept a list of components/reasons and score the first one.
-    lists_allowed: bool
-    reason_words: int | None  # None: the first reason, whole
-    observation_chars: int | None
-    observation_words: int | None
-    # Whose traces count for the mean path length: component right (late) or component and reason right (early).
-    efficiency_needs_reason: bool
-    fuzzy_kpi_match: bool
-
-
-EARLY = RuleVersion(
-    name="early",
-    required_fields=frozenset({"uuid", "component", "reason", "time", "reasoning_trace"}),
-    extra_fields_are_errors=False,
-    lists_allowed=True,
-    reason_words=None,
-    observation_chars=100,
-    observation_words=None,
-    efficiency_needs_reason=True,
-    fuzzy_kpi_match=True,
-)
-LATE = RuleVersion(
-    name="late",
-    required_fields=frozenset({"uuid", "component", "reason", "reasoning_trace"}),
-    extra_fields_are_errors=True,
-    lists_allowed=False,
-    reason_words=20,
-    observation_chars=None,
-    observation_words=20,
-    efficiency_needs_reason=False,
-    fuzzy_kpi_match=False,
-)
-RULES: dict[str, RuleVersion] = {"early": EARLY, "late": LATE}
+from rca.challenge import RuleVersion
 
 # Early rules: "first reason only". A string may still list several reasons; these separate them.
 _REASON_SEPARATORS = re.compile(r"[;；\n]")
-
-
-def rule_version(name: str) -> RuleVersion:
-    try:
-        return RULES[name]
-    except KeyError:
-        raise ValueError(f"unknown rules {name!r}; expected one of {sorted(RULES)}") from None
 
 
 def first_words(text: str, count: int) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.groundtruth import InputFileError
-from judge.rules import RuleVersion
+from rca.challenge import RuleVersion
 
 STEP_FIELDS = frozenset({"step", "action", "observation"})
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"

@@ -1,5 +1,5 @@
 """SOP knowledge base: fault-type documents, their validation, the Chroma index and retrieval.
 
-Public entry points: :func:`knowledge.retrieval.retrieve`, :func:`knowledge.retrieval.fault_catalogue`,
-:func:`knowledge.store.reindex`, :func:`knowledge.embedding.load_embedder`. See README.md.
+Public entry point: :class:`knowledge.base.KnowledgeBase` (``from_settings`` / ``open``;
+``catalogue``, ``key_metrics``, ``retrieve``, ``signature_matches``, ``reindex``). See README.md.
 """

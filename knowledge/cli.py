@@ -11,14 +11,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from knowledge.base import KnowledgeBase
 from knowledge.documents import DocumentError, docs_dir, load_documents, read_document, validate_directory
-from knowledge.embedding import EmbeddingModelError
-from knowledge.retrieval import retrieve
-from knowledge.store import reindex
+from knowledge.store import ReindexReport
 from rca.clisupport import build_settings, fail
+from rca.errors import RcaError
 from rca.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def _reindex(settings: Settings) -> ReindexReport:
+    """Open the knowledge base, which brings its collection in line with the documents."""
+    return KnowledgeBase.from_settings(settings).index_report
 app = typer.Typer(no_args_is_help=True, help="SOP knowledge base: documents, validation, Chroma index, search.")
 console = Console()
 
@@ -28,7 +33,7 @@ def list_documents(ctx: typer.Context) -> None:
     """List the documents with their kind, fault type and title."""
     settings = build_settings(ctx)
     try:
-        documents = load_documents(docs_dir(settings))
+        documents = load_documents(docs_dir(settings.knowledge))
     except DocumentError as exc:
         fail(str(exc))
     table = Table("id", "kind", "fault type", "title")
@@ -39,9 +44,9 @@ def list_documents(ctx: typer.Context) -> None:
 
 def _document_path(settings: Settings, doc_id: str) -> Path:
     """The file of an existing document, or a clear error naming the directory."""
-    path = docs_dir(settings) / f"{doc_id}.md"
+    path = docs_dir(settings.knowledge) / f"{doc_id}.md"
     if not path.is_file():
-        fail(f"no document with id '{doc_id}' in {docs_dir(settings)}")
+        fail(f"no document with id '{doc_id}' in {docs_dir(settings.knowledge)}")
     return path
 
 
@@ -58,7 +63,7 @@ def validate(ctx: typer.Context,
              path: Path | None = typer.Argument(None, help="A document or a directory (default: the document directory).")) -> None:
     """Validate documents; every problem names the file, field and line."""
     settings = build_settings(ctx)
-    target = path or docs_dir(settings)
+    target = path or docs_dir(settings.knowledge)
     if not target.exists():
         fail(f"{target}: no such file or directory")
     if target.is_dir():
@@ -83,7 +88,7 @@ def add(ctx: typer.Context, file: Path = typer.Argument(..., help="Markdown docu
         replace: bool = typer.Option(False, "--replace", help="Overwrite an existing document with the same id.")) -> None:
     """Validate a document, copy it into the document directory and reindex. A failure changes nothing."""
     settings = build_settings(ctx)
-    directory = docs_dir(settings)
+    directory = docs_dir(settings.knowledge)
     try:
         document = read_document(file)
     except DocumentError as exc:
@@ -105,8 +110,8 @@ def add(ctx: typer.Context, file: Path = typer.Argument(..., help="Markdown docu
     shutil.copy2(file, staged)
     os.replace(staged, target)
     try:
-        report = reindex(settings)
-    except (DocumentError, EmbeddingModelError) as exc:
+        report = _reindex(settings)
+    except RcaError as exc:
         # Put the directory back as it was; the index catches up on the next reindex.
         if previous is None:
             target.unlink()
@@ -123,9 +128,9 @@ def remove(ctx: typer.Context, doc_id: str = typer.Argument(..., help="Document 
     path = _document_path(settings, doc_id)
     path.unlink()
     try:
-        report = reindex(settings)
-    except (DocumentError, EmbeddingModelError) as exc:
-        fail(f"{doc_id} deleted from {docs_dir(settings)} but the index was not updated: {exc}")
+        report = _reindex(settings)
+    except RcaError as exc:
+        fail(f"{doc_id} deleted from {docs_dir(settings.knowledge)} but the index was not updated: {exc}")
     typer.echo(f"removed {doc_id} (index: {len(report.removed)} document(s) deleted)")
 
 
@@ -135,8 +140,8 @@ def search(ctx: typer.Context, text: str = typer.Argument(..., help="Evidence su
     """Show the documents most relevant to a text."""
     settings = build_settings(ctx)
     try:
-        hits = retrieve(settings, text, k=k)
-    except (DocumentError, EmbeddingModelError) as exc:
+        hits = KnowledgeBase.from_settings(settings).retrieve(text, k=k)
+    except RcaError as exc:
         fail(str(exc))
     table = Table("rank", "score", "id", "fault type", "best section")
     for rank, hit in enumerate(hits, start=1):
@@ -149,8 +154,8 @@ def reindex_command(ctx: typer.Context) -> None:
     """Bring the Chroma collection in line with the documents (embeds only what changed)."""
     settings = build_settings(ctx)
     try:
-        report = reindex(settings)
-    except (DocumentError, EmbeddingModelError) as exc:
+        report = _reindex(settings)
+    except RcaError as exc:
         fail(str(exc))
     typer.echo(f"added {len(report.added)}, updated {len(report.updated)}, removed {len(report.removed)}, "
                f"unchanged {len(report.unchanged)}; embedded {report.chunks_embedded} chunks "

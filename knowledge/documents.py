@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from knowledge.signatures import Signal, SignalError
 from rca.errors import InputError
-from rca.settings import Settings
+from rca.settings import KnowledgeSettings
 from rca.taxonomy import FAULT_TYPES, LEVELS
 
 FRONT_MATTER_FENCE = "+++"
@@ -121,6 +121,16 @@ class SopDocument(BaseModel):
     def id(self) -> str:
         return self.meta.id
 
+    def excerpt(self, heading: str) -> str:
+        """The text of the ``## heading`` section on one line; the whole body for the header
+        chunk or the overview, which have no section of their own."""
+        wanted = heading.strip().lower()
+        if wanted != "overview":
+            for section in self.sections:
+                if section.heading.lower() == wanted:
+                    return " ".join(section.text.split())
+        return " ".join(self.body.split())
+
 
 def parse_document(text: str, *, source: str, expected_id: str | None = None) -> SopDocument:
     """Parse and validate a document's text. ``source`` names it in errors."""
@@ -206,9 +216,9 @@ def read_document(path: Path) -> SopDocument:
     return parse_document(text, source=str(path), expected_id=path.stem)
 
 
-def docs_dir(settings: Settings) -> Path:
-    """The document directory in use: ``knowledge.docs_dir`` or the shipped one."""
-    return settings.knowledge.docs_dir or SHIPPED_DOCS_DIR
+def docs_dir(knowledge: KnowledgeSettings) -> Path:
+    """The document directory in use: ``[knowledge] docs_dir`` or the shipped one."""
+    return knowledge.docs_dir or SHIPPED_DOCS_DIR
 
 
 def load_documents(directory: Path) -> list[SopDocument]:

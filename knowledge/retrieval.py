@@ -1,21 +1,20 @@
 """What the diagnoser asks of the knowledge base: relevant SOPs and the fault catalogue.
 
-``retrieve`` embeds an evidence summary, searches the chunk collection (refreshing it
-first if documents changed) and returns whole documents ranked by their best chunk.
-``fault_catalogue`` gives one compact line per fault type for the static prompt part.
+``search`` embeds an evidence summary, scores every chunk of the collection and returns
+whole documents ranked by their best chunks. ``fault_catalogue`` gives one entry per fault
+type for the static prompt part. ``knowledge.base.KnowledgeBase`` holds what these need.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import chromadb
 from pydantic import BaseModel, ConfigDict
 
-from knowledge.documents import FrontMatter, docs_dir, load_documents
-from knowledge.embedding import load_embedder
+from knowledge.documents import DocumentError, FrontMatter, SopDocument
+from knowledge.embedding import Embedder
 from knowledge.signatures import Signal, parse_signals
-from knowledge.store import open_collection, reindex
-from rca.settings import Settings
 from rca.taxonomy import FAULT_TYPES
 
 log = logging.getLogger(__name__)
@@ -39,6 +38,7 @@ class RetrievedDoc(BaseModel):
     score: float  # mean cosine of the two best chunks plus the lexical bonus (see above)
     best_section: str
     text: str  # the document body (markdown, without front matter)
+    excerpt: str  # the best-matching section on one line (the whole body for the header chunk)
     key_metrics: list[str]
     reason_template: str | None
 
@@ -52,37 +52,31 @@ class CatalogueEntry(BaseModel):
     key_metrics: list[str]
     reason_template: str
 
-    @property
-    def line(self) -> str:
-        return (f"{self.fault_type} [{'/'.join(self.levels)}] key metrics: {', '.join(self.key_metrics)}"
-                f" | reason: {self.reason_template}")
 
 
-def retrieve(settings: Settings, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
+def search(collection: chromadb.Collection, embedder: Embedder, documents: Mapping[str, SopDocument],
+           summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
     """The ``k`` documents most relevant to an evidence summary, best first.
 
     ``hints`` (component kinds, KPI names, suspected fault types) are appended to the
-    query text. The index is refreshed first when documents were added, changed or removed.
+    query text. ``documents`` (by id) must be what the collection was indexed from.
     """
     if not summary.strip() and not any(h.strip() for h in hints):
-        raise ValueError("retrieve() needs a non-empty summary or hints")
+        raise ValueError("search() needs a non-empty summary or hints")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    documents = {document.id: document for document in load_documents(docs_dir(settings))}
-    reindex(settings, documents=list(documents.values()))
-    collection = open_collection(settings)
     query = summary.strip() if not hints else f"{summary.strip()}\n{'; '.join(hints)}"
-    vector = load_embedder(settings.embedding).embed([query])
+    vector = embedder.embed([query])
     # The collection is small (a few hundred chunks): score every chunk, then aggregate.
     result = collection.query(query_embeddings=vector, n_results=collection.count(),
                               include=["metadatas", "distances"])
     chunk_scores: dict[str, list[tuple[float, str]]] = {}
-    for metadata, distance in zip(result["metadatas"][0], result["distances"][0]):
+    for metadata, distance in zip((result["metadatas"] or [[]])[0], (result["distances"] or [[]])[0]):
         similarity = 1.0 - float(distance)  # cosine space: distance = 1 - cosine
         chunk_scores.setdefault(str(metadata["doc_id"]), []).append((similarity, str(metadata["section"])))
     scored: list[tuple[float, str, str]] = []
     for doc_id, scores in chunk_scores.items():
-        if doc_id not in documents:  # indexed by a concurrent writer after we listed the directory
+        if doc_id not in documents:  # indexed by a concurrent writer after the documents were read
             continue
         scores.sort(reverse=True)
         top = [value for value, _ in scores[:_BEST_CHUNKS]]
@@ -92,9 +86,11 @@ def retrieve(settings: Settings, summary: str, *, hints: Sequence[str] = (), k: 
     ranked = [(doc_id, (score, section)) for score, doc_id, section in scored[:k]]
     hits: list[RetrievedDoc] = []
     for doc_id, (score, section) in ranked:
-        meta = documents[doc_id].meta
+        document = documents[doc_id]
+        meta = document.meta
         hits.append(RetrievedDoc(id=doc_id, title=meta.title, kind=meta.kind, fault_type=meta.fault_type,
-                                 score=round(score, 4), best_section=section, text=documents[doc_id].body,
+                                 score=round(score, 4), best_section=section, text=document.body,
+                                 excerpt=document.excerpt(section),
                                  key_metrics=list(meta.key_metrics), reason_template=meta.reason_template))
     log.debug("retrieve %r -> %s", query[:80], [(h.id, h.score) for h in hits])
     return hits
@@ -107,26 +103,29 @@ def _lexical_bonus(meta: FrontMatter, query: str) -> float:
     return _LEXICAL_BONUS * min(matches, _LEXICAL_MAX_MATCHES)
 
 
-def fault_catalogue(settings: Settings) -> list[CatalogueEntry]:
-    """One entry per fault type, in taxonomy order; every fault type must have a document."""
+def fault_catalogue(documents: Sequence[SopDocument], *, source: str) -> list[CatalogueEntry]:
+    """One entry per fault type, in taxonomy order; every fault type must have a document.
+
+    ``source`` (the document directory) names the set in the error.
+    """
     by_type = {}
-    for document in load_documents(docs_dir(settings)):
+    for document in documents:
         meta = document.meta
-        if meta.kind == "fault" and meta.fault_type not in by_type:
+        if meta.kind == "fault" and meta.fault_type is not None and meta.fault_type not in by_type:
             by_type[meta.fault_type] = CatalogueEntry(
                 fault_type=meta.fault_type, fault_category=meta.fault_category or "",
                 levels=list(meta.levels), key_metrics=list(meta.key_metrics),
                 reason_template=meta.reason_template or "")
     missing = [name for name in FAULT_TYPES if name not in by_type]
     if missing:
-        raise LookupError(f"{docs_dir(settings)}: no fault document for {missing}")
+        raise DocumentError(source=source, message=f"no fault document for {missing}")
     return [by_type[name] for name in FAULT_TYPES]
 
 
-def fault_signatures(settings: Settings) -> dict[str, list[Signal]]:
+def fault_signatures(documents: Sequence[SopDocument]) -> dict[str, list[Signal]]:
     """The checkable signals of every fault type, from its document's front matter."""
     return {
         document.meta.fault_type: parse_signals(document.meta.signals)
-        for document in load_documents(docs_dir(settings))
+        for document in documents
         if document.meta.kind == "fault" and document.meta.fault_type
     }

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from rca.errors import InputError
 
+Modality = Literal["metric", "log", "trace"]
 MODALITIES = ("metric", "log", "trace")
 DIRECTIONS = ("up", "down", "silent", "any")
 # trace clue -> the words of the evidence line it points the reader to (its label in a fit).
@@ -47,19 +48,26 @@ class SignalError(InputError):
 class Observation(Protocol):
     """What a signal is checked against (``index.models.EvidenceItem`` satisfies it)."""
 
-    modality: str
-    signal: str  # level | silent | burst | new_template | latency | errors | calls_stopped | fanout
-    key: str
-    direction: str
-    example: str  # log: the quoted log line
-    fanout_signal: str | None  # fanout: what the caller pod's calls showed (errors | latency)
+    # Read-only members, so that models with narrower (Literal) field types satisfy it too.
+    @property
+    def modality(self) -> str: ...
+    @property
+    def signal(self) -> str: ...  # level | silent | burst | new_template | latency | errors | calls_stopped | fanout
+    @property
+    def key(self) -> str: ...
+    @property
+    def direction(self) -> str: ...
+    @property
+    def example(self) -> str: ...  # log: the quoted log line
+    @property
+    def fanout_signal(self) -> str | None: ...  # fanout: what the caller pod's calls showed (errors | latency)
 
 
 @dataclass(frozen=True)
 class Clue:
     """One checkable observation: modality, pattern and (for metrics) direction."""
 
-    modality: Literal["metric", "log", "trace"]
+    modality: Modality
     pattern: str
     direction: str = "any"
 
@@ -76,7 +84,7 @@ class Clue:
                 raise SignalError(f"{spec!r}: direction must be one of {', '.join(DIRECTIONS)}")
         if modality == "trace" and pattern.strip() not in TRACE_SIGNALS:
             raise SignalError(f"{spec!r}: a trace clue names a signal: one of {', '.join(TRACE_SIGNALS)}")
-        return cls(modality=modality, pattern=pattern.strip(), direction=direction)
+        return cls(modality=cast(Modality, modality), pattern=pattern.strip(), direction=direction)
 
     def matches(self, item: Observation) -> bool:
         if item.modality != self.modality:
@@ -166,7 +174,7 @@ def match_signature(fault_type: str, signals: Sequence[Signal], evidence: Sequen
                           contradicted=tuple(contradicted))
 
 
-def rank_signatures(signatures: dict[str, Sequence[Signal]], evidence: Sequence[Observation], *,
+def rank_signatures(signatures: Mapping[str, Sequence[Signal]], evidence: Sequence[Observation], *,
                     fault_types: Sequence[str]) -> list[SignatureMatch]:
     """``fault_types`` (those with signals) ranked by fit to ``evidence``, best first.
 

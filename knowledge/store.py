@@ -9,16 +9,14 @@ documents and leaves the rest alone.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import chromadb
 from chromadb.config import Settings as ChromaSettings
 
-from knowledge.documents import SopDocument, docs_dir, load_documents
-from knowledge.embedding import ChromaEmbeddingFunction, load_embedder
-from rca.settings import Settings
+from knowledge.documents import SopDocument
+from knowledge.embedding import ChromaEmbeddingFunction, Embedder
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +26,6 @@ CHUNKER_VERSION = "2"
 # embedded: their wording would pull queries about those other faults to this document.
 # Mitigation sections are for acting agents (bench/), not evidence: kept out of retrieval too.
 UNINDEXED_SECTION_PREFIXES = ("look-alike", "mitigation")
-
-_CLIENTS: dict[Path, chromadb.ClientAPI] = {}
-_CLIENTS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -80,22 +75,19 @@ def document_chunks(document: SopDocument, *, index_hash: str) -> list[Chunk]:
     return chunks
 
 
-def _client(kb_dir: Path) -> chromadb.ClientAPI:
-    key = kb_dir.resolve()
-    with _CLIENTS_LOCK:
-        if key not in _CLIENTS:
-            key.mkdir(parents=True, exist_ok=True)
-            _CLIENTS[key] = chromadb.PersistentClient(
-                path=str(key), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False))
-        return _CLIENTS[key]
+def open_client(kb_dir: Path) -> chromadb.ClientAPI:
+    """The persistent Chroma client of a store directory (created if missing), telemetry off."""
+    kb_dir.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(kb_dir.resolve()),
+                                     settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False))
 
 
-def open_collection(settings: Settings) -> chromadb.Collection:
+def open_collection(client: chromadb.ClientAPI, *, name: str, embedder: Embedder) -> chromadb.Collection:
     """The SOP collection (cosine space, our offline embedding function), created if missing."""
-    embedding_function = ChromaEmbeddingFunction(load_embedder(settings.embedding))
-    return _client(settings.paths.kb_dir).get_or_create_collection(
-        name=settings.knowledge.collection,
-        embedding_function=embedding_function,
+    return client.get_or_create_collection(
+        name=name,
+        # chromadb types the function over text-or-image inputs; ours embeds text only.
+        embedding_function=ChromaEmbeddingFunction(embedder),  # type: ignore[arg-type]
         configuration={"hnsw": {"space": "cosine"}},
     )
 
@@ -115,12 +107,8 @@ def indexed_hashes(collection: chromadb.Collection) -> dict[str, str]:
     return hashes
 
 
-def reindex(settings: Settings, *, documents: list[SopDocument] | None = None) -> ReindexReport:
-    """Bring the collection in line with the document directory; embeds only what changed."""
-    if documents is None:
-        documents = load_documents(docs_dir(settings))
-    embedder = load_embedder(settings.embedding)
-    collection = open_collection(settings)
+def reindex(collection: chromadb.Collection, *, documents: list[SopDocument], embedder: Embedder) -> ReindexReport:
+    """Bring the collection in line with ``documents``; embeds only what changed."""
     stored = indexed_hashes(collection)
     report = ReindexReport()
     current_ids = {document.id for document in documents}

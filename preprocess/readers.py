@@ -28,12 +28,12 @@ import polars as pl
 from preprocess import layout
 from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
 from rca.errors import DataError
+from rca.taxonomy import TIDB_COMPONENTS
 from rca.timeutil import as_utc, cst_hours_between, format_utc
 
 log = logging.getLogger(__name__)
 
 # Component names of the TiDB families, whose rows do not name a pod.
-TIDB_COMPONENTS: dict[str, str] = {"infra_tidb": "tidb-tidb", "infra_tikv": "tidb-tikv", "infra_pd": "tidb-pd"}
 
 # Raw label columns of the long metric files that may hold the string "null".
 _INFRA_LABELS: tuple[str, ...] = (

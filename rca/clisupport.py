@@ -5,7 +5,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -37,7 +37,7 @@ def build_settings(ctx: typer.Context, overrides: Mapping[str, Mapping[str, Any]
         fail(str(exc))
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print a user-facing error once (on stderr) and exit non-zero without a traceback."""
     log.debug("exiting with status %d: %s", code, message)  # the user sees the line below, not this too
     typer.secho(f"error: {message}", err=True, fg="red")

@@ -6,7 +6,7 @@ and keeps its traceback. Four branches say whose fault it is:
 | branch | meaning | examples |
 | --- | --- | --- |
 | ``InputError`` | something the user gave us is wrong (a file, a flag, a document) | ``CaseError``, ``SettingsError``, ``DocumentError`` |
-| ``DataError`` | telemetry or a stored artefact cannot be used | ``ReaderError``, ``IndexStoreError`` |
+| ``DataError`` | telemetry or a stored artefact cannot be used | ``ReaderError``, ``IndexStoreError``, ``IndexMissing``, ``NoCandidates`` |
 | ``BackendError`` | a model or service we call failed | ``LLMError``, ``EmbeddingModelError`` |
 | ``DecisionError`` | the model's reply could not be turned into an answer | (direct child) |
 
@@ -30,3 +30,11 @@ class DataError(RcaError, RuntimeError):
 
 class BackendError(RcaError, RuntimeError):
     """A model or remote service failed or answered something unusable."""
+
+
+class IndexMissing(DataError):
+    """The evidence index a command needs has not been built (run ``rca preprocess``)."""
+
+
+class NoCandidates(DataError):
+    """The evidence index holds no candidate component for a case's window."""

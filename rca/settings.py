@@ -31,14 +31,16 @@ class _Section(BaseModel):
 
 
 class PathSettings(_Section):
-    data_dir: Path = Path("work/data")
-    index_dir: Path = Path("work/index")
-    # Derived stores (Chroma collection, assembled model files) live in the user cache:
-    # they are rebuilt from shipped files and must not depend on the working directory.
-    kb_dir: Path = Path.home() / ".cache" / "aiops-rca" / "kb"
-    runs_dir: Path = Path("runs")
+    # What the tool makes lives under data/ of the working directory (git-ignored there):
+    # raw telemetry, the evidence index, the knowledge store and the run records.
+    data_dir: Path = Path("data/raw")
+    index_dir: Path = Path("data/index")
+    kb_dir: Path = Path("data/kb")  # the Chroma collection, rebuilt from the shipped documents
+    runs_dir: Path = Path("data/runs")
+    input_file: Path = Path("data/raw/input.json")
+    # Assembled model files (~1 GB, rebuilt from installed packages) are shared by every
+    # checkout of the user, so they stay in the user cache.
     cache_dir: Path = Path.home() / ".cache" / "aiops-rca"
-    input_file: Path = Path("work/data/input.json")
 
 
 class LLMSettings(_Section):
@@ -72,8 +74,12 @@ class KnowledgeSettings(_Section):
     docs_dir: Path | None = None
 
 
-class JudgeSettings(_Section):
+class ChallengeSettings(_Section):
+    # The challenge rule version (rca/challenge.py): the answers' shape and the judge's scoring.
     rules: Literal["early", "late"] = "early"
+
+
+class JudgeSettings(_Section):
     semantic_threshold: float = 0.6
     keyword_weight: float = 0.6
     similarity_weight: float = 0.4
@@ -118,7 +124,6 @@ class DiagnoseSettings(_Section):
     # Off by default: with the embedded 1.5B model it kept its first choice in 18/18
     # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
     confirm_fault_type: bool = False
-    strict_format: bool = False  # four-field submission format (later rules)
     # pipeline: one prepared call (best with a small local model); react: the model calls the
     # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
     # specialists and a judge (docs/agentic.md compares the three).
@@ -161,6 +166,7 @@ class Settings(_Section):
     llm: LLMSettings = LLMSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    challenge: ChallengeSettings = ChallengeSettings()
     judge: JudgeSettings = JudgeSettings()
     judge_server: JudgeServerSettings = JudgeServerSettings()
     diagnose: DiagnoseSettings = DiagnoseSettings()

@@ -3,22 +3,34 @@
 This is a vocabulary, not a lookup of answers: it names what *can* be answered so
 that schemas, documents and scorers agree on spelling. Which component is guilty is
 always decided from telemetry by the LLM.
+
+The facts about the system itself (services, runtimes, storage calls, TiDB components,
+node names, where each fault type can happen) are data: ``rca/system.toml``, read once here.
 """
 from __future__ import annotations
 
 import re
+import tomllib
+from importlib import resources
+from typing import Any
+
+
+def _system() -> dict[str, Any]:
+    return tomllib.loads(resources.files("rca").joinpath("system.toml").read_text(encoding="utf-8"))
+
+
+SYSTEM: dict[str, Any] = _system()
 
 # Application services of HipsterShop, plus the stateful components that can be answers.
-APP_SERVICES: tuple[str, ...] = (
-    "adservice", "cartservice", "checkoutservice", "currencyservice", "emailservice",
-    "frontend", "paymentservice", "productcatalogservice", "recommendationservice",
-    "shippingservice",
-)
-STATEFUL_SERVICES: tuple[str, ...] = ("redis-cart", "tidb-tidb", "tidb-pd", "tidb-tikv")
-ALL_SERVICES: tuple[str, ...] = APP_SERVICES + STATEFUL_SERVICES
+APP_SERVICES: tuple[str, ...] = tuple(SYSTEM["services"]["app"])
+STATEFUL_SERVICES: tuple[str, ...] = tuple(SYSTEM["services"]["stateful"])
 
 # Services that never emit server spans: they are seen only as client spans of callers.
-CLIENT_ONLY_SERVICES: frozenset[str] = frozenset({"adservice", "currencyservice", "paymentservice"})
+CLIENT_ONLY_SERVICES: frozenset[str] = frozenset(SYSTEM["services"]["client_only"])
+# (caller, callee) calls to storage that traces never show.
+STORAGE_CALLS: tuple[tuple[str, str], ...] = tuple((a, b) for a, b in SYSTEM["calls"]["storage"])
+# Metric family of the release -> the TiDB component it describes.
+TIDB_COMPONENTS: dict[str, str] = dict(SYSTEM["tidb"])
 
 # fault_type -> fault_category, as spelled in the released ground truth.
 FAULT_TYPES: dict[str, str] = {
@@ -47,20 +59,18 @@ FAULT_TYPE_ALIASES: dict[str, str] = {"node cpu": "node cpu stress", "node memor
 
 LEVELS: tuple[str, ...] = ("service", "pod", "node")
 
-# Language runtime of each application service (HipsterShop's published stack). JVM
-# faults need a JVM, so they only apply where the runtime is Java.
-SERVICE_RUNTIME: dict[str, str] = {
-    "adservice": "java", "cartservice": "csharp", "checkoutservice": "go", "currencyservice": "nodejs",
-    "emailservice": "python", "frontend": "go", "paymentservice": "nodejs", "productcatalogservice": "go",
-    "recommendationservice": "python", "shippingservice": "go",
-}
-NODE_FAULT_TYPES: frozenset[str] = frozenset({"node cpu stress", "node memory stress", "node disk fill"})
-JVM_FAULT_TYPES: frozenset[str] = frozenset({"jvm cpu", "jvm gc", "jvm exception", "jvm latency"})
+# Language runtime of each application service. JVM faults need a JVM, so they only
+# apply where the runtime is Java.
+SERVICE_RUNTIME: dict[str, str] = dict(SYSTEM["runtimes"])
+# Where each fault type can happen: its levels, and what the component needs.
+FAULT_LEVELS: dict[str, tuple[str, ...]] = {name: tuple(spec["levels"]) for name, spec in SYSTEM["faults"].items()}
+NODE_FAULT_TYPES: frozenset[str] = frozenset(f for f, levels in FAULT_LEVELS.items() if levels == ("node",))
+JVM_FAULT_TYPES: frozenset[str] = frozenset(f for f, spec in SYSTEM["faults"].items() if spec.get("requires") == "java")
 # Disk I/O faults hit the components that own persistent storage.
-STORAGE_FAULT_TYPES: frozenset[str] = frozenset({"io fault"})
+STORAGE_FAULT_TYPES: frozenset[str] = frozenset(f for f, spec in SYSTEM["faults"].items() if spec.get("requires") == "storage")
 
 _POD_SUFFIX = re.compile(r"^(?P<service>.+?)-(?P<ordinal>\d+)$")
-_NODE_NAME = re.compile(r"^(aiops-k8s-\d+|k8s-master\d+)$")
+_NODE_NAME = re.compile(SYSTEM["nodes"]["pattern"])
 
 
 def canonical_fault_type(name: str) -> str:
@@ -91,15 +101,15 @@ def level_of(component: str) -> str:
 def applicable_fault_types(component: str) -> list[str]:
     """Fault types that can physically happen to ``component`` (in taxonomy order).
 
-    Node faults need a node; JVM faults need a Java service; I/O faults need a stateful
-    component. This filters impossible pairs; it says nothing about which type occurred.
+    The component's level must be one of the fault type's levels (``rca/system.toml``);
+    JVM faults need a Java service; I/O faults need a stateful component. This filters
+    impossible pairs; it says nothing about which type occurred.
     """
-    if is_node(component):
-        return [f for f in FAULT_TYPES if f in NODE_FAULT_TYPES]
+    level = level_of(component)
     service = service_of(component)
     allowed = []
     for fault in FAULT_TYPES:
-        if fault in NODE_FAULT_TYPES:
+        if level not in FAULT_LEVELS[fault]:
             continue
         if fault in JVM_FAULT_TYPES and SERVICE_RUNTIME.get(service) != "java":
             continue

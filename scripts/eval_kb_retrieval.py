@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from knowledge.base import KnowledgeBase
 from knowledge.evaluation import evaluate_retrieval, load_queries
 from rca.settings import PathSettings, Settings
 
@@ -25,7 +26,7 @@ def main() -> None:
     kb_dir = args.kb_dir or Path(tempfile.mkdtemp(prefix="kb-eval-"))
     settings = Settings(paths=PathSettings(kb_dir=kb_dir))
     started = time.perf_counter()
-    result = evaluate_retrieval(settings, load_queries(args.queries), k=args.k)
+    result = evaluate_retrieval(KnowledgeBase.from_settings(settings), load_queries(args.queries), k=args.k)
     elapsed = time.perf_counter() - started
     per_type: dict[str, list[int | None]] = defaultdict(list)
     for outcome in result.outcomes:

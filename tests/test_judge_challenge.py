@@ -11,8 +11,8 @@ import pytest
 
 from judge.challenge import aggregate, efficiency_of, score_cases, score_challenge
 from judge.groundtruth import TruthCase, load_truth
-from judge.rules import EARLY, LATE, RuleVersion
 from judge.validation import Answer, Step, check_submission
+from rca.challenge import EARLY, LATE, RuleVersion
 
 REAL_GT = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 

@@ -5,8 +5,8 @@ import pytest
 
 from judge.challenge import score_cases
 from judge.groundtruth import TruthCase
-from judge.rules import EARLY
 from judge.validation import Answer
+from rca.challenge import EARLY
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from judge.rules import EARLY, LATE
 from judge.validation import check_submission
+from rca.challenge import EARLY, LATE
 
 STEP = {"step": 1, "action": "LogSearch", "observation": "found errors"}
 

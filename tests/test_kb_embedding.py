@@ -20,10 +20,6 @@ def test_shape_dtype_and_unit_rows(embedder) -> None:
     assert embedder.dim == 384 and embedder.name == "all-minilm-l6-v2-int8"
 
 
-def test_loaded_once_per_process(embedder) -> None:
-    assert load_embedder(EmbeddingSettings()) is embedder
-
-
 @pytest.mark.parametrize(("anchor", "near", "far"), [
     ("high CPU usage in the email service pods", "emailservice pod cpu saturated", "disk space exhausted on a node"),
     ("packet loss between frontend and cartservice", "dropped packets on the network link", "java garbage collection pause"),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.base import KnowledgeBase
 from knowledge.evaluation import evaluate_retrieval, load_queries
-from knowledge.retrieval import retrieve
 from rca.settings import PathSettings, Settings
 from rca.taxonomy import FAULT_TYPES
 
@@ -18,8 +18,8 @@ log = logging.getLogger(__name__)
 
 
 @pytest.fixture(scope="module")
-def kb_shipped(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(paths=PathSettings(kb_dir=tmp_path_factory.mktemp("kb-shipped")))
+def kb_shipped(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
+    return KnowledgeBase.from_settings(Settings(paths=PathSettings(kb_dir=tmp_path_factory.mktemp("kb-shipped"))))
 
 
 def test_query_set_covers_every_fault_type() -> None:
@@ -30,7 +30,7 @@ def test_query_set_covers_every_fault_type() -> None:
 
 
 @pytest.mark.parametrize("query_file", [QUERIES, HELD_OUT], ids=["tuning", "held-out"])
-def test_right_document_in_top3(kb_shipped: Settings, query_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_right_document_in_top3(kb_shipped: KnowledgeBase, query_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = evaluate_retrieval(kb_shipped, load_queries(query_file), k=3)
     with capsys.disabled():
         print(f"\nKB retrieval ({query_file.name}): {len(result.outcomes)} queries, "
@@ -47,11 +47,11 @@ def test_right_document_in_top3(kb_shipped: Settings, query_file: Path, capsys: 
     ("should I answer the node, the pod or the whole service when pods of several services on one host degrade?",
      "guide-locating-level"),
 ])
-def test_guides_are_retrievable(kb_shipped: Settings, summary: str, guide: str) -> None:
-    assert guide in [hit.id for hit in retrieve(kb_shipped, summary, k=3)]
+def test_guides_are_retrievable(kb_shipped: KnowledgeBase, summary: str, guide: str) -> None:
+    assert guide in [hit.id for hit in kb_shipped.retrieve(summary, k=3)]
 
 
-def test_hints_steer_retrieval(kb_shipped: Settings) -> None:
+def test_hints_steer_retrieval(kb_shipped: KnowledgeBase) -> None:
     summary = "latency of frontend calls up, some errors"
-    hinted = retrieve(kb_shipped, summary, hints=["adservice", "GCHelper", "adservice--gc"], k=1)
+    hinted = kb_shipped.retrieve(summary, hints=["adservice", "GCHelper", "adservice--gc"], k=1)
     assert hinted[0].fault_type == "jvm gc"

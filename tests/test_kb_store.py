@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from knowledge.retrieval import fault_catalogue, retrieve
-from knowledge.store import open_collection, reindex
+from knowledge.base import KnowledgeBase
+from knowledge.documents import DocumentError
 from rca.settings import KnowledgeSettings, PathSettings, Settings
 from rca.taxonomy import FAULT_TYPES
 
@@ -55,32 +55,43 @@ def kb_small(tmp_path: Path) -> Settings:
 
 
 def _indexed_ids(settings: Settings) -> set[str]:
-    return {m["doc_id"] for m in open_collection(settings).get(include=["metadatas"])["metadatas"]}
+    collection = KnowledgeBase.from_settings(settings).collection
+    return {m["doc_id"] for m in collection.get(include=["metadatas"])["metadatas"]}
 
 
 def test_reindex_is_incremental(kb_small: Settings) -> None:
-    first = reindex(kb_small)
+    kb = KnowledgeBase.from_settings(kb_small)
+    first = kb.index_report
     assert sorted(first.added) == sorted(SMALL_SET) and first.chunks_embedded == 3 * 3
-    second = reindex(kb_small)
+    second = kb.reindex()
     assert second.chunks_embedded == 0 and not second.changed and len(second.unchanged) == 3
 
     docs = kb_small.knowledge.docs_dir
     _write(docs, "dns", "dns error", "error_ratio", "Error ratio rises a lot.", "no such host")
-    third = reindex(kb_small)
+    third = kb.reindex()
     assert third.updated == ["dns"] and third.added == [] and third.chunks_embedded == 3
 
     (docs / "node-disk.md").unlink()
-    fourth = reindex(kb_small)
+    fourth = kb.reindex()
     assert fourth.removed == ["node-disk"] and fourth.chunks_embedded == 0
-    assert _indexed_ids(kb_small) == {"node-cpu", "dns"}
+    assert {d.id for d in kb.documents} == {"node-cpu", "dns"} == _indexed_ids(kb_small)
 
 
-def test_index_persists_across_clients(kb_small: Settings) -> None:
-    reindex(kb_small)
-    from knowledge import store
-    store._CLIENTS.clear()  # a new process would open the directory afresh
-    assert reindex(kb_small).chunks_embedded == 0
+def test_index_persists_across_opens(kb_small: Settings) -> None:
+    assert KnowledgeBase.from_settings(kb_small).index_report.chunks_embedded == 3 * 3
+    # A second object (as a new process would) finds everything indexed and embeds nothing.
+    again = KnowledgeBase.from_settings(kb_small)
+    assert again.index_report.chunks_embedded == 0 and len(again.index_report.unchanged) == 3
     assert _indexed_ids(kb_small) == set(SMALL_SET)
+
+
+def test_retrieve_does_not_reindex(kb_small: Settings) -> None:
+    kb = KnowledgeBase.from_settings(kb_small)
+    (kb_small.knowledge.docs_dir / "dns.md").unlink()
+    # The open object answers from what it indexed; only reindex() (or a new open) sees the change.
+    assert "dns" in [hit.id for hit in kb.retrieve("lookup emailservice server misbehaving", k=3)]
+    assert kb.reindex().removed == ["dns"]
+    assert "dns" not in [hit.id for hit in kb.retrieve("lookup emailservice server misbehaving", k=3)]
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -89,7 +100,7 @@ def test_index_persists_across_clients(kb_small: Settings) -> None:
     ("checkoutservice logs: lookup emailservice server misbehaving", "dns"),
 ])
 def test_search_finds_the_matching_document(kb_small: Settings, query: str, expected: str) -> None:
-    hits = retrieve(kb_small, query, k=2)
+    hits = KnowledgeBase.from_settings(kb_small).retrieve(query, k=2)
     assert hits[0].id == expected
     assert hits[0].key_metrics and hits[0].reason_template and "## " in hits[0].text
     assert hits[0].score >= hits[1].score
@@ -97,19 +108,27 @@ def test_search_finds_the_matching_document(kb_small: Settings, query: str, expe
 
 def test_retrieve_rejects_empty_query(kb_small: Settings) -> None:
     with pytest.raises(ValueError):
-        retrieve(kb_small, "  ")
+        KnowledgeBase.from_settings(kb_small).retrieve("  ")
 
 
-def test_fault_catalogue_of_shipped_docs() -> None:
-    entries = fault_catalogue(Settings())
+def test_fault_catalogue_of_shipped_docs(tmp_path: Path) -> None:
+    entries = KnowledgeBase.from_settings(Settings(paths=PathSettings(kb_dir=tmp_path / "kb"))).catalogue()
     assert [e.fault_type for e in entries] == list(FAULT_TYPES)
     node_disk = entries[list(FAULT_TYPES).index("node disk fill")]
-    assert "node_filesystem_usage_rate" in node_disk.line and node_disk.levels == ["node"]
+    assert "node_filesystem_usage_rate" in node_disk.key_metrics and node_disk.levels == ["node"]
 
 
 def test_fault_catalogue_requires_every_fault_type(kb_small: Settings) -> None:
-    with pytest.raises(LookupError, match="no fault document"):
-        fault_catalogue(kb_small)
+    with pytest.raises(DocumentError, match="no fault document"):
+        KnowledgeBase.from_settings(kb_small).catalogue()
+
+
+def test_excerpt_is_the_best_section_or_the_whole_body(kb_small: Settings) -> None:
+    kb = KnowledgeBase.from_settings(kb_small)
+    (dns,) = [d for d in kb.documents if d.id == "dns"]
+    assert dns.excerpt("logs") == "lookup shippingservice: server misbehaving"
+    assert dns.excerpt("header") == dns.excerpt("Overview") == " ".join(dns.body.split())
+    assert dns.excerpt("header").startswith("# Doc dns ## Metrics Error ratio rises.")
 
 
 # ---- CLI -------------------------------------------------------------------------------

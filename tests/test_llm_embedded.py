@@ -9,7 +9,7 @@ import pytest
 from rca.llm import embedded
 from rca.llm.base import LLMError
 from rca.llm.embedded import EmbeddedBackend
-from rca.llm.factory import UsageLog, open_backend
+from rca.llm.factory import open_backend
 from rca.settings import LLMSettings, Settings
 
 
@@ -58,27 +58,23 @@ ANSWER_SCHEMA = {
 def test_real_small_model_answers_schema_valid_json() -> None:
     # Uses the real cache dir: the 0.5B model is assembled there once and reused.
     settings = Settings(llm=LLMSettings(embedded_model="qwen2.5-coder-0.5b", n_ctx=1024, max_tokens=60))
-    usage = UsageLog()
     with open_backend(settings) as llm:
         assert llm.name == "embedded"
         with pytest.raises(LLMError, match="already loaded"):
             with open_backend(settings):
                 pass
-        reply = usage.record(
-            llm.chat(
-                [
-                    {"role": "system", "content": "You are an SRE. Answer in JSON."},
-                    {"role": "user", "content": "checkoutservice p99 latency rose 40x, network packets delayed. "
-                                                "Which component and reason?"},
-                ],
-                json_schema=ANSWER_SCHEMA,
-            )
+        reply = llm.chat(
+            [
+                {"role": "system", "content": "You are an SRE. Answer in JSON."},
+                {"role": "user", "content": "checkoutservice p99 latency rose 40x, network packets delayed. "
+                                            "Which component and reason?"},
+            ],
+            json_schema=ANSWER_SCHEMA,
         )
     answer = json.loads(reply.text)
     assert answer["component"] in ANSWER_SCHEMA["properties"]["component"]["enum"]
     assert answer["reason"] in ANSWER_SCHEMA["properties"]["reason"]["enum"]
     assert set(answer) == {"component", "reason"}
     assert reply.prompt_tokens > 10 and reply.completion_tokens > 0
-    assert usage.calls == 1
     with pytest.raises(LLMError, match="closed"):
         llm.chat([{"role": "user", "content": "hi"}])

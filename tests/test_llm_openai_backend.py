@@ -15,7 +15,7 @@ import pytest
 
 from rca.llm import openai_backend
 from rca.llm.base import LLMError
-from rca.llm.factory import UsageLog, open_backend
+from rca.llm.factory import open_backend
 from rca.llm.openai_backend import OpenAIBackend, schema_instruction
 from rca.settings import LLMSettings, Settings
 
@@ -206,13 +206,11 @@ def test_unreachable_endpoint_names_url_and_attempts(llm_sleeps: list[float]) ->
 
 def test_open_backend_with_openai_settings(llm_fake_server: FakeOpenAI) -> None:
     settings = Settings(llm=LLMSettings(backend="openai", openai_api_base=llm_fake_server.url, llm_model="fake-model"))
-    usage = UsageLog()
     with open_backend(settings) as llm:
-        usage.record(llm.chat(MESSAGES, json_schema=SCHEMA))
-        usage.record(llm.chat(MESSAGES, json_schema=SCHEMA))
-    assert usage.as_dict()["calls"] == 2
-    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (246, 14, 260)
-    assert usage.seconds > 0
+        replies = [llm.chat(MESSAGES, json_schema=SCHEMA) for _ in range(2)]
+    assert sum(r.prompt_tokens for r in replies) == 246
+    assert sum(r.completion_tokens for r in replies) == 14
+    assert all(r.latency_s > 0 for r in replies)
 
 
 @pytest.mark.parametrize(

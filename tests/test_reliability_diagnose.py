@@ -5,6 +5,7 @@ Unit-level tests use the recorded-reply doubles of tests/fakes.py; CLI tests run
 """
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from diagnose.record import RunRecord
 from diagnose.runner import NotAnAnswerFile, run_cases
 from diagnose.service import Diagnoser
 from index.models import Candidate, EvidenceItem, LostFile, ModalityStatus
+from rca.challenge import EARLY
 from rca.llm.base import LLMError
 from rca.llm.openai_backend import OpenAIBackend
 from rca.settings import load_settings
@@ -92,7 +94,7 @@ def test_out_naming_a_file_that_is_not_ours_is_refused_untouched(tmp_path):
     before = path.read_bytes()
     with pytest.raises(NotAnAnswerFile, match="left untouched"):
         run_cases(_cases(1), diagnose_one=lambda c: pytest.fail("must not run"), out_path=path,
-                  runs_dir=tmp_path / "runs", strict_format=False, show_progress=False)
+                  runs_dir=tmp_path / "runs", rules=EARLY, show_progress=False)
     assert path.read_bytes() == before
     result = runner.invoke(app, ["diagnose", "--all", "-i", str(path), "-o", str(path), "--index-dir", str(tmp_path)])
     assert result.exit_code == 2 and "is --out the right file?" in result.output and "Traceback" not in result.output
@@ -104,7 +106,7 @@ def test_a_single_line_file_without_answers_is_untouched(tmp_path):
     notes.write_bytes(b"my notes, no final newline")
     with pytest.raises(NotAnAnswerFile):
         run_cases(_cases(1), diagnose_one=lambda c: pytest.fail("must not run"), out_path=notes,
-                  runs_dir=tmp_path / "runs", strict_format=False, show_progress=False)
+                  runs_dir=tmp_path / "runs", rules=EARLY, show_progress=False)
     assert notes.read_bytes() == b"my notes, no final newline"
 
 
@@ -208,7 +210,7 @@ def test_failed_case_keeps_its_run_record_in_a_batch(tmp_path):
     summary = run_cases(
         _cases(2), diagnose_one=lambda c: diagnose_case(c, settings=settings, llm=backend,
                                                         evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge()),
-        out_path=tmp_path / "result.jsonl", runs_dir=tmp_path / "runs", strict_format=False, show_progress=False)
+        out_path=tmp_path / "result.jsonl", runs_dir=tmp_path / "runs", rules=EARLY, show_progress=False)
     assert summary.done == ["c1"] and list(summary.failed) == ["c0"]
     failed = RunRecord.load(tmp_path / "runs" / "c0.json")
     assert failed.status == "failed" and "invalid after repair" in failed.error
@@ -226,7 +228,7 @@ def test_backend_failure_stops_the_batch_at_once(tmp_path):
         run_cases(
             _cases(3), diagnose_one=lambda c: diagnose_case(c, settings=settings, llm=backend,
                                                             evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge()),
-            out_path=out, runs_dir=tmp_path / "runs", strict_format=False, show_progress=False)
+            out_path=out, runs_dir=tmp_path / "runs", rules=EARLY, show_progress=False)
     assert backend.calls == 1 and "c0: c0" not in str(caught.value)  # the cause, said once
     assert RunRecord.load(tmp_path / "runs" / "c0.json").status == "failed"
     assert not (tmp_path / "runs" / "c1.json").exists()
@@ -279,8 +281,8 @@ def test_answer_table_keeps_component_names_whole_at_80_columns(tmp_path):
     records = [diagnose_case(case, settings=settings, llm=RecordedBackend([_reply(component=name)]),
                              evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
                for case, name in zip(cases, ["checkoutservice-2", "productcatalogservice"], strict=True)]
-    console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115 (closed with the console)
-    diagnose_cli._report(console, records, strict=False, as_json=False)
+    console = Console(width=80, record=True, file=io.StringIO())
+    diagnose_cli._report(console, records, rules=EARLY, as_json=False)
     text = console.export_text()
     assert "checkoutservice-2" in text and "productcatalogservice" in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 80

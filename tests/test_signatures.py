@@ -10,13 +10,12 @@ import pytest
 from index.evidence import fanout_items, log_items, metric_items, trace_items
 from index.models import EvidenceItem, EvidenceSignal
 from index.params import RankWeights
-from knowledge.documents import DocumentError, parse_document
+from knowledge.documents import SHIPPED_DOCS_DIR, DocumentError, load_documents, parse_document
 from knowledge.retrieval import fault_signatures
 from knowledge.signatures import Clue, Signal, SignalError, match_signature, rank_signatures
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA
 from preprocess.detect_trace import FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA
-from rca.settings import load_settings
 from rca.taxonomy import FAULT_TYPES, applicable_fault_types
 
 ONSET = datetime(2025, 6, 5, 16, 30, tzinfo=UTC)
@@ -108,13 +107,13 @@ SHIPPED_CASES = [
 
 @pytest.mark.parametrize(("fault_type", "component", "evidence"), SHIPPED_CASES, ids=[c[0] for c in SHIPPED_CASES])
 def test_shipped_signatures_rank_the_textbook_type_first(fault_type, component, evidence):
-    signatures = fault_signatures(load_settings())
+    signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     ranked = rank_signatures(signatures, evidence, fault_types=applicable_fault_types(component))
     assert ranked[0].fault_type == fault_type, [m.render() for m in ranked[:3]]
 
 
 def test_every_fault_type_ships_signals():
-    signatures = fault_signatures(load_settings())
+    signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     assert set(signatures) == set(FAULT_TYPES)
     assert all(sum(not s.negated for s in signals) >= 2 for signals in signatures.values())
 
@@ -179,7 +178,7 @@ def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:
 
 def test_every_shipped_clue_can_match_evidence_the_index_produces():
     """The SOP signals and the index share a vocabulary: no clue waits for evidence that cannot exist."""
-    signatures = fault_signatures(load_settings())
+    signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     clues = {clue for signals in signatures.values() for signal in signals for clue in signal.clues}
     assert {c.pattern for c in clues if c.modality == "trace"} <= set(get_args(EvidenceSignal))
     unmatched = [f"{c.modality}:{c.pattern}" for c in sorted(clues, key=repr)

@@ -220,15 +220,8 @@ def _call_graph(
 
 
 def _placement(index_dir: Path, *, start: datetime, end: datetime) -> pl.DataFrame:
-    frames = []
-    for day in store.days_for_window(start, end):
-        frame = store.load_day_table(index_dir, day=day, table="metric_placement", schema=PLACEMENT_SCHEMA)
-        if frame is not None:
-            frames.append(frame.filter((pl.col("last") >= start) & (pl.col("first") <= end)))
-    return pl.concat(frames) if frames else pl.DataFrame(schema=PLACEMENT_SCHEMA)
+    return store.load_intervals(index_dir, table="metric_placement", start=start, end=end, schema=PLACEMENT_SCHEMA)
 
-
-# --------------------------------------------------------------------------- logs
 
 def _log_bursts(
     counts: pl.DataFrame, templates: pl.DataFrame, *, start: datetime, end: datetime, baseline_start: datetime,

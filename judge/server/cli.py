@@ -95,20 +95,20 @@ def contest_create(
     ctx: typer.Context,
     name: str = typer.Option(..., "--name", help="Contest name: what teams send in the `contest` header."),
     gt: Path = typer.Option(..., "--gt", help="Ground truth JSONL (groundtruth.jsonl; QA: ground_truth.jsonl)."),
-    rules: str | None = typer.Option(None, "--rules", help="Rule version of the RCA kind: early | late (default: judge.rules)."),
+    rules: str | None = typer.Option(None, "--rules", help="Rule version of the RCA kind: early | late (default: [challenge] rules)."),
     kind: str = typer.Option("rca", "--kind", help="rca (challenge scoring) | qa (keyword + similarity)."),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="QA keyword cache directory (default: <paths.cache_dir>/judge)."),
     db: str | None = typer.Option(None, "--db", help=_DB_HELP),
 ) -> None:
     """Create a contest holding its ground truth; the QA kind extracts reference keywords now (evaluation LLM)."""
     from judge.groundtruth import load_truth
-    from judge.rules import RULES
     from judge.server.quota import utc_now
     from judge.server.scoring import KINDS
     from judge.server.store import create_contest
+    from rca.challenge import RULES
 
     settings = _settings(ctx, db)
-    rules = rules or settings.judge.rules
+    rules = rules or settings.challenge.rules
     if kind not in KINDS:
         fail(f"--kind must be one of {list(KINDS)}, got {kind!r}")
     if kind == "rca" and rules not in RULES:

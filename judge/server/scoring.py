@@ -15,9 +15,9 @@ from judge.challenge import score_challenge
 from judge.embedding import TextEmbedder
 from judge.groundtruth import TruthCase, parse_truth, parse_unique_jsonl
 from judge.qa import QARecord, score_qa
-from judge.rules import RuleVersion, rule_version
 from judge.server.models import Contest
 from judge.validation import check_submission
+from rca.challenge import RuleVersion, rule_version
 from rca.errors import BackendError
 
 KINDS = ("rca", "qa")

@@ -1,4 +1,4 @@
-"""Choosing and opening the LLM backend from Settings, and counting what the calls cost.
+"""Choosing and opening the LLM backend from Settings.
 
 Usage::
 
@@ -11,13 +11,11 @@ broken configuration fails loudly instead of silently answering with a different
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from rca.llm.base import LLMBackend, LLMError, LLMReply
+from rca.llm.base import LLMBackend, LLMError
 from rca.llm.models import ensure_model, model_spec
 from rca.llm.openai_backend import OpenAIBackend
 from rca.settings import Settings
@@ -60,40 +58,3 @@ def open_backend(settings: Settings) -> Iterator[LLMBackend]:
         yield backend
     finally:
         backend.close()
-
-
-@dataclass
-class UsageLog:
-    """Running totals of LLM calls: count, prompt/completion tokens and seconds.
-
-    Thread-safe, so concurrent diagnoses can share one log.
-    """
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def record(self, reply: LLMReply) -> LLMReply:
-        """Add one reply to the totals and hand it back (so calls can be wrapped inline)."""
-        with self._lock:
-            self.calls += 1
-            self.prompt_tokens += reply.prompt_tokens
-            self.completion_tokens += reply.completion_tokens
-            self.seconds += reply.latency_s
-        return reply
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def as_dict(self) -> dict[str, float | int]:
-        with self._lock:
-            return {
-                "calls": self.calls,
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
-                "seconds": round(self.seconds, 3),
-            }

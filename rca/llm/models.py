@@ -17,6 +17,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
 from rca.atomic import write_bytes_atomic
 from rca.llm.base import LLMError
 
@@ -162,18 +165,22 @@ def _assemble(spec: ModelSpec, *, parts: list[Path], target: Path) -> None:
     written = 0
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
     tmp = Path(tmp_name)
+    # One-off work of a minute or so: one progress bar on stderr (bytes, parts, rate), not a
+    # log line per part; it hides itself when stderr is not a terminal.
+    columns = (TextColumn("assembling model {task.fields[model]} part {task.fields[part]}"), BarColumn(),
+               DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    log.info("model %s: assembling %d parts into %s", spec.name, len(parts), target)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as out, Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task("assemble", total=spec.size_bytes, model=spec.name, part=f"0/{len(parts)}")
             for index, part in enumerate(parts, start=1):
+                progress.update(task, part=f"{index}/{len(parts)}")
                 with part.open("rb") as src:
                     while chunk := src.read(_COPY_CHUNK_BYTES):
                         out.write(chunk)
                         digest.update(chunk)
                         written += len(chunk)
-                log.info(
-                    "model %s: assembling part %d/%d (%.0f of %.0f MB)",
-                    spec.name, index, len(parts), written / 1e6, spec.size_bytes / 1e6,
-                )
+                        progress.update(task, advance=len(chunk))
         if written != spec.size_bytes:
             raise LLMError(
                 f"model {spec.name}: assembled {written} bytes from {len(parts)} parts, expected "

@@ -1,0 +1,89 @@
+"""The knowledge base as one object: documents, Chroma collection, embedder, catalogue, signals.
+
+    kb = KnowledgeBase.from_settings(settings)        # reads the documents, brings the index up to date
+    kb.catalogue()                                    # one entry per fault type (static prompt part)
+    kb.retrieve(summary, hints=[...], k=2)            # the SOPs relevant to an evidence summary
+    kb.signature_matches(evidence, fault_types=[...]) # which fault types' signals the evidence fits
+
+Everything is loaded once, when the object is opened: the documents are read and validated,
+the embedding model is loaded and the collection is brought in line with the documents
+(only changed documents are embedded). Retrieval then only embeds the query. A changed
+document directory is picked up by opening a new object, or by :meth:`reindex` (which the
+``rca kb`` curation commands run).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+import chromadb
+
+from knowledge.documents import SopDocument, docs_dir, load_documents
+from knowledge.embedding import Embedder, load_embedder
+from knowledge.retrieval import CatalogueEntry, RetrievedDoc, fault_catalogue, fault_signatures, search
+from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
+from knowledge.store import ReindexReport, open_client, open_collection, reindex
+from rca.settings import EmbeddingSettings, Settings
+
+log = logging.getLogger(__name__)
+
+
+class KnowledgeBase:
+    """The SOP documents of one directory, indexed in one Chroma collection with one embedder."""
+
+    def __init__(self, *, docs_dir: Path, collection: chromadb.Collection, embedder: Embedder) -> None:
+        self.docs_dir = docs_dir
+        self.collection = collection
+        self.embedder = embedder
+        self._documents: dict[str, SopDocument] = {}
+        self.index_report = self.reindex()
+
+    @classmethod
+    def open(cls, *, docs_dir: Path, kb_dir: Path, collection: str, embedding: EmbeddingSettings) -> KnowledgeBase:
+        """Read ``docs_dir``, load the embedder and bring collection ``collection`` under ``kb_dir`` up to date."""
+        embedder = load_embedder(embedding)
+        chroma = open_collection(open_client(kb_dir), name=collection, embedder=embedder)
+        return cls(docs_dir=docs_dir, collection=chroma, embedder=embedder)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KnowledgeBase:
+        return cls.open(docs_dir=docs_dir(settings.knowledge), kb_dir=settings.paths.kb_dir,
+                        collection=settings.knowledge.collection, embedding=settings.embedding)
+
+    def reindex(self) -> ReindexReport:
+        """Re-read the document directory and embed what changed since the collection was last indexed."""
+        documents = load_documents(self.docs_dir)
+        report = reindex(self.collection, documents=documents, embedder=self.embedder)
+        self._documents = {document.id: document for document in documents}
+        for derived in ("_catalogue", "_signatures"):
+            self.__dict__.pop(derived, None)  # computed again from the new documents on first use
+        return report
+
+    @property
+    def documents(self) -> list[SopDocument]:
+        return list(self._documents.values())
+
+    @cached_property
+    def _catalogue(self) -> list[CatalogueEntry]:
+        return fault_catalogue(self.documents, source=str(self.docs_dir))
+
+    @cached_property
+    def _signatures(self) -> dict[str, list[Signal]]:
+        return fault_signatures(self.documents)
+
+    def catalogue(self) -> list[CatalogueEntry]:
+        """One entry per fault type, in taxonomy order; a missing fault document raises ``DocumentError``."""
+        return self._catalogue
+
+    def key_metrics(self, fault_type: str) -> list[str]:
+        return next((list(e.key_metrics) for e in self._catalogue if e.fault_type == fault_type), [])
+
+    def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
+        """The ``k`` documents most relevant to an evidence summary, best first."""
+        return search(self.collection, self.embedder, self._documents, summary, hints=hints, k=k)
+
+    def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
+        """``fault_types`` ranked by how well their signals fit ``observations``, best first."""
+        return rank_signatures(self._signatures, observations, fault_types=fault_types)
