@@ -192,11 +192,17 @@ class CaseFailed(RcaError):
         self.backend_failed = backend_failed  # the model backend itself failed: later cases would too
 
 
+def _named(case: Case, exc: Exception) -> str:
+    """The error's message, led by the case's uuid once (most messages already name it)."""
+    text = str(exc)
+    return text if text.startswith(f"{case.uuid}:") else f"{case.uuid}: {text}"
+
+
 def case_failed(case: Case, exc: RcaError) -> CaseFailed:
     """A failure from outside the pipeline's own steps (an agent mode) as a ``CaseFailed`` with a minimal record."""
     if isinstance(exc, CaseFailed):
         return exc
-    return CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+    return CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
                       record=_failed_record(case, exc, prepared=None, outcome=None, timings={}))
 
 
@@ -312,7 +318,7 @@ def diagnose_case(
     try:
         prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
     except RcaError as exc:
-        raise CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+        raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
                          record=_failed_record(case, exc, prepared=None, outcome=None, timings={})) from exc
     candidates, timings = prepared.candidates, prepared.timings_s
     t2 = time.perf_counter()
@@ -329,7 +335,7 @@ def diagnose_case(
                temperature=settings.llm.temperature, confirm=confirm, outcome=outcome)
     except RcaError as exc:
         timings["llm_s"] = round(time.perf_counter() - t2, 3)
-        raise CaseFailed(f"{case.uuid}: {exc}", backend_failed=isinstance(exc, BackendError),
+        raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
                          record=_failed_record(case, exc, prepared=prepared, outcome=outcome, timings=timings)) from exc
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 

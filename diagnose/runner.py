@@ -157,7 +157,7 @@ def run_cases(
                 except CaseFailed as exc:
                     summary.failed[case.uuid] = str(exc)
                     if not exc.backend_failed:
-                        log.error("%s failed: %s (run record: %s)", case.uuid, exc, runs_dir / f"{case.uuid}.json")
+                        log.error("case failed: %s (run record: %s)", exc, runs_dir / f"{case.uuid}.json")
                     elif backend_failure is None:  # said once, by the error that stops the batch
                         backend_failure = (case.uuid, exc)
                         pool.shutdown(wait=False, cancel_futures=True)

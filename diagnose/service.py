@@ -141,7 +141,7 @@ class Diagnoser:
                 record_path = self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json"
                 if exc.backend_failed:
                     raise LLMError(f"{exc} (run record: {record_path})") from exc
-                log.error("%s failed: %s (run record: %s)", case.uuid, exc, record_path)
+                log.error("case failed: %s (run record: %s)", exc, record_path)
                 failed[case.uuid] = str(exc)
         return records, failed
 

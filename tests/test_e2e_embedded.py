@@ -80,8 +80,10 @@ def test_window_without_index_partition_is_a_clear_error(dataset: Path, tmp_path
     cases.write_text(json.dumps([{"uuid": "far-1", "Anomaly Description": "A fault occurred from 2024-01-01T10:00:00Z to 2024-01-01T10:20:00Z. Please identify the root cause."}]))
     result = CliRunner().invoke(app, ["diagnose", "--uuid", "far-1", "--input", str(cases), "--index-dir", str(dataset / "index")],
                                 env={"RCA_PATHS__KB_DIR": str(dataset / "kb")})
-    assert result.exit_code == 2, result.output
-    assert "far-1" in result.output and "no candidates" in result.output
+    # A case that cannot be diagnosed fails alone, by name (exit 1: some case failed), with no traceback.
+    assert result.exit_code == 1, result.output
+    assert "far-1: the index holds no candidates" in result.output and "far-1: far-1" not in result.output
+    assert "Traceback" not in result.output
 
 
 def test_demo_command_runs_the_whole_product(tmp_path: Path) -> None:
