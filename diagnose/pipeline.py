@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -12,6 +12,7 @@ from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import Prompt, RunbookMatches, build_prompt, fault_type_turn_text
+from diagnose.reading import ReadingParams, RulesReading, reading_text, rules_reading
 from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, ModalityStatus, WindowQueryResult
@@ -62,6 +63,7 @@ class CaseRecord:
     timings_s: dict[str, float]
     rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
     rules_fault_type: str | None = None
+    rules_reading: dict[str, Any] | None = None  # diagnose.reading.RulesReading as data
     parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
     mode: Literal["pipeline", "react", "team"] = "pipeline"
     agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
@@ -104,6 +106,7 @@ class CaseRecord:
             timings_s=self.timings_s,
             rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
             rules_fault_type=self.rules_fault_type,
+            rules_reading=self.rules_reading,
             parameters=self.parameters,
         )
 
@@ -249,15 +252,14 @@ def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: st
     )
 
 
-def rules_only_choice(candidates: Sequence[Candidate], matches: RunbookMatches) -> tuple[str, str]:
-    """What the rules alone would answer: the index's first candidate and its best SOP fit.
+def reading_of(candidates: Sequence[Candidate], matches: RunbookMatches, settings: Settings) -> RulesReading:
+    """What the rules alone would answer (the index's first candidate and its best SOP fit) and how sure.
 
     Recorded beside every model answer so benchmarks can measure the model's share of the decision.
     """
-    top = candidates[0].component
-    fits = matches.get(top) or []
-    fault_type = fits[0].fault_type if fits else applicable_fault_types(top)[0]
-    return top, fault_type
+    params = ReadingParams(close_score_ratio=settings.diagnose.close_score_ratio,
+                           close_fit_gap=settings.diagnose.close_fit_gap)
+    return rules_reading(candidates, matches.get(candidates[0].component) or [], params=params)
 
 
 @dataclass
@@ -272,6 +274,7 @@ class PreparedCase:
     signature_matches: RunbookMatches
     prompt: Prompt
     timings_s: dict[str, float]
+    reading: RulesReading
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
@@ -296,13 +299,14 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     timings["retrieve_s"] = round(time.perf_counter() - t1, 3)
 
     window = f"{format_utc(case.start)} to {format_utc(case.end)}"
+    reading = reading_of(candidates, matches, settings)
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
-        runbook_matches=matches,
+        runbook_matches=matches, reading=reading_text(reading) if settings.diagnose.show_rules_reading else None,
     )
     return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
-                        sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings,
+                        sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings, reading=reading,
                         parameters={"index": result.parameters} if result.parameters else {})
 
 
@@ -345,9 +349,9 @@ def diagnose_case(
     answer = compose_answer(case, candidates=candidates, component=decision.component,
                             fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge,
                             rules=challenge)
-    rules = rules_only_choice(candidates, prepared.signature_matches)
-    rules_answer = compose_answer(case, candidates=candidates, component=rules[0], fault_type=rules[1],
-                                  model_reason="", knowledge=knowledge, rules=challenge)
+    reading = prepared.reading
+    rules_answer = compose_answer(case, candidates=candidates, component=reading.component,
+                                  fault_type=reading.fault_type, model_reason="", knowledge=knowledge, rules=challenge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")
@@ -358,5 +362,5 @@ def diagnose_case(
         sops=prepared.sops,
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
-        rules_fault_type=rules[1], parameters=prepared.parameters,
+        rules_fault_type=reading.fault_type, rules_reading=asdict(reading), parameters=prepared.parameters,
     )

@@ -86,6 +86,7 @@ def case_prompt_text(
     sop_chars: int,
     missing: Sequence[str] = (),
     runbook_matches: RunbookMatches | None = None,
+    reading: str | None = None,
 ) -> str:
     blocks = [f"Incident {uuid}, window {window} (UTC)."]
     if missing:
@@ -101,6 +102,8 @@ def case_prompt_text(
     # The last lines a small model reads weigh most: end on one line per candidate.
     blocks.append("In short:")
     blocks.extend(_summary_line(c, matches.get(c.component, [])) for c in candidates)
+    if reading:
+        blocks.append(reading)
     names = ", ".join(c.component for c in candidates)
     blocks.append(
         f"Choose the root-cause component among: {names}. The reason is your own short sentence about this "
@@ -119,6 +122,7 @@ def build_prompt(
     max_tokens: int,
     missing: Sequence[str] = (),
     runbook_matches: RunbookMatches | None = None,
+    reading: str | None = None,
 ) -> Prompt:
     """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate."""
     system = static_system_prompt(catalogue)
@@ -131,7 +135,7 @@ def build_prompt(
         user = case_prompt_text(
             uuid=uuid, window=window, candidates=candidates, sops=sop_list,
             evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
-            runbook_matches=runbook_matches,
+            runbook_matches=runbook_matches, reading=reading,
         )
         if approx_tokens(user) <= budget:
             break

@@ -124,6 +124,12 @@ class DiagnoseSettings(_Section):
     # Off by default: with the embedded 1.5B model it kept its first choice in 18/18
     # benchmark cases and cost ~9 s a case (scripts/bench_diagnose.py).
     confirm_fault_type: bool = False
+    # End the case prompt with the rules' reading (index top-1 + best SOP fit) and whether the
+    # component or the fault type is a close call (diagnose/reading.py), so the model spends its
+    # judgement where the rules are weakest. Off reproduces the earlier prompt (an ablation).
+    show_rules_reading: bool = True
+    close_score_ratio: float = Field(default=1.5, gt=1.0)  # top score below this multiple of the next: close
+    close_fit_gap: float = Field(default=0.5, ge=0.0)  # best SOP fit within this of the next type: close
     # pipeline: one prepared call (best with a small local model); react: the model calls the
     # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
     # specialists and a judge (docs/agentic.md compares the three).
