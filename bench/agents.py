@@ -26,6 +26,7 @@ from diagnose.detect import detect_case, detect_from_candidates
 from diagnose.pipeline import CaseRecord, PreparedCase
 from diagnose.service import Diagnoser
 from rca.llm.base import LLMBackend, LLMError
+from rca.settings import DiagnoseMode
 from rca.taxonomy import APP_SERVICES, FAULT_TYPES, STATEFUL_SERVICES, applicable_fault_types, is_node, service_of
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -201,8 +202,9 @@ class DiagnoserAgent(IndexAgent):
     is charged its tokens (the cost of the answer), while the wall time is paid once.
     """
 
-    def __init__(self, *, diagnoser: Diagnoser, views: dict[str, CaseView]) -> None:
+    def __init__(self, *, diagnoser: Diagnoser, views: dict[str, CaseView], mode: DiagnoseMode = "pipeline") -> None:
         super().__init__(diagnoser=diagnoser, use_sop=True, views=views)
+        self.mode = mode  # diagnose --mode: the harness compares the three on the same problems
 
     def plan(self, case: Case, task: str) -> list[str]:
         d = self.diagnoser
@@ -213,7 +215,7 @@ class DiagnoserAgent(IndexAgent):
         view = self.views.get(case.uuid)
         if view is None or view.record is None:
             try:
-                record = d.diagnose(case)
+                record = d.diagnose(case, mode=self.mode)
             except LookupError:
                 self.views[case.uuid] = CaseView(None)
                 return [call("submit", {"components": ["frontend"]})] if task == "localisation" else \

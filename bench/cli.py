@@ -52,7 +52,7 @@ def run_command(
     dataset: Path | None = typer.Option(None, "--dataset", help="Dataset directory (with --quick: simulated under OUT)."),
     out: Path = typer.Option(..., "--out", help="Results directory (results.sqlite, index/, runs/, report/)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated: detection,localisation,analysis,mitigation."),
-    agents: str | None = typer.Option(None, "--agents", help="Comma-separated: chance,index-top1,index-sop,diagnoser,react."),
+    agents: str | None = typer.Option(None, "--agents", help="Comma-separated, of: chance,index-top1,index-sop,diagnoser,react,diagnoser-react,diagnoser-team (default: the first five)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Step limit per session (default 8; quick 5)."),
     repeat: int = typer.Option(1, "--repeat", help="Run every session K times (results average)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the chance agent and the simulated cloud."),

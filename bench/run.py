@@ -28,8 +28,10 @@ from rca.errors import InputError
 from rca.settings import Settings
 
 log = logging.getLogger(__name__)
-AGENTS: tuple[str, ...] = ("chance", "index-top1", "index-sop", "diagnoser", "react")
-MODEL_AGENTS = frozenset({"diagnoser", "react"})
+# diagnoser-react / diagnoser-team: the product in its agent modes (diagnose --mode react|team).
+AGENTS: tuple[str, ...] = ("chance", "index-top1", "index-sop", "diagnoser", "react", "diagnoser-react", "diagnoser-team")
+DEFAULT_AGENTS: tuple[str, ...] = ("chance", "index-top1", "index-sop", "diagnoser", "react")
+MODEL_AGENTS = frozenset({"diagnoser", "react", "diagnoser-react", "diagnoser-team"})
 RESULTS_FILE = "results.sqlite"
 QUICK = {"cases": 2, "no_fault_windows": 1, "seed": 7, "max_steps": 4}
 
@@ -39,7 +41,7 @@ class RunOptions:
     dataset: Path
     out: Path
     tasks: list[str] = field(default_factory=lambda: list(TASKS))
-    agents: list[str] = field(default_factory=lambda: list(AGENTS))
+    agents: list[str] = field(default_factory=lambda: list(DEFAULT_AGENTS))
     max_steps: int = 8
     repeat: int = 1
     seed: int = 0
@@ -79,7 +81,7 @@ class AgentFactory:
         self.diagnoser = diagnoser
         self.seed = seed
         self.index_views: dict[str, CaseView] = {}
-        self.diagnoses: dict[str, CaseView] = {}
+        self.diagnoses: dict[str, dict[str, CaseView]] = {"pipeline": {}, "react": {}, "team": {}}
 
     def make(self, name: str, *, repeat: int) -> Agent:
         d = self.diagnoser
@@ -90,7 +92,11 @@ class AgentFactory:
         if name == "index-sop":
             return IndexAgent(diagnoser=d, use_sop=True, views=self.index_views)
         if name == "diagnoser":
-            return DiagnoserAgent(diagnoser=d, views=self.diagnoses)
+            return DiagnoserAgent(diagnoser=d, views=self.diagnoses["pipeline"])
+        if name == "diagnoser-react":
+            return DiagnoserAgent(diagnoser=d, views=self.diagnoses["react"], mode="react")
+        if name == "diagnoser-team":
+            return DiagnoserAgent(diagnoser=d, views=self.diagnoses["team"], mode="team")
         if name == "react":
             return ReactAgent(llm=lambda: d.llm)
         raise InputError(f"unknown agent {name!r}; valid: {', '.join(AGENTS)}")

@@ -33,7 +33,7 @@ from rca.atomic import write_json_atomic
 from rca.challenge import rule_version
 from rca.errors import RcaError
 from rca.llm.base import LLMBackend, LLMError
-from rca.settings import Settings
+from rca.settings import DiagnoseMode, Settings
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,10 @@ class Diagnoser:
         """Candidates, SOPs and the prompt for ``case``, without calling the model."""
         return prepare_case(case, settings=self.settings, evidence=self.evidence, knowledge=self.knowledge)
 
-    def diagnose(self, case: Case) -> CaseRecord:
-        """One case through the model, in the configured mode (``diagnose.mode``)."""
+    def diagnose(self, case: Case, *, mode: DiagnoseMode | None = None) -> CaseRecord:
+        """One case through the model, in ``mode`` (default: the configured ``diagnose.mode``)."""
         settings = self.settings
-        mode = settings.diagnose.mode
+        mode = mode or settings.diagnose.mode
         if mode == "pipeline":
             return diagnose_case(case, settings=settings, llm=self.llm, evidence=self.evidence, knowledge=self.knowledge)
         if self.telemetry is None:

@@ -26,6 +26,9 @@ MOVED_KEYS: dict[tuple[str, str], tuple[str, str]] = {("preprocess", "baseline_m
 DEFAULT_CONFIG_PATH = Path("config/config.toml")
 
 
+# How `diagnose` decides: one prepared call, a ReAct loop, or a team of agents (docs/agentic.md).
+DiagnoseMode = Literal["pipeline", "react", "team"]
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -133,7 +136,7 @@ class DiagnoseSettings(_Section):
     # pipeline: one prepared call (best with a small local model); react: the model calls the
     # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
     # specialists and a judge (docs/agentic.md compares the three).
-    mode: Literal["pipeline", "react", "team"] = "pipeline"
+    mode: DiagnoseMode = "pipeline"
     react_max_steps: int = Field(default=3, ge=1, le=12)  # model-chosen tool calls before the final answer
     team_max_rounds: int = Field(default=2, ge=1, le=4)  # judge send-backs + 1
     observation_chars: int = Field(default=1200, ge=200, le=8000)  # bound of one tool observation
