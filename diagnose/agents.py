@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from diagnose.answer import Answer, TraceStep, clip_observation
@@ -26,9 +26,12 @@ from diagnose.pipeline import (
     _answer_time,
     _reason,
     _reason_metrics,
+    compose_answer,
     one_level_per_service,
+    runbook_matches,
 )
 from diagnose.prompt import Prompt, approx_tokens
+from diagnose.reading import ReadingParams, rules_reading
 from diagnose.record import AgentCallRecord
 from diagnose.tools import TelemetrySource, Toolbox, case_toolbox
 from index.models import Candidate
@@ -179,10 +182,17 @@ def agent_record(
     outcome.raw_responses = [c.reply for c in trajectory.calls if c.reply is not None] + outcome.raw_responses
     timings["llm_s"] = round(sum(r.latency_s for r in outcome.replies), 3)
     timings["total_s"] = round(time.perf_counter() - started, 3)
+    # What the rules alone would have answered on the same ranking: the agent modes' ablation.
+    shown = list(ranked[:MAX_CHOICES])
+    matches = runbook_matches(shown, knowledge)
+    reading = rules_reading(shown, matches.get(shown[0].component) or [], params=ReadingParams())
+    rules_answer = compose_answer(case, candidates=shown, component=reading.component, fault_type=reading.fault_type,
+                                  model_reason="", knowledge=knowledge, rules=rules)
     return CaseRecord(
         uuid=case.uuid, window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        answer=answer, candidates=list(ranked[:MAX_CHOICES]), missing=[], sops=[], signature_matches={},
+        answer=answer, candidates=shown, missing=[], sops=[], signature_matches=matches,
         prompt=prompt, outcome=outcome,
         agreed_with_index=bool(ranked) and decision.component == ranked[0].component,
         timings_s=timings, mode=mode, agent_calls=trajectory.calls,
+        rules_answer=rules_answer, rules_fault_type=reading.fault_type, rules_reading=asdict(reading),
     )

@@ -87,6 +87,9 @@ def test_react_feeds_tool_errors_back_as_observations_and_traces_the_calls_taken
     assert [c.tool for c in run.agent_calls] == ["get_candidates", "get_metrics", "(invalid reply)", "get_kpis",
                                                  "get_metrics", None]
     assert all(c.messages for c in run.agent_calls[1:])  # every model call keeps its messages
+    # The rules-only ablation is recorded in agent modes too: index top-1 with its best SOP fit.
+    assert run.rules_answer is not None and run.rules_answer["component"] == "cartservice"
+    assert run.rules_fault_type == run.rules_reading["fault_type"]
 
 
 def test_react_stops_at_the_step_limit():
