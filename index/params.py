@@ -47,6 +47,10 @@ class IndexParams:
     """All knobs of an index query (and of the log miner at build time)."""
 
     baseline_minutes: int = 30  # fault-free minutes before the window it is compared with
+    # A window shorter than this (a pod kill lasts one second) is scored over this many
+    # minutes from its start: a brief fault's evidence (the restart gap, refused calls, the
+    # callers' burst) lands in the minutes just after it, not inside the window itself.
+    brief_window_minutes: int = 3
     max_evidence: int = 12  # evidence lines per candidate
     metric: MetricParams = field(default_factory=MetricParams)
     log: LogParams = field(default_factory=LogParams)

@@ -48,7 +48,9 @@ def query_window(
     index_dir = Path(index_dir)
     manifest = store.load_manifest(index_dir)  # fails clearly on a foreign schema version
     baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=params.baseline_minutes)
-    window = {"start": start, "end": end, "baseline_start": baseline_start}
+    # A brief fault is scored over the minutes after it too (params.brief_window_minutes).
+    scored_end = max(end, start + timedelta(minutes=params.brief_window_minutes))
+    window = {"start": start, "end": scored_end, "baseline_start": baseline_start}
 
     detectors = make_detectors(params.detector_params())
     features: dict[str, pl.DataFrame] = {}
