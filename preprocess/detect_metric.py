@@ -253,7 +253,8 @@ def _score_one(
     if (expected_window_minutes <= params.brief_window_minutes and base.size >= expected_baseline_minutes
             and median > 0 and float(np.min(base)) >= 0.5 * median):
         lowest = 0.0 if gap else float(np.min(win))  # a missing minute is a gap
-        if lowest <= params.near_silent_ratio * median:
+        # ... and the dip must be implausible as noise (a sparse count can hit zero by chance).
+        if lowest <= params.near_silent_ratio * median and (median - lowest) / scale >= params.min_z:
             return "silent", Z_CAP * (1.0 - lowest / median), lowest, median
 
     sustained = float(np.median(win))

@@ -170,6 +170,36 @@ def no_traffic(seed: int):
     return world, FAULT, "emailservice", "service"
 
 
+def no_traffic_client_only(seed: int):
+    """As ``no_traffic``, for a service seen only from its callers' side (no server spans, no APM).
+
+    Like paymentservice in the simulator, emailservice's calls appear only as client spans
+    of checkoutservice, it reports no APM rows and logs nothing per request: when its port
+    is misrouted, the only signs on it are the refused calls and its network traffic
+    falling to a fifth.
+    """
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    email = pl.col("component").str.starts_with("emailservice")
+    _drop(world, "metric_series", email & pl.col("kind").str.starts_with("apm"))
+    _drop(world, "log_counts", pl.col("pod").str.starts_with("emailservice"))
+    _refuse(world, where=pl.col("callee") == "emailservice", share=1.0, server_sees=False)  # client spans only ...
+    world["trace_edges"] = world["trace_edges"].with_columns(errors=pl.lit(0, pl.Int64))  # ... that succeed
+    during = _at(FAULT_START, FAULT_END)
+    rng = np.random.default_rng(seed + 7)
+    for pod in _pods("emailservice"):
+        _series(world, component=pod, kind="infra_pod", kpi="pod_network_receive_bytes",
+                value=lambda m: float(rng.normal(5e4, 5e3)) * (0.2 if FAULT_START <= m <= FAULT_END else 1.0))
+    client = pl.col("callee_pod").is_null() & (pl.col("callee") == "emailservice") & during
+    world["trace_edges"] = world["trace_edges"].with_columns(
+        pl.when(client).then(pl.col("count")).otherwise(pl.col("errors")).alias("errors"))
+    _refuse(world, where=(pl.col("callee") == "checkoutservice") & during, share=0.3, server_sees=True)
+    _logs(world, pods=_pods("checkoutservice"), template_id=3, minutes=FAULT_MINUTES, count=12)
+    _logs(world, pods=_pods("frontend"), template_id=8, minutes=FAULT_MINUTES, count=8)
+    _error_kpi(world, pods=_pods("checkoutservice") + _pods("frontend"), seed=seed, rate=0.3, first=FAULT_START,
+               last=FAULT_END)
+    return world, FAULT, "emailservice", "service"
+
+
 def refuses_traffic(seed: int):
     """emailservice receives its traffic and refuses it: its own spans carry the errors."""
     world = build_world("healthy", seed=seed, caller_pods=3)
@@ -183,15 +213,32 @@ def refuses_traffic(seed: int):
     return world, FAULT, "emailservice", "service"
 
 
+def _move(world: World, pod: str, node: str) -> None:
+    """``pod`` runs on ``node`` all day (placement, the node of its spans and of its log lines)."""
+    world["metric_placement"] = world["metric_placement"].with_columns(
+        pl.when(pl.col("pod") == pod).then(pl.lit(node)).otherwise(pl.col("node")).alias("node"))
+    world["trace_edges"] = world["trace_edges"].with_columns(
+        pl.when(pl.col("callee_pod") == pod).then(pl.lit(node)).otherwise(pl.col("callee_node")).alias("callee_node"))
+    world["log_counts"] = world["log_counts"].with_columns(
+        pl.when(pl.col("pod") == pod).then(pl.lit(node)).otherwise(pl.col("node")).alias("node"))
+
+
 def node_stress(seed: int):
-    """aiops-k8s-02's CPU is stressed: it is busy, and every pod on it is a little busier and slower."""
+    """aiops-k8s-02's CPU is stressed: it is busier, and every pod on it is a little busier and slower.
+
+    Two of cartservice's three pods run there, so cartservice as a whole looks slow too; the
+    node's own rise is moderate (a noisy or large node), below a "clear" node anomaly.
+    """
     world = build_world("healthy", seed=seed, caller_pods=3)
+    _move(world, "cartservice-2", NODE)
+    hosted = [*ON_NODE, "cartservice-2"]
     during = _at(FAULT_START, FAULT_END)
-    _scale(world, "metric_series", (pl.col("component") == NODE) & during, "value", 1.8)
-    on_node = pl.col("component").is_in(ON_NODE) & during
-    _scale(world, "metric_series", on_node & (pl.col("kpi") == "pod_cpu_usage"), "value", 1.5)
+    _scale(world, "metric_series", (pl.col("component") == NODE) & during, "value", 1.35)
+    on_node = pl.col("component").is_in(hosted) & during
+    _scale(world, "metric_series", on_node & (pl.col("kpi") == "pod_cpu_usage"), "value", 1.3)
     _scale(world, "metric_series", on_node & (pl.col("kpi") == "rrt"), "value", 1.8)
-    _scale(world, "trace_edges", pl.col("callee_pod").is_in(ON_NODE) & during, "p95_us", 1.8)
+    _scale(world, "metric_series", (pl.col("component") == "cartservice") & during, "value", 1.5)
+    _scale(world, "trace_edges", pl.col("callee_pod").is_in(hosted) & during, "p95_us", 1.8)
     return world, FAULT, NODE, "node"
 
 
@@ -221,7 +268,7 @@ def silent_pod(seed: int):
 
 
 WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "callee_broken": callee_broken,
-          "no_traffic": no_traffic, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
+          "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
           "busy_pod": busy_pod, "silent_pod": silent_pod}
 
 
