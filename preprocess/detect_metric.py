@@ -69,7 +69,11 @@ class MetricParams:
     min_relative_change: float = 0.2  # |window/baseline - 1| must also reach this
     min_baseline_points: int = 5
     silent_fraction: float = 0.5  # window coverage below this fraction => silent
-    near_silent_ratio: float = 0.15  # sustained level below this share of the baseline => silent
+    # Sustained level below this share of the baseline => silent. 0.22, not 0.15: a service
+    # whose port is misrouted receives no traffic, yet its noisy network counters keep about a
+    # fifth (probes, retries, other pods' chatter); read as a mere "down" (z about 10) it lost
+    # to its callers' loud errors. A fall to a quarter stays a "down" (a halved load is not death).
+    near_silent_ratio: float = 0.22
     from_zero_z: float = 12.0  # z given to a rise from a flat-zero baseline
     # Windows of at most this many minutes are brief (a pod kill, scored over the few minutes
     # after it, index.params.IndexParams.brief_window_minutes): there one missing or near-zero
