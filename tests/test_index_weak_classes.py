@@ -35,6 +35,8 @@ TEMPLATES = {
     6: "starting grpc server at <*>",
     7: "rpc error: code = Internal desc = cart storage failure",
     8: "rpc error: code = Internal desc = checkoutservice failed <*>",
+    9: "dial tcp: lookup redis-cart on <*>: no such host",
+    10: "rpc error: code = Internal desc = cartservice failed <*>",
 }
 
 
@@ -134,6 +136,43 @@ def dns_caller(seed: int):
     _logs(world, pods=[pod], template_id=5, minutes=FAULT_MINUTES, count=15)
     _error_kpi(world, pods=[p for p in _pods("frontend") if p != pod], seed=seed, rate=0.0, first=1, last=0)
     _error_kpi(world, pods=[pod], seed=seed + 1, rate=0.6, first=FAULT_START, last=FAULT_END)
+    return world, FAULT, pod, "pod"
+
+
+def dns_service(seed: int):
+    """Every frontend pod cannot resolve its callees; frontend-2 serves little, so its calls are few.
+
+    Two pods fail loudly, the third the same way but on a handful of calls (trace sampling,
+    a pod that gets little traffic): the fault is the service's, not one pod's.
+    """
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    quiet_pod = "frontend-2"
+    _scale(world, "trace_edges", pl.col("caller_pod") == quiet_pod, "count", 0.1)
+    _refuse(world, where=(pl.col("caller") == "frontend") & _at(FAULT_START, FAULT_END), share=0.6,
+            server_sees=False)
+    loud = [p for p in _pods("frontend") if p != quiet_pod]
+    _logs(world, pods=loud, template_id=4, minutes=FAULT_MINUTES, count=15)
+    _logs(world, pods=loud, template_id=5, minutes=FAULT_MINUTES, count=15)
+    _logs(world, pods=[quiet_pod], template_id=4, minutes=range(FAULT_START, FAULT_END + 1, 4), count=1)
+    _error_kpi(world, pods=loud, seed=seed, rate=0.6, first=FAULT_START, last=FAULT_END)
+    return world, FAULT, "frontend", "service"
+
+
+def dns_single_callee(seed: int):
+    """cartservice-1 cannot resolve redis-cart, its only callee; cartservice-0 and -2 reach it fine.
+
+    One callee only, so no fan-out: what points at the caller pod is that its peers call
+    the same callee without trouble. Its error lines name redis-cart; its own callers see
+    errors from it.
+    """
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    pod, during = "cartservice-1", _at(FAULT_START, FAULT_END)
+    _refuse(world, where=(pl.col("caller_pod") == pod) & during, share=0.6, server_sees=False)
+    _refuse(world, where=(pl.col("callee_pod") == pod) & during, share=0.5, server_sees=True)
+    _logs(world, pods=[pod], template_id=9, minutes=FAULT_MINUTES, count=15)
+    _logs(world, pods=_pods("frontend") + _pods("checkoutservice"), template_id=10, minutes=FAULT_MINUTES, count=5)
+    _error_kpi(world, pods=[p for p in _pods("cartservice") if p != pod], seed=seed, rate=0.0, first=1, last=0)
+    _error_kpi(world, pods=[pod], seed=seed + 1, rate=0.5, first=FAULT_START, last=FAULT_END)
     return world, FAULT, pod, "pod"
 
 
@@ -267,7 +306,7 @@ def silent_pod(seed: int):
     return world, FAULT, pod, "pod"
 
 
-WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "callee_broken": callee_broken,
+WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "dns_service": dns_service, "dns_single_callee": dns_single_callee, "callee_broken": callee_broken,
           "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
           "busy_pod": busy_pod, "silent_pod": silent_pod}
 
