@@ -88,4 +88,5 @@ class IndexParams:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise SettingsError(f"setting 'index.{name}.{where}': {first['msg']}") from exc
-        return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence, **groups)
+        return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence,
+                   brief_window_minutes=section.brief_window_minutes, **groups)
