@@ -37,7 +37,9 @@ def query_window(
 ) -> WindowQueryResult:
     """Ranked candidates for the incident window [start, end] (UTC).
 
-    ``params.baseline_minutes`` of data before ``start`` are the fault-free reference. Each
+    ``params.baseline_minutes`` of data before ``start`` are the fault-free reference; a window
+    shorter than ``params.brief_window_minutes`` is scored over that many minutes from its start
+    (a pod kill's evidence comes just after its one second). Each
     candidate carries up to ``params.max_evidence`` lines, one of each kind of signal first.
     What the index lacks for the window is in ``data_status`` (index/status.py); a window with
     no data at all gives no candidates.

@@ -19,7 +19,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    evidence against that pod, and the callees' edge evidence is mostly withdrawn;
 6. silence travels down the call graph: the silence of a component whose callers all
    stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
-   feels its clearly stressed node ranks just below that node;
+   feels its stressed node (clearly stressed, or moderately while pods of several services
+   suffer there together) ranks just below that node, as does a service whose troubled
+   pods all defer to their nodes;
 7. the list shows one pod per service before other suspects, so a short list stays diverse.
 
 Every constant is a field of ``index.params.RankWeights``, passed in.
