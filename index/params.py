@@ -29,6 +29,12 @@ class RankWeights:
     propagation_discount: float = 0.75  # share of symptom score removed when downstream explains it
     clear_anomaly: float = 2.0  # downstream cause score at which the full discount applies
     node_clear_anomaly: float = 1.2  # node local evidence (z about 9) from which its pods' symptoms defer to it
+    # Pods of several services suffering together on one node (its ``co_located`` evidence)
+    # make even a moderate rise of the node's own KPIs (any detected one: strength 0.69 is
+    # z=4) the better explanation; a pod whose own local evidence exceeds the node's by this
+    # margin stands out of the shared pattern (a busy pod that also loads its node) and stays.
+    node_shared_anomaly: float = 0.69
+    node_shared_margin: float = 1.5
     explained_cap: float = 0.9  # a caller explained by a broken downstream scores at most this share of it
     starved_weight: float = 0.2  # silent evidence kept for a component whose callers all stopped
     uniform_bonus: float = 0.5  # a service whose pods all deviate beats each single pod
@@ -47,6 +53,10 @@ class IndexParams:
     """All knobs of an index query (and of the log miner at build time)."""
 
     baseline_minutes: int = 30  # fault-free minutes before the window it is compared with
+    # A window shorter than this (a pod kill lasts one second) is scored over this many
+    # minutes from its start: a brief fault's evidence (the restart gap, refused calls, the
+    # callers' burst) lands in the minutes just after it, not inside the window itself.
+    brief_window_minutes: int = 3
     max_evidence: int = 12  # evidence lines per candidate
     metric: MetricParams = field(default_factory=MetricParams)
     log: LogParams = field(default_factory=LogParams)
@@ -78,4 +88,5 @@ class IndexParams:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 raise SettingsError(f"setting 'index.{name}.{where}': {first['msg']}") from exc
-        return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence, **groups)
+        return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence,
+                   brief_window_minutes=section.brief_window_minutes, **groups)

@@ -37,7 +37,9 @@ def query_window(
 ) -> WindowQueryResult:
     """Ranked candidates for the incident window [start, end] (UTC).
 
-    ``params.baseline_minutes`` of data before ``start`` are the fault-free reference. Each
+    ``params.baseline_minutes`` of data before ``start`` are the fault-free reference; a window
+    shorter than ``params.brief_window_minutes`` is scored over that many minutes from its start
+    (a pod kill's evidence comes just after its one second). Each
     candidate carries up to ``params.max_evidence`` lines, one of each kind of signal first.
     What the index lacks for the window is in ``data_status`` (index/status.py); a window with
     no data at all gives no candidates.
@@ -48,7 +50,9 @@ def query_window(
     index_dir = Path(index_dir)
     manifest = store.load_manifest(index_dir)  # fails clearly on a foreign schema version
     baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=params.baseline_minutes)
-    window = {"start": start, "end": end, "baseline_start": baseline_start}
+    # A brief fault is scored over the minutes after it too (params.brief_window_minutes).
+    scored_end = max(end, start + timedelta(minutes=params.brief_window_minutes))
+    window = {"start": start, "end": scored_end, "baseline_start": baseline_start}
 
     detectors = make_detectors(params.detector_params())
     features: dict[str, pl.DataFrame] = {}

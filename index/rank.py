@@ -19,7 +19,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    evidence against that pod, and the callees' edge evidence is mostly withdrawn;
 6. silence travels down the call graph: the silence of a component whose callers all
    stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
-   feels its clearly stressed node ranks just below that node;
+   feels its stressed node (clearly stressed, or moderately while pods of several services
+   suffer there together) ranks just below that node, as does a service whose troubled
+   pods all defer to their nodes;
 7. the list shows one pod per service before other suspects, so a short list stays diverse.
 
 Every constant is a field of ``index.params.RankWeights``, passed in.
@@ -192,7 +194,8 @@ def rank_candidates(
                                  [components[node]] if node in components else [], max_evidence))
 
     scored = _cap_explained(scored, graph=graph, cause=cause, weights=weights)
-    scored = _cap_by_node(scored, placement=placement, components=components, weights=weights)
+    scored = _cap_by_node(scored, placement=placement, components=components, pods_by_service=pods_by_service,
+                           weights=weights)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
     return _diversify(scored, per_service=weights.max_per_service)[:top_k]
@@ -280,28 +283,52 @@ def _local_score(component: _Component | None) -> float:
     return max((i.strength for i in component.items if i.role == "local"), default=0.0) if component else 0.0
 
 
-def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame,
-                 components: dict[str, _Component], weights: RankWeights) -> list[Candidate]:
-    """A pod that only feels its node's trouble ranks just below that node.
+def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame, components: dict[str, _Component],
+                 pods_by_service: dict[str, set[str]], weights: RankWeights) -> list[Candidate]:
+    """A pod, or a service whose troubled pods all sit on one node, that only feels its node ranks below it.
 
-    A node under stress slows every pod on it; when the hosting node shows clearly
-    stronger local evidence (CPU, memory, disk) than the pod itself, the pod is capped.
+    A node under stress slows every pod on it. A pod defers to its node when the node shows
+    clearly stronger local evidence (CPU, memory, disk) than the pod itself, or when pods
+    of several services suffer together there and only there (``co_located``) while the
+    node's own KPIs moved too and the pod does not stand out of that shared pattern. A
+    service whose troubled pods all defer to their nodes defers with them: two slow pods
+    of one service on a stressed node are the node's victims, not a service fault.
     """
     if placement.height == 0:
         return scored
     node_scores = {c.component: c.score for c in scored if c.level == "node"}
+    shared = {c.component for c in scored if c.level == "node" and c.score_breakdown.get("co_located", 0.0) > 0}
     hosts: dict[str, set[str]] = defaultdict(set)
     for pod, node in placement.select("pod", "node").iter_rows():
         hosts[pod].add(node)
+
+    def explaining_node(pod: str) -> float | None:
+        own = _local_score(components.get(pod))
+        stressed = []
+        for node in hosts.get(pod, set()) & set(node_scores):
+            local = _local_score(components.get(node))
+            clear = local >= weights.node_clear_anomaly and local > own
+            in_pattern = (node in shared and local >= weights.node_shared_anomaly
+                          and own < weights.node_shared_margin * local)
+            if clear or in_pattern:
+                stressed.append(node_scores[node])
+        return max(stressed) if stressed else None
+
+    pod_scores = {c.component: c.score for c in scored if c.level == "pod"}
     capped: list[Candidate] = []
     for candidate in scored:
         if candidate.level == "pod":
-            own = _local_score(components.get(candidate.component))
-            stressed = [node_scores[n] for n in hosts.get(candidate.component, set())
-                        if n in node_scores and _local_score(components.get(n)) >= weights.node_clear_anomaly
-                        and _local_score(components.get(n)) > own]
-            if stressed:
-                candidate = _capped(candidate, weights.explained_cap * max(stressed), reason="explained_by_node")
+            node_score = explaining_node(candidate.component)
+            if node_score is not None:
+                candidate = _capped(candidate, weights.explained_cap * node_score, reason="explained_by_node")
+        elif candidate.level == "service":
+            pods = pods_by_service.get(candidate.component, set())
+            troubled = [p for p in pods if p in components
+                        and (len(pods) == 1 or pod_scores.get(p, 0.0) >= weights.anomalous_pod_score)]
+            explained = [explaining_node(p) for p in troubled]
+            if troubled and all(e is not None for e in explained):
+                cap = weights.explained_cap * max(e for e in explained if e is not None)
+                candidate = _capped(candidate, cap, reason="explained_by_node")
         capped.append(candidate)
     return capped
 

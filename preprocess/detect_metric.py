@@ -69,8 +69,16 @@ class MetricParams:
     min_relative_change: float = 0.2  # |window/baseline - 1| must also reach this
     min_baseline_points: int = 5
     silent_fraction: float = 0.5  # window coverage below this fraction => silent
-    near_silent_ratio: float = 0.15  # sustained level below this share of the baseline => silent
+    # Sustained level below this share of the baseline => silent. 0.22, not 0.15: a service
+    # whose port is misrouted receives no traffic, yet its noisy network counters keep about a
+    # fifth (probes, retries, other pods' chatter); read as a mere "down" (z about 10) it lost
+    # to its callers' loud errors. A fall to a quarter stays a "down" (a halved load is not death).
+    near_silent_ratio: float = 0.22
     from_zero_z: float = 12.0  # z given to a rise from a flat-zero baseline
+    # Windows of at most this many minutes are brief (a pod kill, scored over the few minutes
+    # after it, index.params.IndexParams.brief_window_minutes): there one missing or near-zero
+    # minute of a complete, steady series is the restart gap, the only trace a kill leaves.
+    brief_window_minutes: int = 5
 
 
 def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
@@ -192,7 +200,9 @@ def score_metric_window(
         if base.size < params.min_baseline_points:
             continue
         event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
-                           expected_baseline_minutes=expected_baseline_minutes, params=params)
+                           expected_baseline_minutes=expected_baseline_minutes, params=params,
+                           gap=_has_gap(times[in_window], window_start_us=window_start_us,
+                                        minutes=expected_window_minutes))
         if event is None:
             continue
         direction, z, level, median = event
@@ -215,9 +225,21 @@ def score_metric_window(
     return pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA).sort("z", descending=True)
 
 
+def _has_gap(window_times: np.ndarray, *, window_start_us: int, minutes: int) -> bool:
+    """Whether a minute of the window is missing before the series' last minute in it.
+
+    Minutes missing at the end are not a gap: the data may simply not be there yet.
+    """
+    if window_times.size == 0:
+        return False
+    expected = window_start_us + 60_000_000 * np.arange(minutes, dtype=np.int64)
+    missing = np.setdiff1d(expected, window_times)
+    return bool(np.any(missing < window_times.max()))
+
+
 def _score_one(
     *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, expected_baseline_minutes: int,
-    params: MetricParams,
+    params: MetricParams, gap: bool = False,
 ) -> tuple[str, float, float, float] | None:
     median, scale = robust_location_scale(base, ordered=True)
     # Went silent: a series that was dense and non-zero in the baseline is now mostly
@@ -231,6 +253,13 @@ def _score_one(
     window_zeros = float(np.mean(win == 0.0))
     if dense_baseline and median > 0 and np.mean(base == 0.0) <= 0.1 and window_zeros >= 0.5:
         return "silent", Z_CAP * window_zeros, 0.0, median
+
+    if (expected_window_minutes <= params.brief_window_minutes and base.size >= expected_baseline_minutes
+            and median > 0 and float(np.min(base)) >= 0.5 * median):
+        lowest = 0.0 if gap else float(np.min(win))  # a missing minute is a gap
+        # ... and the dip must be implausible as noise (a sparse count can hit zero by chance).
+        if lowest <= params.near_silent_ratio * median and (median - lowest) / scale >= params.min_z:
+            return "silent", Z_CAP * (1.0 - lowest / median), lowest, median
 
     sustained = float(np.median(win))
     ordered = np.sort(win)

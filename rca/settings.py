@@ -164,6 +164,7 @@ class IndexSettings(_Section):
 
     baseline_minutes: int = Field(default=30, ge=1)
     max_evidence: int = Field(default=12, ge=1)
+    brief_window_minutes: int = Field(default=3, ge=0)
     metric: dict[str, float | int] = Field(default_factory=dict)
     log: dict[str, float | int] = Field(default_factory=dict)
     trace: dict[str, float | int] = Field(default_factory=dict)

@@ -99,3 +99,26 @@ def test_metric_series_from_canonical_frames():
     rrt = series.filter((pl.col("component") == "frontend-0") & (pl.col("kpi") == "rrt"))
     assert rrt.get_column("value").to_list() == [1.0, 2.0]
     assert set(series.get_column("kind").unique()) == {"apm_pod", "infra_node"}
+
+
+BRIEF_START = T0 + timedelta(minutes=35, seconds=55)  # a pod kill's one-second window, scored over 3 minutes
+BRIEF_END = BRIEF_START + timedelta(minutes=3)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_brief_window_reads_a_restart_gap_as_silence(seed):
+    values: list[float | None] = list(_noise(seed))
+    values[36] = values[37] = None  # the pod restarts: two scrapes missing, then back to normal
+    events = score_metric_window(_series(values), start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
+    assert events.height == 1 and events.row(0, named=True)["direction"] == "silent"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_brief_window_without_a_gap_or_past_the_data_is_quiet(seed):
+    values: list[float | None] = list(_noise(seed))
+    cut = [v if i <= 36 else None for i, v in enumerate(values)]  # the data stops: not yet there, not a gap
+    sparse = [float(v) for v in np.random.default_rng(seed).choice([132.0, 264.0, 396.0, 528.0], 60)]
+    sparse[37] = 0.0  # a sparse count hits zero by chance
+    for series in (_series(values), _series(cut), _series(sparse, kpi="request")):
+        events = score_metric_window(series, start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
+        assert events.height == 0, events

@@ -37,6 +37,7 @@ def _pods(service: str) -> list[str]:
 def _affected(fault: str) -> dict:
     """Which components a fault touches: pods with local CPU, services whose latency rises, nodes."""
     return {
+        "healthy": dict(cpu=set(), slow=set(), node=None),  # a quiet day other tests inject their own fault into
         "service_cpu": dict(cpu={"emailservice-0", "emailservice-1", "emailservice-2"}, slow={"emailservice"}, node=None),
         "pod_cpu": dict(cpu={"cartservice-1"}, slow={"cartservice-1"}, node=None),
         "node_cpu": dict(cpu=set(), slow=set(), node="aiops-k8s-02"),
@@ -46,8 +47,12 @@ def _affected(fault: str) -> dict:
     }[fault]
 
 
-def build_world(fault: str, *, seed: int, late_spike: str | None = None) -> dict[str, pl.DataFrame]:
-    """One synthetic day around a fault; ``late_spike`` names a pod whose CPU jumps 12 min after onset."""
+def build_world(fault: str, *, seed: int, late_spike: str | None = None, caller_pods: int = 1,
+                ) -> dict[str, pl.DataFrame]:
+    """One synthetic day around a fault; ``late_spike`` names a pod whose CPU jumps 12 min after onset.
+
+    Calls on every edge come from the caller's first ``caller_pods`` pods (one by default).
+    """
     rng = np.random.default_rng(seed)
     hit = _affected(fault)
     series, edges, counts = [], [], []
@@ -90,9 +95,10 @@ def build_world(fault: str, *, seed: int, late_spike: str | None = None) -> dict
                 continue
             for pod in _pods(callee):
                 slow = faulty and component_slow(pod)
-                p95 = rng.normal(2000, 80) * (5 if slow else 1)
-                edges.append((t, caller, f"{caller}-0", callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2, p95,
-                              p95 / 1.5))
+                for caller_pod in _pods(caller)[:caller_pods]:
+                    p95 = rng.normal(2000, 80) * (5 if slow else 1)
+                    edges.append((t, caller, caller_pod, callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2,
+                                  p95, p95 / 1.5))
     placement = pl.DataFrame([(p, n, T0, T0 + timedelta(minutes=MINUTES)) for p, n in NODE_OF.items()],
                              schema={"pod": pl.Utf8, "node": pl.Utf8, "first": store_time(), "last": store_time()},
                              orient="row")
