@@ -15,13 +15,14 @@ seam, not a framework.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 import polars as pl
 
+from preprocess.baseline import Span
 from preprocess.detect_log import LogDetector, LogParams
 from preprocess.detect_metric import MetricDetector, MetricParams
 from preprocess.detect_trace import TraceDetector, TraceParams
@@ -49,9 +50,20 @@ class Detector(Protocol):
         """
         ...
 
+    def context_minutes(self) -> tuple[int, int]:
+        """Minutes of its per-minute tables it reads before ``baseline_start`` and after the window end.
+
+        Older history checks a baseline that may hold a previous incident; minutes after the
+        window are the reference when there is no history before it. (0, 0): neither.
+        """
+        ...
+
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime) -> dict[str, pl.DataFrame]:
-        """Events of the window [start, end] against [baseline_start, start), one frame per event kind."""
+              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
+        """Events of the window [start, end] against [baseline_start, start), one frame per event kind.
+
+        Rows inside ``exclude`` spans (other incidents' windows, before this one) are not baseline.
+        """
         ...
 
 
