@@ -18,6 +18,7 @@ from preprocess.detect import MetricParams
 from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.detect_metric import SERIES_SCHEMA, metric_series, score_metric_window
 from preprocess.detect_trace import EDGE_STATS_SCHEMA
+from preprocess.readers import read_apm, read_infra
 from preprocess.schema import APM_SCHEMA
 
 DAY = "2025-06-06"  # CST day: UTC 2025-06-05 16:00 .. 2025-06-06 16:00
@@ -188,3 +189,37 @@ def test_ranking_is_scale_invariant(tmp_path, seed, cpu_unit, latency):
                           faults=[{"pod": "emailservice-1", "start": 70, "end": 90, "cpu": 3.0, "rrt": 2.0}]))
     result = query_window(tmp_path, start=_t(70), end=_t(90), top_k=5)
     assert ranking(result)[0] == "emailservice-1", [(c.component, c.score) for c in result.candidates]
+
+
+def test_null_kpi_columns_in_raw_files_are_read_as_absent(tmp_path):
+    """A KPI column that is all null, as a real null column or as the placeholder string "null", costs neither
+    the file nor a fake series: the other KPIs are read and the null one is absent."""
+    day = "2025-06-06"
+    times = [_t(m) for m in range(30)]
+    n = len(times)
+    apm = pl.DataFrame({
+        "time": [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in times], "object_id": ["frontend-0"] * n,
+        "object_type": ["pod"] * n, "request": [100] * n, "response": [100] * n, "rrt": [1000.0] * n,
+        "rrt_max": [5000] * n, "error": [None] * n, "client_error": [0] * n, "server_error": [0] * n,
+        "timeout": ["null"] * n, "error_ratio": [0.0] * n, "client_error_ratio": [0.0] * n,
+        "server_error_ratio": [0.0] * n,
+    })
+    pod_file = tmp_path / day / "metric-parquet" / "apm" / "pod" / f"pod_frontend-0_{day}.parquet"
+    pod_file.parent.mkdir(parents=True)
+    apm.write_parquet(pod_file)
+    labels = {c: ["null"] * n for c in ("cf", "device", "kpi_name", "kubernetes_node", "mountpoint", "namespace",
+                                         "object_type", "sql_type", "type")}
+    infra = pl.DataFrame({"time": [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in times], "kpi_key": ["pod_processes"] * n,
+                          **labels, "instance": ["aiops-k8s-01"] * n, "pod": ["frontend-0"] * n,
+                          "pod_processes": ["null"] * n})
+    infra_file = tmp_path / day / "metric-parquet" / "infra" / "infra_pod" / f"infra_pod_pod_processes_{day}.parquet"
+    infra_file.parent.mkdir(parents=True)
+    infra.write_parquet(infra_file)
+
+    read_apm_rows = read_apm(tmp_path, start=times[0], end=times[-1], level="pod").frame
+    read_infra_rows = read_infra(tmp_path, start=times[0], end=times[-1], families=["infra_pod"]).frame
+    assert read_apm_rows.height == n and read_infra_rows.height == n
+    series = metric_series(apm=read_apm_rows, infra=read_infra_rows)
+    kpis = set(series.get_column("kpi"))
+    assert {"request", "rrt"} <= kpis
+    assert not {"error", "timeout", "pod_processes"} & kpis
