@@ -80,7 +80,7 @@ class ModalityStatus(BaseModel):
     lost_files: list[LostFile] = Field(default_factory=list)
     # Minutes with data before the window, in its baseline (None: not measured), and whether
     # they are too few for a baseline (recording just started): the window was then judged
-    # against the minutes after it and against its peers, which is weaker evidence.
+    # against the same hour a day earlier, the minutes after it or its peers: weaker evidence.
     baseline_minutes: int | None = None
     baseline_thin: bool = False
 
@@ -110,7 +110,8 @@ class ModalityStatus(BaseModel):
             return ""
         minutes = self.baseline_minutes or 0
         reference = {
-            "metric": "the window was compared with the minutes after it and with peer pods and nodes",
+            "metric": "the window was compared with the same hour a day earlier, the minutes after it "
+                      "or peer pods and nodes",
             "log": "log lines cannot be called new",
             "trace": "call latency and errors cannot be compared",
         }[self.modality]

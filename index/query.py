@@ -67,13 +67,21 @@ def query_window(
     missing: dict[str, list[str]] = {}  # detector (modality) -> its absent partitions
     events: dict[str, pl.DataFrame] = {}
     for name, detector in detectors.items():
-        before, after = detector.context_minutes()
+        # Per-minute tables are read with the detector's context too (older history, minutes
+        # after the window, the same hour on earlier days); only the window's own days count as missing.
+        reads = _merged([(baseline_start, end), *detector.context_spans(**window)])
         for table in detector.feature_tables:
-            # Per-minute tables are read with the detector's context: older history and minutes after.
-            context = {"baseline_start": baseline_start - timedelta(minutes=before),
-                       "end": end + timedelta(minutes=after)} if table.scope == "minute" else {}
-            features[table.name], absent = store.load_feature(index_dir, table, **(window | context))
-            missing.setdefault(name, []).extend(a for a in absent if a.split("/", 1)[0] in core_days)
+            if table.scope != "minute":
+                features[table.name], absent = store.load_feature(index_dir, table, **window)
+            else:
+                parts = []
+                for lo, hi in reads:
+                    part, absent = store.load_feature(index_dir, table, start=start, end=hi, baseline_start=lo)
+                    parts.append(part)
+                    missing.setdefault(name, []).extend(a for a in absent if a.split("/", 1)[0] in core_days)
+                features[table.name] = pl.concat(parts) if len(parts) > 1 else parts[0]
+                continue
+            missing.setdefault(name, []).extend(absent)
         events.update(detector.score(features, **window, exclude=spans))
 
     core = {name: _minutes_between(features[table], baseline_start, end)
@@ -104,6 +112,17 @@ def query_window(
              ", ".join(f"{frame.height} {kind}" for kind, frame in events.items()), len(candidates))
     return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=data_status,
                              parameters=params.as_dict(), empty_reason=empty_reason)
+
+
+def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Overlapping spans joined, so no minute is read twice."""
+    merged: list[tuple[datetime, datetime]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _minutes_between(frame: pl.DataFrame, lo: datetime, hi: datetime) -> pl.DataFrame:

@@ -50,11 +50,12 @@ class Detector(Protocol):
         """
         ...
 
-    def context_minutes(self) -> tuple[int, int]:
-        """Minutes of its per-minute tables it reads before ``baseline_start`` and after the window end.
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        """Minutes of its per-minute tables it reads besides [baseline_start, end] (none: ``[]``).
 
-        Older history checks a baseline that may hold a previous incident; minutes after the
-        window are the reference when there is no history before it. (0, 0): neither.
+        The metric detector reads older history (to check a baseline that may hold a previous
+        incident), the minutes after the window and the same hour on earlier days (references
+        when there is no history before the window).
         """
         ...
 

@@ -338,8 +338,8 @@ class LogDetector:
         counts = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
         return {"log_counts": counts, "log_templates": miner.templates()}
 
-    def context_minutes(self) -> tuple[int, int]:
-        return 0, 0  # the baseline and the window are all it reads
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        return []  # the baseline and the window are all it reads
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:

@@ -51,8 +51,9 @@ METRIC_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "window_value": pl.Float64,
     "onset": TIME,
     # what the window was compared with: before (the baseline), history (older minutes, the
-    # baseline holding a previous incident), after (the minutes after the window, no history
-    # before it) or peers (the other pods of its service / other nodes, no history at all)
+    # baseline holding a previous incident), same_hour (the same clock span on earlier days,
+    # no history before the window), after (the minutes after the window) or peers (the other
+    # pods of its service / other nodes, no history at all)
     "reference": pl.Utf8,
 }
 
@@ -96,6 +97,10 @@ class MetricParams:
     # only a level at least twice (or at most half) the peers' is abnormal.
     peer_min_relative: float = 1.0
     min_peers: int = 2  # fewer peers than this: no robust peer level
+    # Earlier days whose same clock span (baseline and window) is read: the same hour of the
+    # day is the reference that shares the diurnal phase, used when the day itself has no
+    # history (before the window, or to check a baseline). One day: the index keeps days.
+    same_hour_days: int = 1
 
 
 def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
@@ -200,25 +205,32 @@ def score_metric_window(
     second most extreme minute for short faults (a pod kill lasts a minute or two),
     discounted so that sustained shifts rank above single blips.
 
-    Real telemetry's habits (``series`` may hold minutes from ``params.history_minutes``
-    before ``baseline_start`` to ``params.after_minutes`` after ``end``):
+    Real telemetry's habits (``series`` may hold the ``context_spans``: minutes from
+    ``params.history_minutes`` before ``baseline_start`` to ``params.after_minutes`` after
+    ``end``, and the same clock span on ``params.same_hour_days`` earlier days):
 
     * rows in ``exclude`` spans before the window (other incidents' windows) are not baseline;
-    * a baseline that itself sits far from the older history holds a previous incident: an
-      event against it stands only if it also stands against the older history;
-    * with no baseline (recording just started) the minutes after the window are the
-      reference, and with none of those either a pod is compared with its peers.
+    * a baseline that itself sits far from the older history (or, without one, from the same
+      hour on earlier days) holds a previous incident: an event against it stands only if it
+      also stands against that history;
+    * with no baseline (recording just started) the same hour on earlier days is the
+      reference, else the minutes after the window, else a pod is compared with its peers.
     """
     window_start = start.replace(second=0, microsecond=0)
     history_start = baseline_start - timedelta(minutes=params.history_minutes)
     after_end = end + timedelta(minutes=params.after_minutes)
     spans = spans_before(exclude, window_start=window_start)
-    sub = drop_spans(series.filter((pl.col("time") >= history_start) & (pl.col("time") <= after_end)), spans)
+    earlier = _earlier_spans(baseline_start=baseline_start, end=end, params=params)
+    keep = (pl.col("time") >= history_start) & (pl.col("time") <= after_end)
+    for lo, hi in earlier:
+        keep = keep | pl.col("time").is_between(pl.lit(lo), pl.lit(hi))
+    sub = drop_spans(series.filter(keep), spans)
     if sub.height == 0:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)
     expected_baseline_minutes = max(1, int(clean_minutes(baseline_start, window_start, spans)))
     expected_history_minutes = max(1, int(clean_minutes(history_start, baseline_start, spans)))
+    expected_earlier_minutes = max(1, int(sum((hi - lo).total_seconds() // 60 for lo, hi in earlier)))
     data_end = sub.get_column("time").max()
     expected_after_minutes = max(1, int((min(after_end, data_end) - end).total_seconds() // 60))  # type: ignore[operator]
     # A component that keeps reporting other KPIs in the window is alive: one of its series
@@ -228,7 +240,7 @@ def score_metric_window(
              .group_by("component", "kind").agg(pl.col("time").n_unique()).iter_rows()}
     grouped = sub.sort("time").group_by("component", "kind", "kpi", maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
-    bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end))
+    bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end), epoch_us(history_start))
     events: list[dict] = []
     no_history: list[tuple[dict, np.ndarray, int]] = []
     for row in grouped.iter_rows(named=True):
@@ -236,22 +248,30 @@ def score_metric_window(
         values = np.array(row["value"], dtype=float)
         finite = np.isfinite(values)
         times, values = times[finite], values[finite]
-        older_mask, base_mask = times < bounds[0], (times >= bounds[0]) & (times < bounds[1])
+        earlier_mask, older_mask = times < bounds[3], (times >= bounds[3]) & (times < bounds[0])
+        base_mask = (times >= bounds[0]) & (times < bounds[1])
         win_mask, after_mask = (times >= bounds[1]) & (times <= bounds[2]), times > bounds[2]
-        base, win = values[base_mask], values[win_mask]
+        base, win, same_hour = values[base_mask], values[win_mask], values[earlier_mask]
         component_alive = alive.get((row["component"], row["kind"]), 0) >= params.silent_fraction * expected_window_minutes
         reference = "before"
         if base.size >= params.min_baseline_points:
             event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
                                expected_baseline_minutes=expected_baseline_minutes, params=params,
                                missing_is_silence=not component_alive)
-            older = values[older_mask]
+            older, older_minutes = values[older_mask], expected_history_minutes
+            if older.size < params.min_history_points:
+                older, older_minutes = same_hour, expected_earlier_minutes
             if event is not None and older.size >= params.min_history_points and _contaminated(base, older, params):
                 checked = _score_one(base=older, win=win, expected_window_minutes=expected_window_minutes,
-                                     expected_baseline_minutes=expected_history_minutes, params=params,
+                                     expected_baseline_minutes=older_minutes, params=params,
                                      missing_is_silence=not component_alive)
                 event = checked if checked is not None and checked[0] == event[0] else None
                 reference = "history"
+        elif same_hour.size >= params.min_baseline_points:
+            event = _score_one(base=same_hour, win=win, expected_window_minutes=expected_window_minutes,
+                               expected_baseline_minutes=expected_earlier_minutes, params=params,
+                               missing_is_silence=False)
+            reference = "same_hour"
         elif values[after_mask].size >= params.min_baseline_points:
             # Rows that come and go while recording starts are not silence: levels only.
             event = _score_one(base=values[after_mask], win=win, expected_window_minutes=expected_window_minutes,
@@ -285,6 +305,18 @@ def score_metric_window(
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     return pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA).sort("z", descending=True)
+
+
+def _earlier_spans(*, baseline_start: datetime, end: datetime, params: MetricParams) -> list[Span]:
+    """[baseline_start, end] on each of the ``same_hour_days`` earlier days."""
+    return [(baseline_start - timedelta(days=d), end - timedelta(days=d)) for d in range(1, params.same_hour_days + 1)]
+
+
+def context_spans(*, start: datetime, end: datetime, baseline_start: datetime, params: MetricParams) -> list[Span]:
+    """Minutes of ``metric_series`` the scorer reads besides [baseline_start, end]: older history and the
+    minutes after the window (one span), the same clock span on earlier days."""
+    history = (baseline_start - timedelta(minutes=params.history_minutes), end + timedelta(minutes=params.after_minutes))
+    return [history, *_earlier_spans(baseline_start=baseline_start, end=end, params=params)]
 
 
 def _contaminated(base: np.ndarray, older: np.ndarray, params: MetricParams) -> bool:
@@ -421,9 +453,9 @@ class MetricDetector:
         return {"metric_series": metric_series(apm=apm_frame, infra=infra_frame),
                 "metric_placement": placement(infra_frame)}
 
-    def context_minutes(self) -> tuple[int, int]:
-        """Minutes of ``metric_series`` wanted before the baseline and after the window (history, reference)."""
-        return self.params.history_minutes, self.params.after_minutes
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        """Older history and the minutes after the window; the same clock span on earlier days."""
+        return context_spans(start=start, end=end, baseline_start=baseline_start, params=self.params)
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:

@@ -338,8 +338,8 @@ class TraceDetector:
         parts = [edge_stats(chunk["trace"]) for chunk in chunks if chunk.get("trace") is not None]
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 
-    def context_minutes(self) -> tuple[int, int]:
-        return 0, 0  # the baseline and the window are all it reads
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        return []  # the baseline and the window are all it reads
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:

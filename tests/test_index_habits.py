@@ -39,14 +39,16 @@ def build(
     faults: list[dict],
     cpu_unit: float = 1.0,
     latency: str = "mean",
+    day_offset: int = 0,
 ) -> dict[str, pl.DataFrame]:
     """A day of minutes ``[0, minutes)``; each fault ``{pod, start, end, cpu, errors, rrt}`` multiplies that pod's
     CPU and latency and adds errors for minutes ``[start, end]``. ``cpu_unit`` rescales CPU (1000: millicores);
-    ``latency="p99"`` makes rrt a heavy-tailed percentile instead of a mean."""
+    ``latency="p99"`` makes rrt a heavy-tailed percentile instead of a mean; ``day_offset`` -1 writes the
+    same minutes a day earlier."""
     rng = np.random.default_rng(seed)
     series, counts, edges = [], [], []
     for m in range(minutes):
-        t = _t(m)
+        t = _t(m) + timedelta(days=day_offset)
         for pod, node in NODE_OF.items():
             hit = [f for f in faults if f["pod"] == pod and f["start"] <= m <= f["end"]]
             cpu_factor = np.prod([f.get("cpu", 1.0) for f in hit]) if hit else 1.0
@@ -67,7 +69,8 @@ def build(
                 p95 = rng.normal(2000, 80)
                 edges.append((t, caller, f"{caller}-0", callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2, p95,
                               p95 / 1.5))
-    placement = pl.DataFrame([(p, n, _t(0), _t(minutes)) for p, n in NODE_OF.items()],
+    shift = timedelta(days=day_offset)
+    placement = pl.DataFrame([(p, n, _t(0) + shift, _t(minutes) + shift) for p, n in NODE_OF.items()],
                              schema={"pod": pl.Utf8, "node": pl.Utf8, "first": SERIES_SCHEMA["time"],
                                      "last": SERIES_SCHEMA["time"]}, orient="row")
     return {
@@ -78,9 +81,9 @@ def build(
     }
 
 
-def write(index_dir, tables: dict[str, pl.DataFrame]) -> None:
+def write(index_dir, tables: dict[str, pl.DataFrame], *, day: str = DAY) -> None:
     for table, frame in tables.items():
-        store.atomic_write_parquet(frame, store.table_path(index_dir, DAY, table))
+        store.atomic_write_parquet(frame, store.table_path(index_dir, day, table))
     store.atomic_write_parquet(pl.DataFrame({"template_id": [1], "template": ["request complete"]}),
                                store.index_table_path(index_dir, "log_templates"))
 
@@ -142,6 +145,18 @@ def test_window_at_the_start_of_the_data_still_answers_and_says_the_baseline_is_
     assert metric.baseline_thin and metric.baseline_minutes == 0
     words = " ".join(result.data_gaps())
     assert "baseline" in words and "thin" in words, words
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_history_and_no_peers_that_differ_the_same_hour_yesterday_decides(tmp_path, seed):
+    """Recording restarts with a whole service's CPU up 3x and stops at the window's end: its pods agree with
+    each other and there are no minutes after, but yesterday's same hour is in the index."""
+    write(tmp_path, build(minutes=60, seed=seed + 10, faults=[], day_offset=-1), day="2025-06-05")
+    everyone = [{"pod": f"emailservice-{i}", "start": 0, "end": 10, "cpu": 3.0} for i in range(3)]
+    write(tmp_path, build(minutes=11, seed=seed, faults=everyone))
+    result = query_window(tmp_path, start=_t(0), end=_t(10), top_k=5)
+    assert ranking(result)[0] == "emailservice", [(c.component, c.score) for c in result.candidates]
+    assert next(s for s in result.data_status if s.modality == "metric").baseline_thin
 
 
 def test_a_full_baseline_is_not_called_thin(tmp_path):
