@@ -224,7 +224,8 @@ def score_metric_window(
     keep = (pl.col("time") >= history_start) & (pl.col("time") <= after_end)
     for lo, hi in earlier:
         keep = keep | pl.col("time").is_between(pl.lit(lo), pl.lit(hi))
-    sub = drop_spans(series.filter(keep), spans)
+    # Missing values are absent (an index written before ``metric_series`` dropped them may hold null rows).
+    sub = drop_spans(series.filter(keep & pl.col("value").is_finite()), spans)
     if sub.height == 0:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)

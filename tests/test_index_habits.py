@@ -238,3 +238,32 @@ def test_null_kpi_columns_in_raw_files_are_read_as_absent(tmp_path):
     kpis = set(series.get_column("kpi"))
     assert {"request", "rrt"} <= kpis
     assert not {"error", "timeout", "pod_processes"} & kpis
+
+
+def test_thin_baseline_reaches_the_prompt_in_words(tmp_path):
+    from diagnose.cases import Case
+    from diagnose.pipeline import prepare_case
+    from index.models import Candidate, EvidenceItem, ModalityStatus
+    from rca.settings import load_settings
+    from tests.fakes import StaticEvidence, StaticKnowledge
+
+    cpu = EvidenceItem(modality="metric", key="pod_cpu_usage", component="emailservice-1", signal="level",
+                       text="pod_cpu_usage up 4.8x (z=50.0) on emailservice-1 from 16:00", magnitude=50.0)
+    candidates = [Candidate(component="emailservice-1", level="pod", score=2.6, evidence=[cpu])]
+
+    status = [ModalityStatus(modality="metric", state="ok", baseline_minutes=0, baseline_thin=True),
+              ModalityStatus(modality="log", state="ok", baseline_minutes=30)]
+    settings = load_settings(environ={}, overrides={"paths": {"runs_dir": tmp_path / "runs"}})
+    prepared = prepare_case(Case(uuid="c0", description="x", start=_t(0), end=_t(10)), settings=settings,
+                            evidence=StaticEvidence(candidates, data_status=status), knowledge=StaticKnowledge())
+    user = prepared.prompt.messages[-1]["content"]
+    assert "metric baseline thin: only 0 minute(s) of data before the window" in user
+    assert "log baseline" not in user
+
+
+def test_no_candidates_come_with_a_reason(tmp_path):
+    write(tmp_path, build(minutes=120, seed=6, faults=[]))
+    nothing = query_window(tmp_path, start=_t(60 * 24), end=_t(60 * 24 + 10))  # a day the index does not hold
+    assert nothing.candidates == [] and nothing.empty_reason == "the index holds no data for the window"
+    quiet = query_window(tmp_path, start=_t(70), end=_t(90))
+    assert quiet.candidates or quiet.empty_reason
