@@ -243,7 +243,9 @@ def score_metric_window(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
     bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end), epoch_us(history_start))
     events: list[dict] = []
-    no_history: list[tuple[dict, np.ndarray, int]] = []
+    # Series without a baseline: (row, window values, first window minute, already an event against
+    # the same hour or the minutes after). All are one another's peers; those without an event are judged so.
+    no_history: list[tuple[dict, np.ndarray, int, bool]] = []
     for row in grouped.iter_rows(named=True):
         times = np.array(row["time_us"], dtype=np.int64)
         values = np.array(row["value"], dtype=float)
@@ -280,9 +282,9 @@ def score_metric_window(
                                missing_is_silence=False)
             reference = "after"
         else:
-            if win.size:
-                no_history.append((row, win, int(times[win_mask][0])))
-            continue
+            event, reference = None, "peers"
+        if base.size < params.min_baseline_points and win.size:
+            no_history.append((row, win, int(times[win_mask][0]), event is not None))
         if event is None:
             continue
         direction, z, level, median = event
@@ -337,18 +339,22 @@ def _peer_group(component: str, kind: str) -> str | None:
     return None
 
 
-def _peer_events(rows: list[tuple[dict, np.ndarray, int]], *, params: MetricParams) -> list[dict]:
-    """Series without any history, each against its peers' window levels (pooled minutes, robust)."""
-    groups: dict[tuple[str, str, str], list[tuple[dict, np.ndarray, int]]] = {}
-    for row, win, first_us in rows:
-        group = _peer_group(row["component"], row["kind"])
+def _peer_events(rows: list[tuple[dict, np.ndarray, int, bool]], *, params: MetricParams) -> list[dict]:
+    """Series without a baseline and without an event yet, each against its peers' window levels (pooled
+    minutes, robust). A fault that outlasts its window looks normal against the minutes after it; its
+    peers still tell."""
+    groups: dict[tuple[str, str, str], list[tuple[dict, np.ndarray, int, bool]]] = {}
+    for member in rows:
+        group = _peer_group(member[0]["component"], member[0]["kind"])
         if group is not None:
-            groups.setdefault((group, row["kind"], row["kpi"]), []).append((row, win, first_us))
+            groups.setdefault((group, member[0]["kind"], member[0]["kpi"]), []).append(member)
     events: list[dict] = []
     for members in groups.values():
         if len(members) < params.min_peers + 1:
             continue
-        for index, (row, win, first_us) in enumerate(members):
+        for index, (row, win, first_us, scored) in enumerate(members):
+            if scored:
+                continue
             peers = np.concatenate([m[1] for k, m in enumerate(members) if k != index])
             median, scale = robust_location_scale(peers)
             level = float(np.median(win))

@@ -147,6 +147,14 @@ def test_window_at_the_start_of_the_data_still_answers_and_says_the_baseline_is_
     assert "baseline" in words and "thin" in words, words
 
 
+def test_a_fault_that_outlasts_its_window_at_the_start_of_the_data_is_found_by_its_peers(tmp_path):
+    """The minutes after the window hold the same fault (it outlasts the declared end): they look like the
+    window, so the pod's peers are the reference that tells."""
+    write(tmp_path, build(minutes=60, seed=7, faults=[{"pod": "emailservice-1", "start": 0, "end": 59, "cpu": 5.0}]))
+    result = query_window(tmp_path, start=_t(0), end=_t(10), top_k=5)
+    assert ranking(result) and ranking(result)[0] == "emailservice-1", ranking(result)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_no_history_and_no_peers_that_differ_the_same_hour_yesterday_decides(tmp_path, seed):
     """Recording restarts with a whole service's CPU up 3x and stops at the window's end: its pods agree with
