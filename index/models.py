@@ -112,8 +112,8 @@ class ModalityStatus(BaseModel):
         reference = {
             "metric": "the window was compared with the same hour a day earlier, the minutes after it "
                       "or peer pods and nodes",
-            "log": "log lines cannot be called new",
-            "trace": "call latency and errors cannot be compared",
+            "log": "few log lines to compare the window's with",
+            "trace": "few calls to compare the window's latency and errors with",
         }[self.modality]
         return (f"{self.modality} baseline thin: only {minutes} minute(s) of data before the window "
                 f"(recording just started?); {reference}")
