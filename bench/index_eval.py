@@ -59,15 +59,22 @@ class IndexEvaluation:
         return [c for c in self.cases if not c.hits[k]]
 
 
-def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: IndexParams) -> IndexEvaluation:
+def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: IndexParams,
+                   exclude_other_windows: bool = True) -> IndexEvaluation:
+    """AC@k of every case of ``input_file``; with ``exclude_other_windows`` each query leaves the other
+    cases' windows (input, as the diagnoser sees them) out of its baseline."""
     truths = {t.uuid: t for t in load_truth(gt_file)}
     result = IndexEvaluation()
-    for case in load_cases(input_file):
+    cases = load_cases(input_file)
+    windows = [(c.start, c.end) for c in cases] if exclude_other_windows else []
+    for case in cases:
         truth = truths.get(case.uuid)
         if truth is None:
             log.warning("case %s has no ground truth; skipped", case.uuid)
             continue
-        found = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), params=params)
+        others = [w for w in windows if w != (case.start, case.end)]
+        found = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), params=params,
+                             exclude_windows=others)
         ranking = [c.component for c in found.candidates]
         universe = known_components(index_dir, start=case.start, end=case.end)
         answers = set(truth.instance)

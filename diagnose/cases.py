@@ -187,3 +187,18 @@ def read_cases(path: Path) -> CaseFile:
         cases.append(case)
     log.info("loaded %d cases from %s%s", len(cases), path, f" ({len(bad)} unusable)" if bad else "")
     return CaseFile(path=path, cases=cases, bad=bad)
+
+
+def input_case_windows(path: Path | None) -> list[tuple[datetime, datetime]]:
+    """The window of every good case of an input file (empty when there is no such file).
+
+    These are input, not ground truth: the index leaves each other incident's minutes out of
+    a window's baseline. An unreadable file gives none (logged): diagnosis does not depend on it.
+    """
+    if path is None or not Path(path).is_file():
+        return []
+    try:
+        return [(case.start, case.end) for case in read_cases(Path(path)).cases]
+    except CaseError as exc:
+        log.warning("no case windows to leave out of baselines: %s", exc)
+        return []

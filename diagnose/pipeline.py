@@ -288,9 +288,9 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     candidates = ranked[:wanted]
     timings["index_s"] = round(time.perf_counter() - t0, 3)
     if not candidates:
-        gaps = "; ".join(result.data_gaps())
+        why = "; ".join(([result.empty_reason] if result.empty_reason else []) + result.data_gaps())
         raise NoCandidates(f"{case.uuid}: the index holds no candidates for {format_utc(case.start)}..{format_utc(case.end)}"
-                           + (f" ({gaps})" if gaps else ""))
+                           + (f" ({why})" if why else ""))
 
     t1 = time.perf_counter()
     summary, hints = evidence_summary(candidates)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import ExitStack
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from diagnose.cases import Case
+from diagnose.cases import Case, input_case_windows
 from diagnose.pipeline import (
     CaseFailed,
     CaseRecord,
@@ -58,13 +59,20 @@ class Diagnoser:
         self._stack = ExitStack()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Diagnoser:
-        """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend."""
+    def from_settings(cls, settings: Settings, *,
+                      case_windows: Sequence[tuple[datetime, datetime]] | None = None) -> Diagnoser:
+        """The production wiring: the on-disk index, the Chroma knowledge base, the configured backend.
+
+        ``case_windows``: the incident windows the index leaves out of each other's baselines;
+        None reads them from the configured input file (every case window it holds), when it exists.
+        """
         from diagnose.sources import IndexEvidence
         from index.params import IndexParams
         from knowledge.base import KnowledgeBase
 
-        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
+        windows = input_case_windows(settings.paths.input_file) if case_windows is None else list(case_windows)
+        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index),
+                                 case_windows=windows)
         return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase.from_settings(settings),
                    telemetry=RawTelemetry(settings.paths.data_dir))
 

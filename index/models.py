@@ -78,15 +78,21 @@ class ModalityStatus(BaseModel):
     gaps: list[tuple[datetime, datetime]] = Field(default_factory=list)
     missing_partitions: list[str] = Field(default_factory=list)  # "<day>/<table>"
     lost_files: list[LostFile] = Field(default_factory=list)
+    # Minutes with data before the window, in its baseline (None: not measured), and whether
+    # they are too few for a baseline (recording just started): the window was then judged
+    # against the same hour a day earlier, the minutes after it or its peers: weaker evidence.
+    baseline_minutes: int | None = None
+    baseline_thin: bool = False
 
     def describe(self) -> str:
         """Words for the prompt, e.g. ``no trace data 16:00-16:30 UTC`` or
         ``metric data partial: 1 file unreadable (pod_cpu_usage ...)``."""
         label = {"metric": "metric", "log": "log", "trace": "trace"}[self.modality]
+        thin = self._thin_words()
         if self.state == "ok":
-            return f"{label} data complete"
+            return thin or f"{label} data complete"
         if self.state == "no_data":
-            return f"no {label} data in the window"
+            return f"no {label} data in the window" + (f"; {thin}" if thin else "")
         parts: list[str] = []
         if self.gaps:
             spans = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in self.gaps[:4])
@@ -95,7 +101,22 @@ class ModalityStatus(BaseModel):
             names = ", ".join(f.name() for f in self.lost_files[:3])
             more = f" and {len(self.lost_files) - 3} more" if len(self.lost_files) > 3 else ""
             parts.append(f"{label} data partial: {len(self.lost_files)} file(s) unreadable ({names}{more})")
+        if thin:
+            parts.append(thin)
         return "; ".join(parts) or f"{label} data partial"
+
+    def _thin_words(self) -> str:
+        if not self.baseline_thin:
+            return ""
+        minutes = self.baseline_minutes or 0
+        reference = {
+            "metric": "the window was compared with the same hour a day earlier, the minutes after it "
+                      "or peer pods and nodes",
+            "log": "few log lines to compare the window's with",
+            "trace": "few calls to compare the window's latency and errors with",
+        }[self.modality]
+        return (f"{self.modality} baseline thin: only {minutes} minute(s) of data before the window "
+                f"(recording just started?); {reference}")
 
 
 class WindowQueryResult(BaseModel):
@@ -104,7 +125,10 @@ class WindowQueryResult(BaseModel):
     candidates: list[Candidate]
     data_status: list[ModalityStatus] = Field(default_factory=list)  # one per modality
     parameters: dict[str, Any] = Field(default_factory=dict)  # the IndexParams the result was made with
+    # Why there are no candidates, in words (None when there are some): never an unexplained empty list.
+    empty_reason: str | None = None
 
     def data_gaps(self) -> list[str]:
-        """The data status in words, one line per incomplete modality (empty when all is complete)."""
-        return [s.describe() for s in self.data_status if s.state != "ok"]
+        """The data status in words, one line per incomplete modality or thin baseline (empty when all is
+        complete)."""
+        return [s.describe() for s in self.data_status if s.state != "ok" or s.baseline_thin]

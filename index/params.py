@@ -58,6 +58,19 @@ class IndexParams:
     # callers' burst) lands in the minutes just after it, not inside the window itself.
     brief_window_minutes: int = 3
     max_evidence: int = 12  # evidence lines per candidate
+    # Other incidents' windows are excluded from the baseline with this much of their end
+    # too: effects outlast a declared end (the simulator's recovery tails reach 2.5 min,
+    # real restarts and queue drains longer).
+    exclude_margin_minutes: int = 5
+    # How far back the baseline may reach to collect ``baseline_minutes`` clean minutes
+    # when other incidents' windows are excluded: four baselines' worth, so a day with an
+    # incident every half hour still finds its reference, without reaching into another
+    # part of the diurnal cycle.
+    max_baseline_reach_minutes: int = 120
+    # A modality with fewer minutes of data than this before the window has a thin baseline
+    # (recording just started): twice the detectors' smallest baseline (min_baseline_points),
+    # below which a median / MAD is a guess. It is said in the data status.
+    thin_baseline_minutes: int = 10
     metric: MetricParams = field(default_factory=MetricParams)
     log: LogParams = field(default_factory=LogParams)
     trace: TraceParams = field(default_factory=TraceParams)

@@ -8,16 +8,18 @@ Every knob comes in one ``IndexParams``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 
 from index import store
-from index.models import WindowQueryResult
+from index.models import ModalityStatus, WindowQueryResult
 from index.params import IndexParams
 from index.rank import rank_candidates
 from index.status import window_status
+from preprocess.baseline import drop_spans, extended_start, spans_before
 from preprocess.detect import make_detectors
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA
 from preprocess.detect_trace import call_graph
@@ -34,50 +36,120 @@ def query_window(
     end: datetime,
     top_k: int = 10,
     params: IndexParams = IndexParams(),
+    exclude_windows: Sequence[tuple[datetime, datetime]] = (),
 ) -> WindowQueryResult:
     """Ranked candidates for the incident window [start, end] (UTC).
 
     ``params.baseline_minutes`` of data before ``start`` are the fault-free reference; a window
     shorter than ``params.brief_window_minutes`` is scored over that many minutes from its start
-    (a pod kill's evidence comes just after its one second). Each
-    candidate carries up to ``params.max_evidence`` lines, one of each kind of signal first.
-    What the index lacks for the window is in ``data_status`` (index/status.py); a window with
-    no data at all gives no candidates.
+    (a pod kill's evidence comes just after its one second). ``exclude_windows`` are other
+    incidents' windows known to the caller (the case windows of its input file: input, not
+    ground truth): their minutes (and ``params.exclude_margin_minutes`` after each) are left
+    out of the baseline, which reaches further back to keep its length. Each candidate carries
+    up to ``params.max_evidence`` lines, one of each kind of signal first. What the index lacks
+    for the window is in ``data_status`` (index/status.py), including a thin baseline (no
+    history before the window); no candidates at all come with ``empty_reason``.
     """
     start, end = as_utc(start), as_utc(end)
     if end < start:
         raise ValueError(f"window end {end.isoformat()} precedes start {start.isoformat()}")
     index_dir = Path(index_dir)
     manifest = store.load_manifest(index_dir)  # fails clearly on a foreign schema version
-    baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=params.baseline_minutes)
+    window_start = start.replace(second=0, microsecond=0)
+    spans = spans_before([(as_utc(a), as_utc(b)) for a, b in exclude_windows], window_start=window_start,
+                         margin=timedelta(minutes=params.exclude_margin_minutes))
+    baseline_start = extended_start(window_start, minutes=params.baseline_minutes, spans=spans,
+                                    max_minutes=params.max_baseline_reach_minutes)
     # A brief fault is scored over the minutes after it too (params.brief_window_minutes).
     scored_end = max(end, start + timedelta(minutes=params.brief_window_minutes))
     window = {"start": start, "end": scored_end, "baseline_start": baseline_start}
+    core_days = set(store.days_for_window(baseline_start, scored_end))
 
     detectors = make_detectors(params.detector_params())
     features: dict[str, pl.DataFrame] = {}
     missing: dict[str, list[str]] = {}  # detector (modality) -> its absent partitions
     events: dict[str, pl.DataFrame] = {}
     for name, detector in detectors.items():
+        # Per-minute tables are read with the detector's context too (older history, minutes
+        # after the window, the same hour on earlier days); only the window's own days count as missing.
+        reads = _merged([(baseline_start, scored_end), *detector.context_spans(**window)])
         for table in detector.feature_tables:
-            features[table.name], absent = store.load_feature(index_dir, table, **window)
+            if table.scope != "minute":
+                features[table.name], absent = store.load_feature(index_dir, table, **window)
+            else:
+                parts = []
+                for lo, hi in reads:
+                    part, absent = store.load_feature(index_dir, table, start=start, end=hi, baseline_start=lo)
+                    parts.append(part)
+                    missing.setdefault(name, []).extend(a for a in absent if a.split("/", 1)[0] in core_days)
+                features[table.name] = pl.concat(parts) if len(parts) > 1 else parts[0]
+                continue
             missing.setdefault(name, []).extend(absent)
-        events.update(detector.score(features, **window))
+        events.update(detector.score(features, **window, exclude=spans))
 
-    series, counts, edges = features["metric_series"], features["log_counts"], features["trace_edges"]
+    core = {name: _minutes_between(features[table], baseline_start, scored_end)
+            for name, table in (("metric", "metric_series"), ("log", "log_counts"), ("trace", "trace_edges"))}
+    history = {name: _baseline_minutes(frame, baseline_start=baseline_start, window_start=window_start, spans=spans)
+               for name, frame in core.items()}
+    if history["metric"] < params.thin_baseline_minutes and events["log"].height:
+        # Without history every log template of the window would look new: only bursts against a history count.
+        events["log"] = events["log"].filter(pl.col("direction") != "new")
+    series, counts, edges = core["metric"], core["log"], core["trace"]
     placement = features["metric_placement"]
     candidates = rank_candidates(
         events=events, graph=call_graph(edges), placement=placement,
         known_pods=_known_pods(series, counts, edges, placement), top_k=top_k, max_evidence=params.max_evidence,
         window_start=start, weights=params.rank,
     )
-    data_status = window_status(manifest=manifest, start=start, end=end, frames={
-        "metric": (series, missing.get("metric", [])), "log": (counts, missing.get("log", [])),
-        "trace": (edges, missing.get("trace", []))})
+    data_status = [
+        status.model_copy(update={"baseline_minutes": history[status.modality],
+                                  "baseline_thin": status.state != "no_data"
+                                  and history[status.modality] < params.thin_baseline_minutes})
+        for status in window_status(manifest=manifest, start=start, end=end, frames={
+            "metric": (series, missing.get("metric", [])), "log": (counts, missing.get("log", [])),
+            "trace": (edges, missing.get("trace", []))})]
+    empty_reason = None if candidates else _empty_reason(data_status, events)
+    if empty_reason:
+        log.warning("window %s..%s: no candidates: %s", start.isoformat(), end.isoformat(), empty_reason)
     log.info("window %s..%s: %s -> %d candidates", start.isoformat(), end.isoformat(),
              ", ".join(f"{frame.height} {kind}" for kind, frame in events.items()), len(candidates))
     return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=data_status,
-                             parameters=params.as_dict())
+                             parameters=params.as_dict(), empty_reason=empty_reason)
+
+
+def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Overlapping spans joined, so no minute is read twice."""
+    merged: list[tuple[datetime, datetime]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _minutes_between(frame: pl.DataFrame, lo: datetime, hi: datetime) -> pl.DataFrame:
+    return frame.filter(pl.col("time").is_between(pl.lit(lo), pl.lit(hi))) if frame.height else frame
+
+
+def _baseline_minutes(frame: pl.DataFrame, *, baseline_start: datetime, window_start: datetime,
+                      spans: Sequence[tuple[datetime, datetime]]) -> int:
+    """Distinct minutes with rows in the baseline (excluded spans left out)."""
+    rows = drop_spans(frame.filter((pl.col("time") >= baseline_start) & (pl.col("time") < window_start)), spans)
+    return rows.get_column("time").dt.truncate("1m").n_unique() if rows.height else 0
+
+
+def _empty_reason(data_status: list[ModalityStatus], events: dict[str, pl.DataFrame]) -> str:
+    """Why a window has no candidates, in words."""
+    if all(s.state == "no_data" for s in data_status):
+        return "the index holds no data for the window"
+    if not any(frame.height for frame in events.values()):
+        thin = [s.modality for s in data_status if s.baseline_thin]
+        if thin:
+            return (f"no component deviated from what little reference there is (thin baseline: "
+                    f"{', '.join(thin)}; no history before the window, few minutes after it, no peers that differ)")
+        return "no component deviated from its baseline in any modality"
+    return "anomalies were found but none on an answerable component"
 
 
 def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list[str]:

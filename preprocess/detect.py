@@ -15,13 +15,14 @@ seam, not a framework.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 import polars as pl
 
+from preprocess.baseline import Span
 from preprocess.detect_log import LogDetector, LogParams
 from preprocess.detect_metric import MetricDetector, MetricParams
 from preprocess.detect_trace import TraceDetector, TraceParams
@@ -49,9 +50,21 @@ class Detector(Protocol):
         """
         ...
 
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        """Minutes of its per-minute tables it reads besides [baseline_start, end] (none: ``[]``).
+
+        The metric detector reads older history (to check a baseline that may hold a previous
+        incident), the minutes after the window and the same hour on earlier days (references
+        when there is no history before the window).
+        """
+        ...
+
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime) -> dict[str, pl.DataFrame]:
-        """Events of the window [start, end] against [baseline_start, start), one frame per event kind."""
+              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
+        """Events of the window [start, end] against [baseline_start, start), one frame per event kind.
+
+        Rows inside ``exclude`` spans (other incidents' windows, before this one) are not baseline.
+        """
         ...
 
 

@@ -23,7 +23,7 @@ import json
 import logging
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from drain3 import TemplateMiner
 from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
+from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
 from preprocess.schema import TIME, FeatureTable, RawInput
 from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
@@ -205,17 +206,20 @@ def score_log_window(
     end: datetime,
     baseline_start: datetime,
     params: LogParams = LogParams(),
+    exclude: Sequence[Span] = (),
 ) -> pl.DataFrame:
     """Bursting, new and silenced log streams of the window [start, end] per pod.
 
     Counts are compared as Poisson rates: expected = baseline rate × window minutes,
     z = (observed - expected) / sqrt(expected + 1). A chronic template keeps its rate
-    and so never passes both the z and the ratio test.
+    and so never passes both the z and the ratio test. Rows in ``exclude`` spans before the
+    window (other incidents) are not baseline.
     """
     window_start = start.replace(second=0, microsecond=0)
-    baseline_minutes = max(1.0, (window_start - baseline_start).total_seconds() / 60)
+    spans = spans_before(exclude, window_start=window_start)
+    baseline_minutes = max(1.0, clean_minutes(baseline_start, window_start, spans))
     window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
-    sub = counts.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end))
+    sub = drop_spans(counts.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans)
     if sub.height == 0:
         return pl.DataFrame(schema=LOG_EVENT_SCHEMA)
     in_window = pl.col("time") >= window_start
@@ -334,8 +338,11 @@ class LogDetector:
         counts = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
         return {"log_counts": counts, "log_templates": miner.templates()}
 
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        return []  # the baseline and the window are all it reads
+
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         events = score_log_window(features["log_counts"], features["log_templates"], start=start, end=end,
-                                  baseline_start=baseline_start, params=self.params)
+                                  baseline_start=baseline_start, params=self.params, exclude=exclude)
         return {"log": events}

@@ -15,16 +15,18 @@ This module owns three things:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import ruptures
 
+from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
 from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput
+from rca.taxonomy import service_of
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,11 @@ METRIC_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "baseline": pl.Float64,
     "window_value": pl.Float64,
     "onset": TIME,
+    # what the window was compared with: before (the baseline), history (older minutes, the
+    # baseline holding a previous incident), same_hour (the same clock span on earlier days,
+    # no history before the window), after (the minutes after the window) or peers (the other
+    # pods of its service / other nodes, no history at all)
+    "reference": pl.Utf8,
 }
 
 # Pod -> node placement intervals (from infra_pod's hosting-node label).
@@ -79,6 +86,29 @@ class MetricParams:
     # after it, index.params.IndexParams.brief_window_minutes): there one missing or near-zero
     # minute of a complete, steady series is the restart gap, the only trace a kill leaves.
     brief_window_minutes: int = 5
+    # Older history before the baseline, read to check the baseline itself: two hours hold
+    # several incident windows' worth of minutes, so a median over them survives one
+    # previous incident, yet stay within the part of a diurnal cycle that looks alike.
+    history_minutes: int = 120
+    min_history_points: int = 20  # fewer older minutes than this: the baseline cannot be checked
+    # The baseline is "contaminated" (it holds a previous incident) when its median sits this
+    # many robust z and this share away from the older history's: the same bar as an event
+    # (min_z), with a wider relative margin so that a diurnal drift over two hours (about 10 %
+    # for a day-long cycle of +-30 %) never qualifies.
+    contaminated_z: float = 4.0
+    contaminated_relative: float = 0.3
+    # Minutes after the window read as the reference when there is no history before it
+    # (recording just started): as long as the usual baseline.
+    after_minutes: int = 30
+    # Peer comparison (no history at all): a pod against the other pods of its service, a node
+    # against the other nodes. Healthy peers differ by their share of traffic (often 1.5x), so
+    # only a level at least twice (or at most half) the peers' is abnormal.
+    peer_min_relative: float = 1.0
+    min_peers: int = 2  # fewer peers than this: no robust peer level
+    # Earlier days whose same clock span (baseline and window) is read: the same hour of the
+    # day is the reference that shares the diurnal phase, used when the day itself has no
+    # history (before the window, or to check a baseline). One day: the index keeps days.
+    same_hour_days: int = 1
 
 
 def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
@@ -108,7 +138,9 @@ def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl
         ))
     if not parts:
         return pl.DataFrame(schema=SERIES_SCHEMA)
-    frame = pl.concat(parts).filter(~pl.col("kpi").is_in(list(_STATIC_KPIS)))
+    # A missing value (an all-null column, a counter the exporter does not fill) is absent data,
+    # not a zero: no row is kept for it, so it can never read as "went to zero".
+    frame = pl.concat(parts).filter(~pl.col("kpi").is_in(list(_STATIC_KPIS)) & pl.col("value").is_finite())
     return (
         frame.group_by("time", "component", "kind", "kpi")
         .agg(pl.col("value").max())
@@ -173,44 +205,105 @@ def score_metric_window(
     end: datetime,
     baseline_start: datetime,
     params: MetricParams = MetricParams(),
+    exclude: Sequence[Span] = (),
 ) -> pl.DataFrame:
     """One event per series whose window [start, end] deviates from [baseline_start, start).
 
     The window level is the median of the window for a sustained change, or the
     second most extreme minute for short faults (a pod kill lasts a minute or two),
     discounted so that sustained shifts rank above single blips.
+
+    Real telemetry's habits (``series`` may hold the ``context_spans``: minutes from
+    ``params.history_minutes`` before ``baseline_start`` to ``params.after_minutes`` after
+    ``end``, and the same clock span on ``params.same_hour_days`` earlier days):
+
+    * rows in ``exclude`` spans before the window (other incidents' windows) are not baseline;
+    * a baseline that itself sits far from the older history (or, without one, from the same
+      hour on earlier days) holds a previous incident: an event against it stands only if it
+      also stands against that history;
+    * with no baseline (recording just started) the same hour on earlier days is the
+      reference, else the minutes after the window, else a pod is compared with its peers.
     """
     window_start = start.replace(second=0, microsecond=0)
-    sub = series.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end))
+    history_start = baseline_start - timedelta(minutes=params.history_minutes)
+    after_end = end + timedelta(minutes=params.after_minutes)
+    spans = spans_before(exclude, window_start=window_start)
+    earlier = _earlier_spans(baseline_start=baseline_start, end=end, params=params)
+    keep = (pl.col("time") >= history_start) & (pl.col("time") <= after_end)
+    for lo, hi in earlier:
+        keep = keep | pl.col("time").is_between(pl.lit(lo), pl.lit(hi))
+    # Missing values are absent (an index written before ``metric_series`` dropped them may hold null rows).
+    sub = drop_spans(series.filter(keep & pl.col("value").is_finite()), spans)
     if sub.height == 0:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)
-    expected_baseline_minutes = max(1, int((window_start - baseline_start).total_seconds() // 60))
+    expected_baseline_minutes = max(1, int(clean_minutes(baseline_start, window_start, spans)))
+    expected_history_minutes = max(1, int(clean_minutes(history_start, baseline_start, spans)))
+    expected_earlier_minutes = max(1, int(sum((hi - lo).total_seconds() // 60 for lo, hi in earlier)))
+    data_end = sub.get_column("time").max()
+    expected_after_minutes = max(1, int((min(after_end, data_end) - end).total_seconds() // 60))  # type: ignore[operator]
+    # A component that keeps reporting other KPIs in the window is alive: one of its series
+    # missing there is an absent column (an exporter that stops filling it), not silence.
+    alive = {(component, kind): minutes for component, kind, minutes in
+             sub.filter((pl.col("time") >= window_start) & (pl.col("time") <= end))
+             .group_by("component", "kind").agg(pl.col("time").n_unique()).iter_rows()}
     grouped = sub.sort("time").group_by("component", "kind", "kpi", maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
-    window_start_us = epoch_us(window_start)
+    bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end), epoch_us(history_start))
     events: list[dict] = []
+    # Series without a baseline: (row, window values, first window minute, already an event against
+    # the same hour or the minutes after). All are one another's peers; those without an event are judged so.
+    no_history: list[tuple[dict, np.ndarray, int, bool]] = []
     for row in grouped.iter_rows(named=True):
         times = np.array(row["time_us"], dtype=np.int64)
         values = np.array(row["value"], dtype=float)
         finite = np.isfinite(values)
         times, values = times[finite], values[finite]
-        in_window = times >= window_start_us
-        base, win = values[~in_window], values[in_window]
-        if base.size < params.min_baseline_points:
-            continue
-        event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
-                           expected_baseline_minutes=expected_baseline_minutes, params=params,
-                           gap=_has_gap(times[in_window], window_start_us=window_start_us,
-                                        minutes=expected_window_minutes))
+        earlier_mask, older_mask = times < bounds[3], (times >= bounds[3]) & (times < bounds[0])
+        base_mask = (times >= bounds[0]) & (times < bounds[1])
+        win_mask, after_mask = (times >= bounds[1]) & (times <= bounds[2]), times > bounds[2]
+        base, win, same_hour = values[base_mask], values[win_mask], values[earlier_mask]
+        component_alive = alive.get((row["component"], row["kind"]), 0) >= params.silent_fraction * expected_window_minutes
+        reference = "before"
+        if base.size >= params.min_baseline_points:
+            event = _score_one(base=base, win=win, expected_window_minutes=expected_window_minutes,
+                               expected_baseline_minutes=expected_baseline_minutes, params=params,
+                               missing_is_silence=not component_alive,
+                               gap=_has_gap(times[win_mask], window_start_us=bounds[1], minutes=expected_window_minutes))
+            older, older_minutes = values[older_mask], expected_history_minutes
+            if older.size < params.min_history_points:
+                older, older_minutes = same_hour, expected_earlier_minutes
+            if event is not None and older.size >= params.min_history_points and _contaminated(base, older, params):
+                checked = _score_one(base=older, win=win, expected_window_minutes=expected_window_minutes,
+                                     expected_baseline_minutes=older_minutes, params=params,
+                                     missing_is_silence=not component_alive)
+                event = checked if checked is not None and checked[0] == event[0] else None
+                reference = "history"
+        elif same_hour.size >= params.min_baseline_points:
+            event = _score_one(base=same_hour, win=win, expected_window_minutes=expected_window_minutes,
+                               expected_baseline_minutes=expected_earlier_minutes, params=params,
+                               missing_is_silence=False)
+            reference = "same_hour"
+        elif values[after_mask].size >= params.min_baseline_points:
+            # Rows that come and go while recording starts are not silence: levels only.
+            event = _score_one(base=values[after_mask], win=win, expected_window_minutes=expected_window_minutes,
+                               expected_baseline_minutes=expected_after_minutes, params=params,
+                               missing_is_silence=False)
+            reference = "after"
+        else:
+            event, reference = None, "peers"
+        if base.size < params.min_baseline_points and win.size:
+            no_history.append((row, win, int(times[win_mask][0]), event is not None))
         if event is None:
             continue
         direction, z, level, median = event
-        onset_index = change_point_onset(values, first_window_index=base.size) if direction != "silent" else None
-        if onset_index is not None and onset_index < times.size:
-            onset = from_epoch_us(times[onset_index])
+        scored_times = np.concatenate([times[base_mask], times[win_mask]])
+        onset_index = (change_point_onset(np.concatenate([base, win]), first_window_index=base.size)
+                       if direction != "silent" and reference == "before" else None)
+        if onset_index is not None and onset_index < scored_times.size:
+            onset = from_epoch_us(scored_times[onset_index])
         elif win.size:
-            onset = from_epoch_us(times[base.size + _first_exceeding(win, median, direction)])
+            onset = from_epoch_us(times[win_mask][_first_exceeding(win, median, direction)])
         else:
             onset = window_start
         events.append({
@@ -218,8 +311,9 @@ def score_metric_window(
             "direction": direction, "z": min(z, Z_CAP),
             "ratio": (level / median) if median != 0 else None,
             "baseline": median, "window_value": level,
-            "onset": onset,
+            "onset": onset, "reference": reference,
         })
+    events += _peer_events(no_history, params=params)
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     return pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA).sort("z", descending=True)
@@ -237,16 +331,77 @@ def _has_gap(window_times: np.ndarray, *, window_start_us: int, minutes: int) ->
     return bool(np.any(missing < window_times.max()))
 
 
+def _earlier_spans(*, baseline_start: datetime, end: datetime, params: MetricParams) -> list[Span]:
+    """[baseline_start, end] on each of the ``same_hour_days`` earlier days."""
+    return [(baseline_start - timedelta(days=d), end - timedelta(days=d)) for d in range(1, params.same_hour_days + 1)]
+
+
+def context_spans(*, start: datetime, end: datetime, baseline_start: datetime, params: MetricParams) -> list[Span]:
+    """Minutes of ``metric_series`` the scorer reads besides [baseline_start, end]: older history and the
+    minutes after the window (one span), the same clock span on earlier days."""
+    history = (baseline_start - timedelta(minutes=params.history_minutes), end + timedelta(minutes=params.after_minutes))
+    return [history, *_earlier_spans(baseline_start=baseline_start, end=end, params=params)]
+
+
+def _contaminated(base: np.ndarray, older: np.ndarray, params: MetricParams) -> bool:
+    """The baseline's level sits far from the older history's: it holds something (a previous incident)."""
+    older_median, older_scale = robust_location_scale(older, ordered=True)
+    shift = abs(float(np.median(base)) - older_median)
+    relative = shift / abs(older_median) if older_median != 0 else (float("inf") if shift > 0 else 0.0)
+    return shift / older_scale >= params.contaminated_z and relative >= params.contaminated_relative
+
+
+def _peer_group(component: str, kind: str) -> str | None:
+    """Which components a series is comparable with when there is no history: pods of one service, nodes."""
+    if kind in ("apm_pod", "infra_pod"):
+        return f"service:{service_of(component)}"
+    if kind == "infra_node":
+        return "nodes"
+    return None
+
+
+def _peer_events(rows: list[tuple[dict, np.ndarray, int, bool]], *, params: MetricParams) -> list[dict]:
+    """Series without a baseline and without an event yet, each against its peers' window levels (pooled
+    minutes, robust). A fault that outlasts its window looks normal against the minutes after it; its
+    peers still tell."""
+    groups: dict[tuple[str, str, str], list[tuple[dict, np.ndarray, int, bool]]] = {}
+    for member in rows:
+        group = _peer_group(member[0]["component"], member[0]["kind"])
+        if group is not None:
+            groups.setdefault((group, member[0]["kind"], member[0]["kpi"]), []).append(member)
+    events: list[dict] = []
+    for members in groups.values():
+        if len(members) < params.min_peers + 1:
+            continue
+        for index, (row, win, first_us, scored) in enumerate(members):
+            if scored:
+                continue
+            peers = np.concatenate([m[1] for k, m in enumerate(members) if k != index])
+            median, scale = robust_location_scale(peers)
+            level = float(np.median(win))
+            raw_z = (level - median) / scale
+            relative = abs(level - median) / abs(median) if median != 0 else (float("inf") if level != 0 else 0.0)
+            if abs(raw_z) < params.min_z or relative < params.peer_min_relative:
+                continue
+            events.append({
+                "component": row["component"], "kind": row["kind"], "kpi": row["kpi"],
+                "direction": "up" if raw_z > 0 else "down", "z": min(abs(raw_z), Z_CAP),
+                "ratio": (level / median) if median != 0 else None, "baseline": median, "window_value": level,
+                "onset": from_epoch_us(first_us), "reference": "peers",
+            })
+    return events
+
+
 def _score_one(
     *, base: np.ndarray, win: np.ndarray, expected_window_minutes: int, expected_baseline_minutes: int,
-    params: MetricParams, gap: bool = False,
+    params: MetricParams, missing_is_silence: bool = True, gap: bool = False,
 ) -> tuple[str, float, float, float] | None:
     median, scale = robust_location_scale(base, ordered=True)
     # Went silent: a series that was dense and non-zero in the baseline is now mostly
     # missing, or mostly zero. Sparse or often-zero series (idle pods) never qualify.
     dense_baseline = base.size >= 0.9 * expected_baseline_minutes
     coverage = win.size / expected_window_minutes
-    if dense_baseline and coverage < params.silent_fraction and expected_window_minutes >= 3:
+    if missing_is_silence and dense_baseline and coverage < params.silent_fraction and expected_window_minutes >= 3:
         return "silent", Z_CAP * (1.0 - coverage), float(np.median(win)) if win.size else 0.0, median
     if win.size == 0:
         return None
@@ -333,8 +488,12 @@ class MetricDetector:
         return {"metric_series": metric_series(apm=apm_frame, infra=infra_frame),
                 "metric_placement": placement(infra_frame)}
 
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        """Older history and the minutes after the window; the same clock span on earlier days."""
+        return context_spans(start=start, end=end, baseline_start=baseline_start, params=self.params)
+
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         events = score_metric_window(features["metric_series"], start=start, end=end, baseline_start=baseline_start,
-                                     params=self.params)
+                                     params=self.params, exclude=exclude)
         return {"metric": events}

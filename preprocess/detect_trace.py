@@ -22,7 +22,7 @@ This module owns:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
+from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
 from preprocess.schema import TIME, FeatureTable, RawInput
 
@@ -167,10 +168,14 @@ def score_trace_window(
     end: datetime,
     baseline_start: datetime,
     params: TraceParams = TraceParams(),
+    exclude: Sequence[Span] = (),
 ) -> pl.DataFrame:
-    """Anomalous callee edges of [start, end] against [baseline_start, start), caller pods pooled."""
+    """Anomalous callee edges of [start, end] against [baseline_start, start), caller pods pooled.
+
+    Rows in ``exclude`` spans before the window (other incidents) are not baseline.
+    """
     events = _edge_anomalies(stats, key=CALLEE_KEY, start=start, end=end, baseline_start=baseline_start,
-                             params=params)
+                             params=params, exclude=exclude)
     if not events:
         return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
     return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
@@ -183,6 +188,7 @@ def caller_fanout(
     end: datetime,
     baseline_start: datetime,
     params: TraceParams = TraceParams(),
+    exclude: Sequence[Span] = (),
 ) -> pl.DataFrame:
     """Caller pods whose calls to several different callees went wrong at once.
 
@@ -192,7 +198,7 @@ def caller_fanout(
     """
     key = ("caller", "caller_pod", "callee")
     events = _edge_anomalies(stats.filter(pl.col("caller_pod").is_not_null()), key=key, start=start, end=end,
-                             baseline_start=baseline_start, params=params)
+                             baseline_start=baseline_start, params=params, exclude=exclude)
     schema = {**{k: pl.Utf8 for k in key}, "signal": pl.Utf8, "z": pl.Float64, "onset": TIME}
     frame = pl.DataFrame([{k: e[k] for k in schema} for e in events if e["signal"] != "silent"], schema=schema)
     # A callee that also fails for another caller service is broken itself: it does not
@@ -220,17 +226,19 @@ def _edge_anomalies(
     baseline_start: datetime,
     params: TraceParams,
     min_expected_calls: float = 10.0,
+    exclude: Sequence[Span] = (),
 ) -> list[dict]:
     """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
     window_start = start.replace(second=0, microsecond=0)
-    sub = _pool(stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), key)
+    spans = spans_before(exclude, window_start=window_start)
+    sub = _pool(drop_spans(stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans), key)
     if sub.height == 0:
         return []
     window_start_us = epoch_us(window_start)
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"),
         pl.col("callee_node").drop_nulls().last())
-    baseline_minutes = max(1.0, (window_start - baseline_start).total_seconds() / 60)
+    baseline_minutes = max(1.0, clean_minutes(baseline_start, window_start, spans))
     window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
     events: list[dict] = []
     for row in grouped.iter_rows(named=True):
@@ -330,8 +338,12 @@ class TraceDetector:
         parts = [edge_stats(chunk["trace"]) for chunk in chunks if chunk.get("trace") is not None]
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 
+    def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
+        return []  # the baseline and the window are all it reads
+
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         edges = features["trace_edges"]
-        window = {"start": start, "end": end, "baseline_start": baseline_start, "params": self.params}
+        window = {"start": start, "end": end, "baseline_start": baseline_start, "params": self.params,
+                  "exclude": exclude}
         return {"trace": score_trace_window(edges, **window), "fanout": caller_fanout(edges, **window)}

@@ -6,7 +6,8 @@ variants listed in docs/data-contract.md and keeps only rows inside the window:
 
 - times: ISO strings with ``Z``, ``+00:00`` or no zone, tz-aware or naive timestamps, trace µs
   integers -> ``Datetime("us", "UTC")``;
-- the string ``"null"`` in label columns -> a real null;
+- the string ``"null"`` in label columns -> a real null, and in KPI value columns too (an all-null
+  counter is absent, never zero, and does not cost its file);
 - Jaeger nesting -> one flat row per span (parent, pod, node, kind, status, peer service).
 
 A missing file is listed in ``ReadResult.missing``. An unreadable or malformed file raises
@@ -123,6 +124,15 @@ def _null_string(name: str) -> pl.Expr:
     """Raw label column with the placeholder string ``"null"`` (and empty strings) turned into nulls."""
     col = pl.col(name).cast(pl.Utf8)
     return pl.when(col.is_in(["null", ""])).then(None).otherwise(col)
+
+
+def _number(name: str, dtype: pl.DataType) -> pl.Expr:
+    """A KPI value column as Float64. A value that is missing (null, or the placeholder string "null" that
+    some exports write for a counter they never fill) stays null: absent, never zero, and it does not cost
+    the file; any other string still fails the file, naming it."""
+    if dtype == pl.Utf8:
+        return _null_string(name).cast(pl.Float64)
+    return pl.col(name).cast(pl.Float64)
 
 
 def _utc_time(name: str, dtype: pl.DataType, *, path: Path) -> pl.Expr:
@@ -247,7 +257,7 @@ def _read_apm_file(meta: layout.MetricFile, scanned: Scanned, *, level: str, win
         pl.coalesce(object_id, pl.lit(meta.key)).alias("object_id"),
     ]
     for kpi in APM_KPIS:
-        exprs.append(pl.col(kpi).cast(pl.Float64) if kpi in schema else pl.lit(None, pl.Float64).alias(kpi))
+        exprs.append(_number(kpi, schema[kpi]).alias(kpi) if kpi in schema else pl.lit(None, pl.Float64).alias(kpi))
     return _collect(lazy.select(exprs).filter(_in_window(window)), path=meta.path)
 
 
@@ -313,7 +323,7 @@ def _read_infra_file(meta: layout.MetricFile, scanned: Scanned, *, window: Windo
         component.alias("component"),
         node.alias("node"),
         *(label[n].alias(n) for n in ("instance", "device", "mountpoint", "namespace", "type", "sql_type")),
-        pl.col(value).cast(pl.Float64).alias("value"),
+        _number(value, schema[value]).alias("value"),
     ]
     return _collect(lazy.select(exprs).filter(_in_window(window)), path=meta.path)
 

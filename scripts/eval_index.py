@@ -79,6 +79,8 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=None, help="TOML config whose [index] section to use")
     parser.add_argument("--baseline-minutes", type=int, default=None, help="overrides [index] baseline_minutes")
     parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument("--no-exclude-windows", action="store_true",
+                        help="do not leave the other cases' windows out of each baseline (ablation)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     console = Console(width=140)
@@ -103,7 +105,7 @@ def main() -> int:
     evaluation = IndexEvaluation()
     for _, index_dir, input_file, gt_file in sets:
         evaluation.cases += evaluate_index(index_dir=index_dir, input_file=input_file, gt_file=gt_file,
-                                           params=params).cases
+                                           params=params, exclude_other_windows=not args.no_exclude_windows).cases
     seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
     console.print(report(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
     if args.show_misses:

@@ -1,0 +1,72 @@
+"""Baseline minutes of a window query: which minutes before a window count as its fault-free reference.
+
+Real incidents come close together, so the minutes just before a window may hold the previous
+incident. When the caller knows the other incidents' windows (the diagnoser knows every case
+window of its input file: input, not ground truth) they are passed as ``exclude`` spans: their
+rows are dropped from the baseline and the baseline reaches further back to keep its length.
+Only minutes before the window are ever excluded: the window itself is what is judged.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+import polars as pl
+
+Span = tuple[datetime, datetime]
+
+
+def spans_before(exclude: Iterable[Span], *, window_start: datetime, margin: timedelta = timedelta(0)) -> list[Span]:
+    """``exclude`` spans (each widened by ``margin`` after its end: recovery tails) clipped to before ``window_start``.
+
+    A span that covers the window start (the window itself, or an overlapping one) keeps only
+    its part before the window; spans wholly at or after the window start are dropped.
+    """
+    clipped: list[Span] = []
+    for lo, hi in exclude:
+        hi = min(hi + margin, window_start)
+        if lo < hi:
+            clipped.append((lo, hi))
+    return sorted(clipped)
+
+
+def drop_spans(frame: pl.DataFrame, spans: Sequence[Span], *, column: str = "time") -> pl.DataFrame:
+    """``frame`` without the rows whose ``column`` lies in one of ``spans`` (bounds included)."""
+    if not spans or frame.height == 0:
+        return frame
+    inside = pl.lit(False)
+    for lo, hi in spans:
+        inside = inside | pl.col(column).is_between(pl.lit(lo), pl.lit(hi))
+    return frame.filter(~inside)
+
+
+def clean_minutes(lo: datetime, hi: datetime, spans: Sequence[Span]) -> float:
+    """Minutes of [lo, hi) outside ``spans``."""
+    total = max(0.0, (hi - lo).total_seconds() / 60)
+    for a, b in _merged(spans):
+        overlap = (min(b, hi) - max(a, lo)).total_seconds() / 60
+        total -= max(0.0, overlap)
+    return max(0.0, total)
+
+
+def extended_start(window_start: datetime, *, minutes: int, spans: Sequence[Span], max_minutes: int) -> datetime:
+    """The baseline start that leaves ``minutes`` clean minutes before ``window_start``, reaching at most
+    ``max_minutes`` back."""
+    floor = window_start - timedelta(minutes=max_minutes)
+    start = window_start - timedelta(minutes=minutes)
+    for _ in range(len(spans) + 1):
+        missing = minutes - clean_minutes(start, window_start, spans)
+        if missing <= 0 or start <= floor:
+            break
+        start = max(floor, start - timedelta(minutes=missing))
+    return start
+
+
+def _merged(spans: Sequence[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
