@@ -53,7 +53,7 @@ def run_command(
     out: Path = typer.Option(..., "--out", help="Results directory (results.sqlite, index/, runs/, report/)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated: detection,localisation,analysis,mitigation."),
     agents: str | None = typer.Option(None, "--agents", help="Comma-separated, of: chance,index-top1,index-sop,diagnoser,react,diagnoser-react,diagnoser-team (default: the first five)."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Step limit per session (default 8; quick 5)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Step limit per session (default 8; quick 6)."),
     repeat: int = typer.Option(1, "--repeat", help="Run every session K times (results average)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the chance agent and the simulated cloud."),
     quick: bool = typer.Option(False, "--quick", help="A small simulated problem set covering every task."),

@@ -33,7 +33,8 @@ AGENTS: tuple[str, ...] = ("chance", "index-top1", "index-sop", "diagnoser", "re
 DEFAULT_AGENTS: tuple[str, ...] = ("chance", "index-top1", "index-sop", "diagnoser", "react")
 MODEL_AGENTS = frozenset({"diagnoser", "react", "diagnoser-react", "diagnoser-team"})
 RESULTS_FILE = "results.sqlite"
-QUICK = {"cases": 2, "no_fault_windows": 1, "seed": 7, "max_steps": 4}
+# 6 steps: a small model spends one or two on malformed calls before it looks and submits.
+QUICK = {"cases": 2, "no_fault_windows": 1, "seed": 7, "max_steps": 6}
 
 
 @dataclass(frozen=True)

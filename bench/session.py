@@ -70,6 +70,14 @@ def first_state(problem: Problem, task: Task, tools: SessionTools) -> tuple[str,
     return problem.context, instructions, tools.describe()
 
 
+def _steps_left_note(left: int) -> str:
+    """What the agent is told of its budget after each observation: a session that ends at the
+    step limit scores nothing, so the last step is named as the one to submit on."""
+    if left == 1:
+        return "\n\n[1 step left: submit your answer now]"
+    return f"\n\n[{left} steps left]" if left > 1 else ""
+
+
 async def run_session(problem: Problem, task: Task, agent: Agent, *, agent_name: str, tools: SessionTools,
                       max_steps: int, env: Any = None) -> SessionResult:
     """One problem, start to evaluation."""
@@ -114,7 +122,7 @@ async def run_session(problem: Problem, task: Task, agent: Agent, *, agent_name:
                                 seconds=round(time.perf_counter() - t_step, 3)))
         if outcome == "submitted":
             break
-        state = observation
+        state = observation + _steps_left_note(max_steps - number)
     evaluation = task.evaluate(problem, answer, env=env)
     return SessionResult(problem_id=problem.id, task=task.name, agent=agent_name, outcome=outcome, answer=answer,
                          evaluation=evaluation, steps=steps, seconds=round(time.perf_counter() - t0, 3), error=error)

@@ -103,6 +103,9 @@ def test_step_limit_ends_a_session_without_an_answer():
     result, toolbox = _run(agent, max_steps=4)
     assert result.outcome == "step_limit" and len(result.steps) == 4 and result.answer is None
     assert result.evaluation.correct == 0.0 and len(toolbox.calls) == 4
+    # every observation tells the budget, and the last step is named as the one to submit on
+    assert agent.states[1].endswith("[3 steps left]") and agent.states[2].endswith("[2 steps left]")
+    assert agent.states[3].endswith("[1 step left: submit your answer now]")
 
 
 def test_a_broken_agent_is_recorded_not_raised():
