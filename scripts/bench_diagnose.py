@@ -74,7 +74,8 @@ def _compare(work_dir: Path) -> None:
     print("| mode | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 1) + "|")
     for mode, s in summaries.items():
-        print(f"| {mode} | " + " | ".join(str(s.get(c, "")) for c in columns) + " |")
+        cells = [s.get(c, "") for c in columns]
+        print(f"| {mode} | " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in cells) + " |")
     types = sorted({t for s in summaries.values() for t in s.get("by_fault_type", {})})
     print()
     print("| fault type | " + " | ".join(f"{m} LA/TA" for m in summaries) + " |")
