@@ -238,16 +238,18 @@ class DiagnoserAgent(IndexAgent):
         return [sop_action(component, self._mitigation(fault_type)), call("get_status"), call("submit", {})]
 
 
+# Tool name and arguments as separate fields: an action written as one string (``submit({"fault": true})``)
+# needs escaped quotes inside JSON, which a small model under a grammar cuts at the first quote.
 REACT_SCHEMA = {
     "type": "object",
-    "properties": {"thought": {"type": "string"}, "action": {"type": "string"}},
-    "required": ["thought", "action"],
+    "properties": {"thought": {"type": "string"}, "tool": {"type": "string"}, "args": {"type": "object"}},
+    "required": ["thought", "tool", "args"],
     "additionalProperties": False,
 }
 
 
 class ReactAgent:
-    """Reason + act with a model: one ``{"thought", "action"}`` JSON reply per step.
+    """Reason + act with a model: one ``{"thought", "tool", "args"}`` JSON reply per step.
 
     The model sees the problem, the instructions and the tool docs (system message) and the
     last ``history`` exchanges, observations clipped, so the prompt stays inside a 4k context.
@@ -280,7 +282,8 @@ class ReactAgent:
                                  schema_name="step", temperature=0.0, max_tokens=self.max_tokens)
         self.usage = (self.usage[0] + reply.prompt_tokens, self.usage[1] + reply.completion_tokens)
         try:
-            action = str(json.loads(reply.text)["action"])
+            step = json.loads(reply.text)
+            action = f"{step['tool']}({json.dumps(step['args'])})"  # the interface's action string
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise LLMError(f"react step reply is not the requested JSON ({exc}): {reply.text[:200]!r}") from exc
         self.turns.append({"role": "assistant", "content": reply.text})

@@ -115,3 +115,24 @@ def test_a_broken_agent_is_recorded_not_raised():
 
     result, _ = _run(Broken())
     assert result.outcome == "agent_error" and "nonsense" in result.error and result.evaluation.correct == 0.0
+
+
+def test_react_agent_submits_arguments_with_quotes_through_separate_fields():
+    """The model gives tool and args as fields; the agent writes the interface's action string,
+    so a submission with quoted strings reaches the task intact (a one-string action was cut at
+    the first inner quote by the grammar-constrained decoder)."""
+    import json
+
+    from bench.agents import REACT_SCHEMA, ReactAgent
+    from tests.fakes import RecordedBackend
+
+    backend = RecordedBackend([
+        json.dumps({"thought": "look", "tool": "get_candidates", "args": {}}),
+        json.dumps({"thought": "done", "tool": "submit", "args": {"components": ["emailservice-1", "emailservice"]}}),
+    ])
+    agent = ReactAgent(llm=lambda: backend)
+    result, toolbox = _run(agent, max_steps=4)
+    assert result.outcome == "submitted" and result.evaluation.correct == 1.0
+    assert toolbox.calls == [("get_candidates", {})]
+    assert backend.requests[0]["json_schema"] == REACT_SCHEMA
+    assert result.steps[1].action == 'submit({"components": ["emailservice-1", "emailservice"]})'
