@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class ModelShare:
     difference: tuple[float, float, float]  # mean per-case (LA + TA)/2 gain of the model, 95% interval
     differing: list[dict[str, Any]]
     records: int  # cases with a recorded rules-only answer (pipeline mode records them)
+    gains: dict[str, float] = field(default_factory=dict)  # per case: model points - rules-only points
 
 
 def _case_points(report: ChallengeReport) -> dict[str, float]:
@@ -95,4 +96,5 @@ def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings
             "model_points": model_points[uuid], "rules_points": rule_points[uuid],
             "component_right": {"model": outcomes[uuid].component_right, "rules": rule_outcomes[uuid].component_right},
         })
-    return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing, records=len(shared))
+    return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing, records=len(shared),
+                      gains={u: model_points[u] - rule_points[u] for u in shared})

@@ -14,6 +14,7 @@ Every mode diagnoses the same simulated problems (one data set and index per wor
 writes ``result-<mode>.jsonl`` and ``bench_summary-<mode>.json`` (pipeline keeps the
 unsuffixed names); ``--compare`` prints the summaries found as markdown tables.
     .venv/bin/python scripts/bench_diagnose.py --seed 201 --randomize     # an evaluation seed, randomised world
+    .venv/bin/python scripts/bench_diagnose.py --pool work/a work/b        # several runs as one figure
 
 Beside the model's score it prints the score of the same cases answered by the rules alone
 (index top-1 + its best SOP fit, recorded in every pipeline run record), the paired per-case
@@ -34,7 +35,7 @@ from bench.pipeline import print_model_share, print_path_result, run_full_path, 
 from bench.problems import ProblemSet, read_jsonl
 from bench.report import model_share
 from rca.logsetup import configure_logging
-from rca.settings import load_settings
+from rca.settings import Settings, load_settings
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 MODES = ("pipeline", "react", "team")
@@ -88,6 +89,33 @@ def _compare(work_dir: Path) -> None:
         print(f"| {fault_type} | " + " | ".join(cells) + " |")
 
 
+def _pool(work_dirs: list[Path], *, settings: Settings) -> None:
+    """One figure over several pipeline runs (e.g. one per evaluation seed), rescored from their
+    answers and run records (no model call): case-weighted final of the model and of the
+    rules-only answers, and the per-case model gain pooled with its 95% interval."""
+    from bench.intervals import bootstrap_interval
+
+    print("| run | cases | final | rules only |")
+    print("|---|---|---|---|")
+    cases, final, rules, gains = 0, 0.0, 0.0, []
+    for work_dir in work_dirs:
+        result_file, truth_file = work_dir / "result.jsonl", work_dir / "data" / "groundtruth.jsonl"
+        if not result_file.exists() or not truth_file.exists():
+            raise SystemExit(f"{work_dir}: no result.jsonl or data/groundtruth.jsonl (a pipeline run's work dir?)")
+        share = model_share(truth_file=truth_file, result_file=result_file, runs_dir=work_dir / "runs" / "result",
+                            settings=settings)
+        n = len(share.model.cases)
+        print(f"| {work_dir} | {n} | {share.model.overall.final:.2f} | {share.rules_only.overall.final:.2f} |")
+        cases += n
+        final += share.model.overall.final * n
+        rules += share.rules_only.overall.final * n
+        gains += list(share.gains.values())
+    low, high = bootstrap_interval(gains)
+    print(f"| all | {cases} | {final / cases:.2f} | {rules / cases:.2f} |")
+    print(f"model gain per case, (LA+TA)/2, pooled over {len(gains)} cases: "
+          f"{sum(gains) / len(gains):+.3f} [95% CI {low:+.3f}, {high:+.3f}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, default=Path("work/bench"))
@@ -101,9 +129,14 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=None,
                         help="diagnose and score only the first N cases of the set (a slow mode, a busy machine)")
     parser.add_argument("--compare", action="store_true", help="print the modes' summaries side by side and stop")
+    parser.add_argument("--pool", type=Path, nargs="+", default=None, metavar="WORK_DIR",
+                        help="pool the summaries of several work dirs (case-weighted final, pooled gain) and stop")
     parser.add_argument("--config", type=Path, default=None)
     args = parser.parse_args()
     configure_logging(0)
+    if args.pool:
+        _pool(args.pool, settings=load_settings(config_path=args.config))
+        return
     if args.compare:
         _compare(args.work_dir)
         return
@@ -137,7 +170,7 @@ def main() -> None:
         **result.costs, "stage_seconds": result.stage_seconds,
         "by_fault_type": {t: {"LA": s.la, "TA": s.ta, "final": round(s.final, 2)} for t, s in report.by_fault_type.items()},
         "rules_only_final": round(share.rules_only.overall.final, 2) if share.records else None,
-        "model_gain_per_case": [round(x, 3) for x in share.difference] if share.records else None,
+        "model_gain": [round(x, 3) for x in share.difference] if share.records else None,  # mean, 95% CI
         "differing_cases": share.differing,
     }
     (args.work_dir / f"bench_summary{_suffix(mode)}.json").write_text(json.dumps(summary, indent=1, default=str))

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.report import model_share
 from diagnose.record import RunRecord
 from rca.atomic import write_json_atomic
@@ -45,4 +47,7 @@ def test_model_share_scores_both_and_lists_the_differing_cases(tmp_path: Path) -
     assert share.differing[0]["component_right"] == {"model": True, "rules": False}
     mean, low, high = share.difference
     assert mean > 0 and low <= mean <= high
+    # the per-case gains behind the mean (scripts/bench_diagnose.py --pool pools them across runs)
+    assert len(share.gains) == share.records and sum(share.gains.values()) / len(share.gains) == pytest.approx(mean)
+    assert share.gains[truth[0]["uuid"]] > 0
     assert (tmp_path / "result.rules-only.jsonl").exists()
