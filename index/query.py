@@ -19,7 +19,7 @@ from index.models import ModalityStatus, WindowQueryResult
 from index.params import IndexParams
 from index.rank import rank_candidates
 from index.status import window_status
-from preprocess.baseline import drop_spans, extended_start, spans_before
+from preprocess.baseline import drop_spans, extended_start, merged_spans, spans_before
 from preprocess.detect import make_detectors
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA
 from preprocess.detect_trace import call_graph
@@ -72,7 +72,7 @@ def query_window(
     for name, detector in detectors.items():
         # Per-minute tables are read with the detector's context too (older history, minutes
         # after the window, the same hour on earlier days); only the window's own days count as missing.
-        reads = _merged([(baseline_start, scored_end), *detector.context_spans(**window)])
+        reads = merged_spans([(baseline_start, scored_end), *detector.context_spans(**window)])
         for table in detector.feature_tables:
             if table.scope != "minute":
                 features[table.name], absent = store.load_feature(index_dir, table, **window)
@@ -115,17 +115,6 @@ def query_window(
              ", ".join(f"{frame.height} {kind}" for kind, frame in events.items()), len(candidates))
     return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=data_status,
                              parameters=params.as_dict(), empty_reason=empty_reason)
-
-
-def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
-    """Overlapping spans joined, so no minute is read twice."""
-    merged: list[tuple[datetime, datetime]] = []
-    for lo, hi in sorted(spans):
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
 
 
 def _minutes_between(frame: pl.DataFrame, lo: datetime, hi: datetime) -> pl.DataFrame:

@@ -43,7 +43,7 @@ def drop_spans(frame: pl.DataFrame, spans: Sequence[Span], *, column: str = "tim
 def clean_minutes(lo: datetime, hi: datetime, spans: Sequence[Span]) -> float:
     """Minutes of [lo, hi) outside ``spans``."""
     total = max(0.0, (hi - lo).total_seconds() / 60)
-    for a, b in _merged(spans):
+    for a, b in merged_spans(spans):
         overlap = (min(b, hi) - max(a, lo)).total_seconds() / 60
         total -= max(0.0, overlap)
     return max(0.0, total)
@@ -62,7 +62,8 @@ def extended_start(window_start: datetime, *, minutes: int, spans: Sequence[Span
     return start
 
 
-def _merged(spans: Sequence[Span]) -> list[Span]:
+def merged_spans(spans: Sequence[Span]) -> list[Span]:
+    """Overlapping spans joined, sorted (so no minute is counted or read twice)."""
     merged: list[Span] = []
     for lo, hi in sorted(spans):
         if merged and lo <= merged[-1][1]:
