@@ -188,6 +188,17 @@ def callee_broken(seed: int):
     return world, FAULT, "cartservice", "service"
 
 
+
+def _callers_feel_it(world: World, *, seed: int, also: list[str] | None = None) -> None:
+    """emailservice's callers during the fault: checkoutservice fails 30% of frontend's calls,
+    both log the failures, and their error KPIs (and those of ``also``) rise."""
+    during = _at(FAULT_START, FAULT_END)
+    _refuse(world, where=(pl.col("callee") == "checkoutservice") & during, share=0.3, server_sees=True)
+    _logs(world, pods=_pods("checkoutservice"), template_id=3, minutes=FAULT_MINUTES, count=12)
+    _logs(world, pods=_pods("frontend"), template_id=8, minutes=FAULT_MINUTES, count=8)
+    _error_kpi(world, pods=_pods("checkoutservice") + _pods("frontend") + (also or []), seed=seed, rate=0.3,
+               first=FAULT_START, last=FAULT_END)
+
 def no_traffic(seed: int):
     """emailservice's port is misrouted: it receives no traffic at all, its caller shouts.
 
@@ -201,11 +212,7 @@ def no_traffic(seed: int):
     _drop(world, "metric_series", email & pl.col("kind").str.starts_with("apm") & during)
     _drop(world, "log_counts", pl.col("pod").str.starts_with("emailservice") & during)
     _refuse(world, where=(pl.col("callee") == "emailservice") & during, share=1.0, server_sees=False)
-    _refuse(world, where=(pl.col("callee") == "checkoutservice") & during, share=0.3, server_sees=True)
-    _logs(world, pods=_pods("checkoutservice"), template_id=3, minutes=FAULT_MINUTES, count=12)
-    _logs(world, pods=_pods("frontend"), template_id=8, minutes=FAULT_MINUTES, count=8)
-    _error_kpi(world, pods=_pods("checkoutservice") + _pods("frontend"), seed=seed, rate=0.3, first=FAULT_START,
-               last=FAULT_END)
+    _callers_feel_it(world, seed=seed)
     return world, FAULT, "emailservice", "service"
 
 
@@ -231,11 +238,7 @@ def no_traffic_client_only(seed: int):
     client = pl.col("callee_pod").is_null() & (pl.col("callee") == "emailservice") & during
     world["trace_edges"] = world["trace_edges"].with_columns(
         pl.when(client).then(pl.col("count")).otherwise(pl.col("errors")).alias("errors"))
-    _refuse(world, where=(pl.col("callee") == "checkoutservice") & during, share=0.3, server_sees=True)
-    _logs(world, pods=_pods("checkoutservice"), template_id=3, minutes=FAULT_MINUTES, count=12)
-    _logs(world, pods=_pods("frontend"), template_id=8, minutes=FAULT_MINUTES, count=8)
-    _error_kpi(world, pods=_pods("checkoutservice") + _pods("frontend"), seed=seed, rate=0.3, first=FAULT_START,
-               last=FAULT_END)
+    _callers_feel_it(world, seed=seed)
     return world, FAULT, "emailservice", "service"
 
 
@@ -244,11 +247,7 @@ def refuses_traffic(seed: int):
     world = build_world("healthy", seed=seed, caller_pods=3)
     during = _at(FAULT_START, FAULT_END)
     _refuse(world, where=(pl.col("callee") == "emailservice") & during, share=1.0, server_sees=True)
-    _refuse(world, where=(pl.col("callee") == "checkoutservice") & during, share=0.3, server_sees=True)
-    _logs(world, pods=_pods("checkoutservice"), template_id=3, minutes=FAULT_MINUTES, count=12)
-    _logs(world, pods=_pods("frontend"), template_id=8, minutes=FAULT_MINUTES, count=8)
-    _error_kpi(world, pods=_pods("checkoutservice") + _pods("frontend") + _pods("emailservice"), seed=seed, rate=0.3,
-               first=FAULT_START, last=FAULT_END)
+    _callers_feel_it(world, seed=seed, also=_pods("emailservice"))
     return world, FAULT, "emailservice", "service"
 
 
