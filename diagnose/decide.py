@@ -85,14 +85,17 @@ def _check_extra(text: str, extra: Mapping[str, dict[str, Any]]) -> dict[str, An
 
 
 def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool,
-                    extra: Mapping[str, dict[str, Any]] | None = None) -> Decision:
+                    extra: Mapping[str, dict[str, Any]] | None = None,
+                    fault_types: Mapping[str, Sequence[str]] | None = None) -> Decision:
     """Parse the reply with pydantic and check it against the same rules as the schema."""
     reply = _Reply.model_validate_json(text)
     if reply.component not in candidates:
         raise ValueError(f"component: '{reply.component}' is not one of the candidates")
-    allowed = applicable_fault_types(reply.component)
+    narrowed = (fault_types or {}).get(reply.component)
+    allowed = list(narrowed or applicable_fault_types(reply.component))
     if reply.fault_type not in allowed:
-        raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {reply.component}; choose from {', '.join(allowed)}")
+        why = "is not among the open types of" if narrowed else "cannot happen to"
+        raise ValueError(f"fault_type: '{reply.fault_type}' {why} {reply.component}; choose from {', '.join(allowed)}")
     if need_reason and len(reply.reason.strip()) < 5:
         raise ValueError("reason: give one sentence naming the fault type and its key metric or log keyword")
     return Decision(**reply.model_dump(), extras=_check_extra(text, extra) if extra else {})
@@ -161,11 +164,14 @@ def _one_decision(
     seed: int | None,
     outcome: DecisionOutcome,
     extra: Mapping[str, dict[str, Any]] | None = None,
+    fault_types: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[Decision, str]:
     return _ask(
-        llm, prompt.messages, schema=decision_schema(candidates, with_reason=need_reason, extra=extra),
+        llm, prompt.messages,
+        schema=decision_schema(candidates, with_reason=need_reason, extra=extra, fault_types=fault_types),
         schema_name="root_cause",
-        check=lambda text: _check_decision(text, candidates, need_reason=need_reason, extra=extra),
+        check=lambda text: _check_decision(text, candidates, need_reason=need_reason, extra=extra,
+                                           fault_types=fault_types),
         reminder=f"component must be one of: {', '.join(candidates)}",
         outcome=outcome, temperature=temperature, seed=seed,
     )
@@ -181,6 +187,7 @@ def decide(
     confirm: Callable[[str], str] | None = None,
     extra: Mapping[str, dict[str, Any]] | None = None,
     outcome: DecisionOutcome | None = None,
+    fault_types: Mapping[str, Sequence[str]] | None = None,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
 
@@ -188,7 +195,8 @@ def decide(
     the outcome is still the model's own choice. ``confirm`` maps the chosen component
     to the text of a second turn that asks for its fault type and the reason. ``extra``
     (JSON-schema properties by name) asks for more fields, checked like the others and
-    returned in ``decision.extras``.
+    returned in ``decision.extras``. ``fault_types`` (candidate -> allowed types) narrows the
+    types a candidate may be given below all those it can suffer.
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
@@ -198,11 +206,11 @@ def decide(
     need_reason = confirm is None
     if samples <= 1:
         decision, raw = _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=temperature,
-                                      seed=None, outcome=outcome, extra=extra)
+                                      seed=None, outcome=outcome, extra=extra, fault_types=fault_types)
     else:
         sampled = [
             _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=SELF_CONSISTENCY_TEMPERATURE,
-                          seed=i + 1, outcome=outcome, extra=extra)
+                          seed=i + 1, outcome=outcome, extra=extra, fault_types=fault_types)
             for i in range(samples)
         ]
         tally = Counter((d.component, d.fault_type) for d, _ in sampled)

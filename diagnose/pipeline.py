@@ -12,7 +12,14 @@ from diagnose.answer import Answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import Prompt, RunbookMatches, build_prompt, fault_type_turn_text
-from diagnose.reading import ReadingParams, RulesReading, reading_text, rules_reading
+from diagnose.reading import (
+    ReadingParams,
+    RulesReading,
+    contenders,
+    open_fault_types,
+    reading_text,
+    rules_reading,
+)
 from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, ModalityStatus, WindowQueryResult
@@ -68,6 +75,7 @@ class CaseRecord:
     mode: Literal["pipeline", "react", "team"] = "pipeline"
     agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
     data_status: list[ModalityStatus] = field(default_factory=list)  # typed; ``missing`` says it in words
+    choices: dict[str, list[str]] | None = None  # what the model chose among, when narrowed to the contenders
 
     def to_record(self) -> RunRecord:
         replies = self.outcome.replies
@@ -107,6 +115,7 @@ class CaseRecord:
             rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
             rules_fault_type=self.rules_fault_type,
             rules_reading=self.rules_reading,
+            choices=self.choices,
             parameters=self.parameters,
         )
 
@@ -257,9 +266,24 @@ def reading_of(candidates: Sequence[Candidate], matches: RunbookMatches, setting
 
     Recorded beside every model answer so benchmarks can measure the model's share of the decision.
     """
-    params = ReadingParams(close_score_ratio=settings.diagnose.close_score_ratio,
-                           close_fit_gap=settings.diagnose.close_fit_gap)
-    return rules_reading(candidates, matches.get(candidates[0].component) or [], params=params)
+    return rules_reading(candidates, matches.get(candidates[0].component) or [], params=_reading_params(settings))
+
+
+def _reading_params(settings: Settings) -> ReadingParams:
+    return ReadingParams(close_score_ratio=settings.diagnose.close_score_ratio,
+                         close_fit_gap=settings.diagnose.close_fit_gap,
+                         min_contenders=settings.diagnose.min_contenders)
+
+
+def open_choices(candidates: Sequence[Candidate], knowledge: KnowledgeSource, settings: Settings) -> dict[str, list[str]]:
+    """The contenders and, for each, its open fault types: the part of the decision the rules leave open."""
+    params = _reading_params(settings)
+    return {
+        c.component: open_fault_types(
+            c.component, knowledge.signature_matches(c.evidence, fault_types=applicable_fault_types(c.component)),
+            params=params)
+        for c in contenders(candidates, params=params)
+    }
 
 
 @dataclass
@@ -276,6 +300,7 @@ class PreparedCase:
     timings_s: dict[str, float]
     reading: RulesReading
     parameters: dict[str, Any] = field(default_factory=dict)
+    choices: dict[str, list[str]] | None = None  # decide_among = "contenders": component -> open fault types
 
 
 def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource) -> PreparedCase:
@@ -300,14 +325,16 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
 
     window = f"{format_utc(case.start)} to {format_utc(case.end)}"
     reading = reading_of(candidates, matches, settings)
+    choices = open_choices(candidates, knowledge, settings) if settings.diagnose.decide_among == "contenders" else None
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
         runbook_matches=matches, reading=reading_text(reading) if settings.diagnose.show_rules_reading else None,
+        choices=choices,
     )
     return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
                         sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings, reading=reading,
-                        parameters={"index": result.parameters} if result.parameters else {})
+                        choices=choices, parameters={"index": result.parameters} if result.parameters else {})
 
 
 def diagnose_case(
@@ -326,7 +353,8 @@ def diagnose_case(
                          record=_failed_record(case, exc, prepared=None, outcome=None, timings={})) from exc
     candidates, timings = prepared.candidates, prepared.timings_s
     t2 = time.perf_counter()
-    names = [c.component for c in candidates]
+    choices = prepared.choices
+    names = list(choices) if choices else [c.component for c in candidates]
     confirm = None
     if settings.diagnose.confirm_fault_type:
         def confirm(component: str) -> str:
@@ -336,7 +364,7 @@ def diagnose_case(
     outcome = DecisionOutcome()
     try:
         decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency,
-               temperature=settings.llm.temperature, confirm=confirm, outcome=outcome)
+               temperature=settings.llm.temperature, confirm=confirm, outcome=outcome, fault_types=choices)
     except RcaError as exc:
         timings["llm_s"] = round(time.perf_counter() - t2, 3)
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
@@ -363,4 +391,5 @@ def diagnose_case(
         signature_matches=prepared.signature_matches, prompt=prepared.prompt,
         outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
         rules_fault_type=reading.fault_type, rules_reading=asdict(reading), parameters=prepared.parameters,
+        choices=choices,
     )

@@ -87,6 +87,7 @@ def case_prompt_text(
     missing: Sequence[str] = (),
     runbook_matches: RunbookMatches | None = None,
     reading: str | None = None,
+    choices: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     blocks = [f"Incident {uuid}, window {window} (UTC)."]
     if missing:
@@ -104,7 +105,12 @@ def case_prompt_text(
     blocks.extend(_summary_line(c, matches.get(c.component, [])) for c in candidates)
     if reading:
         blocks.append(reading)
-    names = ", ".join(c.component for c in candidates)
+    if choices:
+        blocks.append("The evidence cannot yet separate these; decide between them:")
+        blocks.extend(f"- {name}: {' or '.join(types)}" for name, types in choices.items())
+        names = ", ".join(choices)
+    else:
+        names = ", ".join(c.component for c in candidates)
     blocks.append(
         f"Choose the root-cause component among: {names}. The reason is your own short sentence about this "
         "incident: fault type, then the anomalous KPI or log keyword. Reply with the JSON object only."
@@ -123,8 +129,13 @@ def build_prompt(
     missing: Sequence[str] = (),
     runbook_matches: RunbookMatches | None = None,
     reading: str | None = None,
+    choices: Mapping[str, Sequence[str]] | None = None,
 ) -> Prompt:
-    """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate."""
+    """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate.
+
+    ``choices`` (component -> its open fault types) narrows the question at the end of the
+    prompt to the rules' close calls; every candidate's evidence is still shown.
+    """
     system = static_system_prompt(catalogue)
     budget = max_tokens - approx_tokens(system)
     full_evidence = max((len(c.evidence) for c in candidates), default=0)
@@ -135,7 +146,7 @@ def build_prompt(
         user = case_prompt_text(
             uuid=uuid, window=window, candidates=candidates, sops=sop_list,
             evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
-            runbook_matches=runbook_matches, reading=reading,
+            runbook_matches=runbook_matches, reading=reading, choices=choices,
         )
         if approx_tokens(user) <= budget:
             break
@@ -158,7 +169,8 @@ def build_prompt(
 
 
 def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
-                    extra: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                    extra: Mapping[str, dict[str, Any]] | None = None,
+                    fault_types: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """JSON schema of the model's reply.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
@@ -166,6 +178,7 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
     faults only on nodes), so the grammar-constrained decoder cannot emit an impossible pair.
     Without ``with_reason`` (a confirmation turn follows and writes it) the reply is shorter.
     ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
+    ``fault_types`` narrows a candidate's types further (the open ones, ``diagnose.reading``).
     """
     reason = {"type": "string", "minLength": 5, "maxLength": 160}
     fields = ["component", "fault_type", "reason"] if with_reason else ["component", "fault_type"]
@@ -175,7 +188,8 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
             "type": "object",
             "properties": {
                 "component": {"type": "string", "const": name},
-                "fault_type": {"type": "string", "enum": applicable_fault_types(name)},
+                "fault_type": {"type": "string", "enum": list((fault_types or {}).get(name)
+                                                                  or applicable_fault_types(name))},
                 **({"reason": reason} if with_reason else {}),
                 **(extra or {}),
             },

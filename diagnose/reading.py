@@ -23,6 +23,7 @@ class ReadingParams:
 
     close_score_ratio: float = 1.5  # top candidate's score below this multiple of the next one: close
     close_fit_gap: float = 0.5  # best SOP fit's score within this of the next type's: close
+    min_contenders: int = 2  # the model always chooses among at least this many components and fault types
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,28 @@ def reading_text(reading: RulesReading) -> str:
     else:
         lines.append("The rules are clear here; change the reading only if the evidence lines contradict it.")
     return "\n".join(lines)
+
+
+def contenders(candidates: Sequence[Candidate], *, params: ReadingParams) -> list[Candidate]:
+    """The candidates the rules cannot tell apart from the leader: those scoring within
+    ``close_score_ratio`` of it, and never fewer than ``min_contenders`` (ranked order kept).
+
+    A candidate several times weaker than the leader is context for the model, not a choice:
+    on tuning seeds the 1.5B model's picks from far down the list were wrong far more often than right.
+    """
+    if not candidates:
+        return []
+    floor = candidates[0].score / params.close_score_ratio
+    close = [c for c in candidates if c.score >= floor]
+    return list(candidates[: max(len(close), params.min_contenders)])
+
+
+def open_fault_types(component: str, fits: Sequence[SignatureMatch], *, params: ReadingParams) -> list[str]:
+    """The fault types of ``component`` still open: its SOP fits within ``close_fit_gap`` of the best
+    (at least ``min_contenders`` of them), or every type it can suffer when no SOP signal fits."""
+    if not fits:
+        return applicable_fault_types(component)
+    best = fits[0].score
+    close = [f.fault_type for f in fits if f.score >= best - params.close_fit_gap]
+    ranked = [f.fault_type for f in fits]
+    return ranked[: max(len(close), params.min_contenders)]

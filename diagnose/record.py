@@ -84,6 +84,7 @@ class RunRecord(BaseModel):
     rules_answer: dict[str, Any] | None = None  # index top-1 + its best SOP fit, no model (an ablation)
     rules_fault_type: str | None = None  # the fault type behind ``rules_answer``
     rules_reading: dict[str, Any] | None = None  # margins of that reading, which parts were close calls
+    choices: dict[str, list[str]] | None = None  # decide_among = "contenders": component -> its open fault types
     agreed_with_index: bool | None = None
     index_top: str | None = None
     decision: dict[str, Any] | None = None

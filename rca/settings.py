@@ -135,6 +135,13 @@ class DiagnoseSettings(_Section):
     show_rules_reading: bool = False
     close_score_ratio: float = Field(default=1.5, gt=1.0)  # top score below this multiple of the next: close
     close_fit_gap: float = Field(default=0.5, ge=0.0)  # best SOP fit within this of the next type: close
+    # What the model chooses among. "candidates": every candidate and every fault type it can
+    # suffer. "contenders": the candidates the rules cannot separate from the leader (within
+    # close_score_ratio) and, for each, the fault types within close_fit_gap of its best SOP fit;
+    # never fewer than min_contenders of each, so the model always makes the choice. All the
+    # candidates' evidence is shown either way (diagnose/reading.py, docs/generalisation.md).
+    decide_among: Literal["candidates", "contenders"] = "candidates"
+    min_contenders: int = Field(default=2, ge=2)
     # pipeline: one prepared call (best with a small local model); react: the model calls the
     # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
     # specialists and a judge (docs/agentic.md compares the three).

@@ -257,3 +257,39 @@ def test_late_rules_shape_the_answer_the_judge_accepts() -> None:
     assert check.valid, check
     early = check_submission([json.dumps(record.answer.to_submission(rules=EARLY))], truth_uuids=[record.uuid], rules=EARLY)
     assert early.valid and "time" in record.answer.to_submission(rules=EARLY)
+
+
+def test_schema_narrows_each_candidate_to_its_open_fault_types() -> None:
+    schema = decision_schema(["adservice", "cartservice-1"], fault_types={"adservice": ["jvm gc", "jvm cpu"]})
+    branches = {b["properties"]["component"]["const"]: b["properties"]["fault_type"]["enum"] for b in schema["anyOf"]}
+    assert branches["adservice"] == ["jvm gc", "jvm cpu"]
+    assert "cpu stress" in branches["cartservice-1"]  # not narrowed: every type it can suffer
+
+
+def test_a_type_outside_the_open_ones_is_repaired() -> None:
+    backend = RecordedBackend([_reply(fault_type="memory stress"), _reply()])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"],
+                     fault_types={"emailservice": ["cpu stress", "pod failure"]})
+    assert outcome.repaired and outcome.decision.fault_type == "cpu stress"
+    assert "choose from cpu stress, pod failure" in backend.requests[1]["messages"][-1]["content"]
+
+
+def test_contenders_setting_narrows_the_choice_and_records_it() -> None:
+    # emailservice (0.9) leads checkoutservice (0.4) 2.25x and adservice (0.1) 9x: with
+    # decide_among = "contenders" the model chooses between the first two only.
+    settings = load_settings(environ={}, overrides={"diagnose": {"decide_among": "contenders"}})
+    backend = RecordedBackend([_reply()])
+    record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
+                           knowledge=StaticKnowledge())
+    branches = [b["properties"]["component"]["const"] for b in backend.requests[0]["json_schema"]["anyOf"]]
+    assert branches == ["emailservice", "checkoutservice"]
+    saved = record.to_record()
+    assert list(saved.choices) == ["emailservice", "checkoutservice"]
+    assert saved.choices["emailservice"][0] == "cpu stress"  # the rules' best fit is always open
+    assert saved.answer["component"] == "emailservice"
+    # The default still offers every candidate.
+    default = RecordedBackend([_reply()])
+    diagnose_case(_case(), settings=_one_turn_settings(), llm=default, evidence=StaticEvidence(_candidates()),
+                  knowledge=StaticKnowledge())
+    assert len(default.requests[0]["json_schema"]["anyOf"]) == 3

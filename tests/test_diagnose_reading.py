@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.prompt import build_prompt
-from diagnose.reading import ReadingParams, reading_text, rules_reading
+from diagnose.reading import ReadingParams, contenders, open_fault_types, reading_text, rules_reading
 from index.models import Candidate
 from knowledge.signatures import SignatureMatch
 
@@ -56,3 +56,44 @@ def test_the_prompt_ends_on_the_reading_when_given():
     assert "Close call on the component" in user and "Close call" not in without.messages[-1]["content"]
     # The reading sits after the candidate summary and before the closing instruction.
     assert user.index("In short:") < user.index("Rules' reading") < user.index("Choose the root-cause component")
+
+
+def _ranked(*scores: float) -> list[Candidate]:
+    names = ["cartservice", "redis-cart", "frontend", "aiops-k8s-01"]
+    return [Candidate(component=n, level="node" if n.startswith("aiops") else "service", score=s)
+            for n, s in zip(names, scores, strict=False)]
+
+
+@pytest.mark.parametrize(("scores", "expected"), [
+    ((6.0, 5.0, 4.2, 1.0), ["cartservice", "redis-cart", "frontend"]),  # three within 1.5x of the leader
+    ((6.0, 1.0, 0.5), ["cartservice", "redis-cart"]),  # a clear leader still leaves the model a choice of two
+    ((6.0,), ["cartservice"]),  # nothing else to choose
+    ((6.0, 4.0, 3.9), ["cartservice", "redis-cart"]),  # exactly at the ratio counts as close
+])
+def test_contenders_are_the_candidates_the_rules_cannot_separate(scores, expected):
+    assert [c.component for c in contenders(_ranked(*scores), params=PARAMS)] == expected
+
+
+@pytest.mark.parametrize(("fits", "expected"), [
+    ([_fit("pod failure", 3, 4), _fit("pod kill", 1, 4), _fit("cpu stress", 1, 4)], ["pod failure", "pod kill"]),
+    ([_fit("pod failure", 3, 4), _fit("pod kill", 3, 4), _fit("cpu stress", 3, 4)],
+     ["pod failure", "pod kill", "cpu stress"]),  # all three tie
+    ([_fit("pod failure", 3, 4)], ["pod failure"]),  # only one type shows any signal
+])
+def test_open_fault_types_are_the_close_fits(fits, expected):
+    assert open_fault_types("cartservice", fits, params=PARAMS) == expected
+
+
+def test_with_no_fit_every_type_the_component_can_suffer_is_open():
+    assert open_fault_types("aiops-k8s-01", [], params=PARAMS) == ["node cpu stress", "node memory stress",
+                                                                    "node disk fill"]
+
+
+def test_the_prompt_asks_only_about_the_open_choices():
+    candidates = _ranked(6.0, 5.0, 1.0)
+    choices = {"cartservice": ["pod failure", "pod kill"], "redis-cart": ["cpu stress", "pod failure"]}
+    user = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000,
+                        choices=choices).messages[-1]["content"]
+    assert "- cartservice: pod failure or pod kill" in user
+    assert "Choose the root-cause component among: cartservice, redis-cart." in user
+    assert "1. cartservice" in user and "3. frontend" in user  # the weaker candidate's evidence is still shown
