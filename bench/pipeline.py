@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +58,30 @@ def simulate_problem_set(
     simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
                                difficulty=difficulty, schedule=schedule_path, randomize=randomize))
     return problem_set
+
+
+# Seeds of simulated sets: tune on the first range, report on the second, never looked at while tuning.
+TUNING_SEEDS = range(100, 200)
+EVALUATION_SEEDS = range(200, 300)
+
+
+def mixed_seed_ranges(seeds: Sequence[int]) -> bool:
+    """True when ``seeds`` holds both tuning and evaluation seeds (one report must not mix them)."""
+    return any(s in TUNING_SEEDS for s in seeds) and any(s in EVALUATION_SEEDS for s in seeds)
+
+
+def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, randomize: bool, per_type: int,
+                        difficulty: float) -> tuple[ProblemSet, Path]:
+    """Simulate and index one seed's set under ``work_dir`` (both reused when already there);
+    returns the problem set and its index dir. The directory name says how the set was made."""
+    from index.build import run_nightly
+
+    name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}"
+    problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=reference_schedule,
+                                       per_type=per_type, randomize=randomize, difficulty=difficulty)
+    index_dir = work_dir / name / "index"
+    run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
+    return problem_set, index_dir
 
 
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:

@@ -337,6 +337,13 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
                         choices=choices, parameters={"index": result.parameters} if result.parameters else {})
 
 
+def rules_only_answer(prepared: PreparedCase, *, knowledge: KnowledgeSource, rules: RuleVersion) -> Answer:
+    """The answer of the rules alone (index top-1 + its best SOP fit): the ablation beside every model answer."""
+    reading = prepared.reading
+    return compose_answer(prepared.case, candidates=prepared.candidates, component=reading.component,
+                          fault_type=reading.fault_type, model_reason="", knowledge=knowledge, rules=rules)
+
+
 def diagnose_case(
     case: Case,
     *,
@@ -378,8 +385,7 @@ def diagnose_case(
                             fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge,
                             rules=challenge)
     reading = prepared.reading
-    rules_answer = compose_answer(case, candidates=candidates, component=reading.component,
-                                  fault_type=reading.fault_type, model_reason="", knowledge=knowledge, rules=challenge)
+    rules_answer = rules_only_answer(prepared, knowledge=knowledge, rules=challenge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")

@@ -23,12 +23,11 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.index_eval import KS, IndexEvaluation, evaluate_index
+from bench.pipeline import mixed_seed_ranges, simulated_index_set
 from index.params import IndexParams
 from rca.settings import load_settings
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
-TUNING_SEEDS = range(100, 200)
-EVALUATION_SEEDS = range(200, 300)
 
 
 def _cell(value: tuple[float, float, float]) -> str:
@@ -49,19 +48,6 @@ def report(evaluation: IndexEvaluation, *, title: str) -> Table:
     table.add_row("ALL", str(len(everything)), *[_cell(evaluation.accuracy(everything, k)) for k in KS],
                   *[f"{evaluation.chance(everything, k):.2f}" for k in KS], style="bold")
     return table
-
-
-def _simulated(seed: int, *, work_dir: Path, randomize: bool, per_type: int, difficulty: float) -> tuple[Path, Path]:
-    """Simulate and index one seed's set (reused when already there); returns (data dir, index dir)."""
-    from bench.pipeline import simulate_problem_set
-    from index.build import run_nightly
-
-    name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}"
-    problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=REFERENCE,
-                                       per_type=per_type, randomize=randomize, difficulty=difficulty)
-    index_dir = work_dir / name / "index"
-    run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
-    return problem_set.data_dir, index_dir
 
 
 def main() -> int:
@@ -87,13 +73,13 @@ def main() -> int:
 
     sets: list[tuple[Path, Path, Path, Path]] = []
     if args.simulate_seed:
-        kinds = {"tuning" if s in TUNING_SEEDS else "evaluation" if s in EVALUATION_SEEDS else "other"
-                 for s in args.simulate_seed}
-        if {"tuning", "evaluation"} <= kinds:
+        if mixed_seed_ranges(args.simulate_seed):
             parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
         for seed in args.simulate_seed:
-            data_dir, index_dir = _simulated(seed, work_dir=args.work_dir, randomize=args.randomize,
-                                             per_type=args.per_type, difficulty=args.difficulty)
+            problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE,
+                                                         randomize=args.randomize, per_type=args.per_type,
+                                                         difficulty=args.difficulty)
+            data_dir = problem_set.data_dir
             sets.append((data_dir, index_dir, data_dir / "input.json", data_dir / "groundtruth.jsonl"))
     elif args.data_dir and args.index_dir and args.gt:
         sets.append((args.data_dir, args.index_dir, args.input or args.data_dir / "input.json", args.gt))

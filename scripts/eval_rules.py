@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""The rules alone, scored like a submission: index top-1 + its best SOP fit for every case.
+
+No model is called, so a seed set is scored in seconds: this is how the index and the SOP
+signatures are tuned before the model runs (scripts/bench_diagnose.py). It prints the judge's
+table (LA, TA, final per fault type) and, for LA and TA over all cases, a 95% bootstrap interval.
+
+    scripts/eval_rules.py --simulate-seed 101 --simulate-seed 102 --randomize --per-type 2
+
+Seed sets are simulated and indexed under --work-dir, named as scripts/eval_index.py names
+them, so the two scripts share them. Tuning seeds are 100-199, evaluation seeds 200-299; the
+script refuses to mix the ranges in one report.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from bench.intervals import bootstrap_interval
+from bench.pipeline import mixed_seed_ranges, simulated_index_set
+from bench.report import score_file
+from diagnose.cases import load_cases
+from diagnose.pipeline import rules_only_answer
+from diagnose.service import Diagnoser
+from judge.render import print_challenge
+from rca.challenge import rule_version
+from rca.errors import RcaError
+from rca.settings import load_settings
+
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
+log = logging.getLogger("eval_rules")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--simulate-seed", type=int, action="append", required=True)
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
+    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
+    parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
+    parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index] and [diagnose] apply)")
+    parser.add_argument("--show-misses", action="store_true", help="print every case the rules get wrong")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if mixed_seed_ranges(args.simulate_seed):
+        parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
+
+    base = load_settings(config_path=args.config)
+    rules = rule_version(base.challenge.rules)
+    truth_rows: list[str] = []
+    answers: list[str] = []
+    for seed in args.simulate_seed:
+        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE,
+                                                     randomize=args.randomize, per_type=args.per_type,
+                                                     difficulty=args.difficulty)
+        settings = base.model_copy(update={"paths": base.paths.model_copy(update={
+            "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
+        # One real fault replayed under several seeds keeps its uuid; the seed makes it unique in the pool.
+        for line in problem_set.truth_file.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            truth_rows.append(json.dumps({**row, "uuid": f"{row['uuid']}@{seed}"}))
+        with Diagnoser.from_settings(settings) as diagnoser:
+            for case in load_cases(problem_set.input_file):
+                try:
+                    prepared = diagnoser.prepare(case)
+                except RcaError as exc:  # no candidates: the case stays unanswered and scores 0
+                    log.warning("%s", exc)
+                    continue
+                answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
+                answers.append(json.dumps({**answer.model_dump(), "uuid": f"{answer.uuid}@{seed}"}))
+
+    name = f"rules-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}-x{args.per_type}"
+    truth_file = args.work_dir / f"{name}.truth.jsonl"
+    result_file = args.work_dir / f"{name}.answers.jsonl"
+    truth_file.write_text("\n".join(truth_rows) + "\n", encoding="utf-8")
+    result_file.write_text("\n".join(answers) + "\n", encoding="utf-8")
+    report = score_file(truth_file=truth_file, result_file=result_file, settings=base)
+    console = Console(width=140)
+    print_challenge(report, console)
+    for label, values in (("LA", [float(c.component_right) for c in report.cases]),
+                          ("TA", [float(c.reason_right) for c in report.cases])):
+        low, high = bootstrap_interval(values)
+        console.print(f"{label} over {len(values)} cases: {sum(values) / len(values):.3f} [95% CI {low:.3f}-{high:.3f}]")
+    if args.show_misses:
+        chosen = {json.loads(line)["uuid"]: json.loads(line) for line in answers}
+        for outcome in report.cases:
+            if not (outcome.component_right and outcome.reason_right):
+                answer = chosen.get(outcome.uuid, {})
+                console.print(f"{outcome.uuid} {outcome.fault_type}: {answer.get('component', '-')} / "
+                              f"{answer.get('reason', 'unanswered')[:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
