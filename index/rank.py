@@ -22,7 +22,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    feels its stressed node (clearly stressed, or moderately while pods of several services
    suffer there together) ranks just below that node, as does a service whose troubled
    pods all defer to their nodes;
-7. the list shows one pod per service before other suspects, so a short list stays diverse.
+7. the list shows one pod per service before other suspects, so a short list stays diverse,
+   and a pod incriminated by its incoming calls is followed by its service (a fault on all
+   calls into a service often stands out on one pod only).
 
 Every constant is a field of ``index.params.RankWeights``, passed in.
 """
