@@ -43,6 +43,9 @@ class RankWeights:
     late_onset_minutes: int = 8  # an anomaly starting this long after the window opened ...
     late_onset_weight: float = 0.6  # ... keeps this share of its strength (a consequence or a coincidence)
     fanout_victim_weight: float = 0.3  # callee edge evidence kept when the caller pod fans out failures
+    # A service is listed right after its highest-ranked pod (index.rank._service_follows_pod):
+    # a service-wide fault often stands out on one pod only.
+    service_follows_pod: bool = True
 
     def modality_weights(self) -> dict[str, float]:
         return {"metric": self.metric_weight, "log": self.log_weight, "trace": self.trace_weight}

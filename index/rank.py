@@ -22,7 +22,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    feels its stressed node (clearly stressed, or moderately while pods of several services
    suffer there together) ranks just below that node, as does a service whose troubled
    pods all defer to their nodes;
-7. the list shows one pod per service before other suspects, so a short list stays diverse.
+7. the list shows one pod per service before other suspects, so a short list stays diverse,
+   and a pod incriminated by its incoming calls is followed by its service (a fault on all
+   calls into a service often stands out on one pod only).
 
 Every constant is a field of ``index.params.RankWeights``, passed in.
 """
@@ -198,7 +200,11 @@ def rank_candidates(
                            weights=weights)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
-    return _diversify(scored, per_service=weights.max_per_service)[:top_k]
+    ranked = _diversify(scored, per_service=weights.max_per_service)
+    if weights.service_follows_pod:
+        called_wrong = {name for name, comp in components.items() if any(i.role == "edge" for i in comp.items)}
+        ranked = _service_follows_pod(ranked, pods=called_wrong)
+    return ranked[:top_k]
 
 
 def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
@@ -218,6 +224,33 @@ def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
         seen[service] += 1
         (head if seen[service] <= per_service else tail).append(candidate)
     return head + tail
+
+
+def _service_follows_pod(ranked: list[Candidate], *, pods: set[str]) -> list[Candidate]:
+    """A service listed below one of ``pods`` (those whose incoming calls went wrong) moves up to just after it.
+
+    Whether a fault is a pod's or its whole service's is what a per-pod ranking sees worst:
+    a fault on all calls into a service (the network between two services) shows above
+    noise on one pod's calls only as often as not, which then outranks the service by far.
+    The pod keeps its place, and its service comes next, ahead of unrelated suspects, so
+    the short list holds both readings of the same call evidence. A pod incriminated by
+    its own KPIs alone (a busy pod on a stressed node) is not a reading of its calls and
+    pulls nothing up.
+    """
+    services = {c.component: c for c in ranked if c.level == "service"}
+    result: list[Candidate] = []
+    placed: set[str] = set()
+    for candidate in ranked:
+        if candidate.component in placed:
+            continue
+        result.append(candidate)
+        placed.add(candidate.component)
+        if candidate.level == "pod" and candidate.component in pods:
+            service = services.get(service_of(candidate.component))
+            if service is not None and service.component not in placed:
+                result.append(service)
+                placed.add(service.component)
+    return result
 
 
 def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[str, float],
