@@ -103,7 +103,10 @@ def contenders(candidates: Sequence[Candidate], *, params: ReadingParams) -> lis
         return []
     floor = candidates[0].score / params.close_score_ratio
     close = [c for c in candidates if c.score >= floor]
-    return list(candidates[: max(len(close), params.min_contenders)])
+    # The ranking is not strictly by score (a service placed right after its pod, index.rank),
+    # so fill up to the minimum from the ranked order rather than slicing it.
+    extra = [c for c in candidates if c not in close][: max(0, params.min_contenders - len(close))]
+    return [c for c in candidates if c in close or c in extra]
 
 
 def open_fault_types(component: str, fits: Sequence[SignatureMatch], *, params: ReadingParams) -> list[str]:

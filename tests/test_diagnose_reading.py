@@ -69,6 +69,8 @@ def _ranked(*scores: float) -> list[Candidate]:
     ((6.0, 1.0, 0.5), ["cartservice", "redis-cart"]),  # a clear leader still leaves the model a choice of two
     ((6.0,), ["cartservice"]),  # nothing else to choose
     ((6.0, 4.0, 3.9), ["cartservice", "redis-cart"]),  # exactly at the ratio counts as close
+    ((6.0, 1.0, 5.0), ["cartservice", "frontend"]),  # ranked out of score order: the close one still counts
+    ((6.0, 1.0, 0.5, 5.5), ["cartservice", "aiops-k8s-01"]),
 ])
 def test_contenders_are_the_candidates_the_rules_cannot_separate(scores, expected):
     assert [c.component for c in contenders(_ranked(*scores), params=PARAMS)] == expected
