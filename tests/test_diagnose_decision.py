@@ -151,8 +151,9 @@ def test_reason_quotes_sop_keywords_seen_in_logs() -> None:
 
 
 def test_confirmation_turn_settles_the_fault_type_in_the_same_conversation() -> None:
-    settings = load_settings(environ={})
-    settings = load_settings(environ={}, overrides={"diagnose": {"confirm_fault_type": True}})
+    # Every type open (decide_among = "candidates"), so the first turn may guess one the second corrects.
+    settings = load_settings(environ={}, overrides={"diagnose": {"confirm_fault_type": True,
+                                                                 "decide_among": "candidates"}})
     backend = RecordedBackend([
         json.dumps({"component": "emailservice", "fault_type": "memory stress"}),
         json.dumps({"fault_type": "cpu stress", "reason": "cpu stress: pod_cpu_usage up 4.1x"}),
@@ -219,7 +220,8 @@ def test_prepare_offers_distinct_services(tmp_path: Path) -> None:
 
 def test_trace_reports_a_signal_check_that_found_nothing() -> None:
     reply = _reply(component="emailservice", fault_type="pod failure", reason="pod failure: errors")
-    record = diagnose_case(_case(), settings=_one_turn_settings(), llm=RecordedBackend([reply]),
+    every_type = load_settings(environ={}, overrides={"diagnose": {"decide_among": "candidates"}})
+    record = diagnose_case(_case(), settings=every_type, llm=RecordedBackend([reply]),
                            evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     steps = record.answer.reasoning_trace
     assert 3 <= len(steps) <= 5
@@ -288,8 +290,8 @@ def test_contenders_setting_narrows_the_choice_and_records_it() -> None:
     assert list(saved.choices) == ["emailservice", "checkoutservice"]
     assert saved.choices["emailservice"][0] == "cpu stress"  # the rules' best fit is always open
     assert saved.answer["component"] == "emailservice"
-    # The default still offers every candidate.
-    default = RecordedBackend([_reply()])
-    diagnose_case(_case(), settings=_one_turn_settings(), llm=default, evidence=StaticEvidence(_candidates()),
-                  knowledge=StaticKnowledge())
-    assert len(default.requests[0]["json_schema"]["anyOf"]) == 3
+    # "candidates" offers every candidate.
+    every = RecordedBackend([_reply()])
+    diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"decide_among": "candidates"}}),
+                  llm=every, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
+    assert len(every.requests[0]["json_schema"]["anyOf"]) == 3
