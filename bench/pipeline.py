@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.problems import ProblemSet, compact_schedule, read_jsonl
-from bench.report import ModelShare, run_costs, score_file
+from bench.report import ModelShare, ScoreInterval, interval_cell, run_costs, score_file
 from judge.challenge import ChallengeReport
 from rca.settings import Settings
 
@@ -146,3 +146,14 @@ def print_model_share(share: ModelShare, console: Console) -> None:
             diff.add_row(row["uuid"], row["fault_type"], row["model"], row["rules"],
                          f"{row['model_points']:.1f}", f"{row['rules_points']:.1f}")
         console.print(diff)
+
+
+def print_score_intervals(rows: Sequence[ScoreInterval], console: Console, *, title: str) -> None:
+    """The per-fault-type table with 95% intervals (bootstrap over cases) of final, LA and TA."""
+    table = Table(title=title)
+    for column in ("fault type", "cases", "final [95% CI]", "LA [95% CI]", "TA [95% CI]"):
+        table.add_column(column, justify="left" if column == "fault type" else "right")
+    for row in rows:
+        table.add_row(row.group, str(row.cases), interval_cell(row.final, digits=1), interval_cell(row.la),
+                      interval_cell(row.ta), style="bold" if row.group == "ALL" else None)
+    console.print(table)

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.intervals import paired_difference_interval
+from bench.intervals import bootstrap_statistic, paired_difference_interval
 from diagnose.record import RunRecord
-from judge.challenge import ChallengeReport, score_challenge
+from judge.challenge import CaseOutcome, ChallengeReport, aggregate, score_challenge
 from judge.groundtruth import load_truth
 from judge.validation import check_submission_file
 from knowledge.embedding import load_embedder
 from rca.atomic import write_text_atomic
-from rca.challenge import rule_version
+from rca.challenge import RuleVersion, rule_version
 from rca.settings import Settings
 
 
@@ -98,3 +98,40 @@ def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings
         })
     return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing, records=len(shared),
                       gains={u: model_points[u] - rule_points[u] for u in shared})
+
+
+@dataclass(frozen=True)
+class ScoreInterval:
+    """Final, LA and TA of a group of cases, each as (point, low, high) of a 95% case bootstrap."""
+
+    group: str
+    cases: int
+    final: tuple[float, float, float]
+    la: tuple[float, float, float]
+    ta: tuple[float, float, float]
+
+
+def score_interval(group: str, outcomes: list[CaseOutcome], *, rules: RuleVersion) -> ScoreInterval:
+    """Resample whole cases and re-aggregate them as the judge does, so the final's interval
+    carries its efficiency and explainability terms too."""
+    def figure(pick: str) -> tuple[float, float, float]:
+        def statistic(sample: list[CaseOutcome]) -> float:
+            return float(getattr(aggregate(sample, rules=rules), pick))
+        low, high = bootstrap_statistic(outcomes, statistic)
+        return statistic(outcomes), low, high
+
+    return ScoreInterval(group=group, cases=len(outcomes), final=figure("final"), la=figure("la"), ta=figure("ta"))
+
+
+def score_intervals(outcomes: list[CaseOutcome], *, rules: RuleVersion) -> list[ScoreInterval]:
+    """One row per fault type, then ``ALL``: the per-fault-type table with its 95% intervals."""
+    by_type: dict[str, list[CaseOutcome]] = {}
+    for outcome in outcomes:
+        by_type.setdefault(outcome.fault_type, []).append(outcome)
+    rows = [score_interval(fault_type, group, rules=rules) for fault_type, group in sorted(by_type.items())]
+    return rows + [score_interval("ALL", outcomes, rules=rules)]
+
+
+def interval_cell(value: tuple[float, float, float], *, scale: float = 1.0, digits: int = 2) -> str:
+    point, low, high = (scale * v for v in value)
+    return f"{point:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"

@@ -31,9 +31,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.pipeline import print_model_share, print_path_result, run_full_path, simulate_problem_set
+from bench.pipeline import (
+    print_model_share,
+    print_path_result,
+    print_score_intervals,
+    run_full_path,
+    simulate_problem_set,
+)
 from bench.problems import ProblemSet, read_jsonl
-from bench.report import model_share
+from bench.report import interval_cell, model_share, score_intervals
+from judge.challenge import CaseOutcome
+from rca.challenge import rule_version
 from rca.logsetup import configure_logging
 from rca.settings import Settings, load_settings
 
@@ -98,6 +106,8 @@ def _pool(work_dirs: list[Path], *, settings: Settings) -> None:
     print("| run | cases | final | rules only |")
     print("|---|---|---|---|")
     cases, final, rules, gains = 0, 0.0, 0.0, []
+    model_outcomes: list[CaseOutcome] = []
+    rules_outcomes: list[CaseOutcome] = []
     for work_dir in work_dirs:
         result_file, truth_file = work_dir / "result.jsonl", work_dir / "data" / "groundtruth.jsonl"
         if not result_file.exists() or not truth_file.exists():
@@ -110,10 +120,23 @@ def _pool(work_dirs: list[Path], *, settings: Settings) -> None:
         final += share.model.overall.final * n
         rules += share.rules_only.overall.final * n
         gains += list(share.gains.values())
+        model_outcomes += share.model.cases
+        rules_outcomes += share.rules_only.cases
     low, high = bootstrap_interval(gains)
     print(f"| all | {cases} | {final / cases:.2f} | {rules / cases:.2f} |")
     print(f"model gain per case, (LA+TA)/2, pooled over {len(gains)} cases: "
           f"{sum(gains) / len(gains):+.3f} [95% CI {low:+.3f}, {high:+.3f}]")
+    # Pooled cases re-aggregated as one set (the runs' finals above are averaged per run instead).
+    challenge = rule_version(settings.challenge.rules)
+    model_rows = score_intervals(model_outcomes, rules=challenge)
+    rules_rows = {row.group: row for row in score_intervals(rules_outcomes, rules=challenge)}
+    print()
+    print("| fault type | cases | final [95% CI] | LA [95% CI] | TA [95% CI] | rules only: final [95% CI] |")
+    print("|---|---|---|---|---|---|")
+    for row in model_rows:
+        ablation = rules_rows.get(row.group)
+        print(f"| {row.group} | {row.cases} | {interval_cell(row.final, digits=1)} | {interval_cell(row.la)} | "
+              f"{interval_cell(row.ta)} | {interval_cell(ablation.final, digits=1) if ablation else '-'} |")
 
 
 def main() -> None:
@@ -158,6 +181,8 @@ def main() -> None:
     console = Console()
     print_path_result(result, console)
     report = result.report
+    print_score_intervals(score_intervals(report.cases, rules=rule_version(settings.challenge.rules)), console,
+                          title="the model's answers per fault type, 95% intervals (bootstrap over cases)")
     share = model_share(truth_file=problem_set.truth_file, result_file=result.result_file,
                         runs_dir=settings.paths.runs_dir / result.result_file.stem, settings=settings)
     if share.records:

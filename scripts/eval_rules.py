@@ -3,7 +3,7 @@
 
 No model is called, so a seed set is scored in seconds: this is how the index and the SOP
 signatures are tuned before the model runs (scripts/bench_diagnose.py). It prints the judge's
-table (LA, TA, final per fault type) and, for LA and TA over all cases, a 95% bootstrap interval.
+table and the per-fault-type final, LA and TA with 95% intervals (bootstrap over cases).
 
     scripts/eval_rules.py --simulate-seed 101 --simulate-seed 102 --randomize --per-type 2
 
@@ -21,9 +21,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.intervals import bootstrap_interval
-from bench.pipeline import mixed_seed_ranges, simulated_index_set
-from bench.report import score_file
+from bench.pipeline import mixed_seed_ranges, print_score_intervals, simulated_index_set
+from bench.report import score_file, score_intervals
 from diagnose.cases import load_cases
 from diagnose.pipeline import rules_only_answer
 from diagnose.service import Diagnoser
@@ -82,10 +81,8 @@ def main() -> int:
     report = score_file(truth_file=truth_file, result_file=result_file, settings=base)
     console = Console(width=140)
     print_challenge(report, console)
-    for label, values in (("LA", [float(c.component_right) for c in report.cases]),
-                          ("TA", [float(c.reason_right) for c in report.cases])):
-        low, high = bootstrap_interval(values)
-        console.print(f"{label} over {len(values)} cases: {sum(values) / len(values):.3f} [95% CI {low:.3f}-{high:.3f}]")
+    print_score_intervals(score_intervals(report.cases, rules=rules), console,
+                          title="rules only, per fault type, 95% intervals (bootstrap over cases)")
     if args.show_misses:
         chosen = {json.loads(line)["uuid"]: json.loads(line) for line in answers}
         for outcome in report.cases:

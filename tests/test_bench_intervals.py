@@ -2,6 +2,9 @@ import numpy as np
 import pytest
 
 from bench.intervals import bootstrap_interval, paired_difference_interval
+from bench.report import score_intervals
+from judge.challenge import CaseOutcome
+from rca.challenge import rule_version
 
 
 def test_interval_covers_the_true_mean_of_a_known_population() -> None:
@@ -33,3 +36,23 @@ def test_paired_difference_sees_a_consistent_gain() -> None:
     b = [0.0] * 10 + [1.0] * 20 + [0.0] * 10  # a wins 10 cases, never loses
     mean, low, high = paired_difference_interval(a, b)
     assert mean == pytest.approx(0.25) and low > 0.0
+
+
+def _outcome(fault_type: str, *, located: bool, reasoned: bool) -> CaseOutcome:
+    return CaseOutcome(uuid=f"{fault_type}-{located}-{reasoned}", fault_type=fault_type, level="service", answered=True,
+                       component_right=located, reason_keyword_right=reasoned, reason_similarity=None,
+                       reason_semantic_right=False, steps=4, points={"metric": 1}, hits={"metric": 1})
+
+
+def test_score_intervals_resample_whole_cases_per_fault_type():
+    outcomes = ([_outcome("cpu stress", located=True, reasoned=True)] * 6
+                + [_outcome("network loss", located=i < 3, reasoned=True) for i in range(6)])
+    rows = score_intervals(outcomes, rules=rule_version("early"))
+    assert [r.group for r in rows] == ["cpu stress", "network loss", "ALL"]
+    cpu, loss, every = rows
+    assert cpu.final == (100.0, 100.0, 100.0)  # all right: nothing to resample away
+    assert loss.la[0] == 0.5 and loss.la[1] < 0.5 < loss.la[2]
+    assert every.cases == 12 and every.la[0] == 0.75
+    # The final carries LA and TA at weight 0.4 each and full efficiency and explainability.
+    assert every.final[0] == pytest.approx(100 * (0.4 * 0.75 + 0.4 * 1.0 + 0.1 + 0.1))
+    assert every.final[1] < every.final[0] < every.final[2]
