@@ -121,3 +121,28 @@ def test_edge_stats_do_not_depend_on_row_order():
     """A rebuild must rewrite the same file: group_by's order varies, the stored order must not."""
     spans = synthetic_spans(fault="cart_pod_errors", minutes=10)
     assert edge_stats(spans).equals(edge_stats(spans.sample(fraction=1.0, shuffle=True, seed=3)))
+
+
+def test_services_that_emit_their_own_spans_keep_the_call_graph():
+    # Real services also emit internal spans (a handler, a connection pool) between their
+    # server span and the calls they make; those are not calls and must not become edges,
+    # and the calls beneath them still belong to the service that made them.
+    rows = []
+    for n in range(10):
+        trace, start = f"{n:04d}".ljust(32, "0"), T0 + timedelta(seconds=n)
+
+        def span(sid, parent, op, service, pod, kind, peer, dur, trace=trace, start=start):
+            rows.append((trace, sid, parent, op, service, pod, "aiops-k8s-01", kind, peer, start, dur, 0, False))
+        span("s1", None, "GET /cart", "frontend", "frontend-0", "server", None, 9000)
+        span("s2", "s1", "render cart page", "frontend", "frontend-0", None, None, 8000)  # internal
+        span("s3", "s2", "hipstershop.CartService/GetCart", "frontend", "frontend-0", "client", "cartservice", 7000)
+        span("s4", "s3", "POST /hipstershop.CartService/GetCart", "cartservice", "cartservice-1", "server", None, 6000)
+        span("s5", "s4", "CartStore.load", "cartservice", "cartservice-1", None, None, 5000)  # internal
+        span("s6", "s5", "HGET", "redis-cart", "redis-cart-0", "server", None, 4000)
+    stats = edge_stats(pl.DataFrame(rows, schema=SPAN_SCHEMA, orient="row"))
+    assert set(call_graph(stats).edges) == {("frontend", "cartservice"), ("cartservice", "redis-cart")}
+    assert stats.filter(pl.col("caller") == pl.col("callee")).height == 0
+    redis = stats.filter(pl.col("callee") == "redis-cart")
+    assert redis.get_column("caller_pod").unique().to_list() == ["cartservice-1"]
+    assert redis.get_column("count").sum() == 10
+    assert stats.filter(pl.col("callee") == "cartservice").get_column("count").sum() == 10
