@@ -22,6 +22,8 @@ from rca.taxonomy import FAULT_TYPES, canonical_fault_type, is_node, level_of
 from rca.timeutil import format_utc, parse_utc
 
 NO_FAULT_FILE = "nofault.jsonl"
+# The vendored real fault schedule (400 cases) whose faults the benchmarks replay into simulated days.
+REFERENCE_SCHEDULE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 
 
 class DatasetError(InputError):

@@ -146,8 +146,10 @@ def one_level_per_service(candidates: Sequence[Candidate]) -> list[Candidate]:
     return kept
 
 
-def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *, per_candidate: int = 2) -> RunbookMatches:
-    """For each candidate, the fault types whose SOP signals its own evidence fits best.
+def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *,
+                    per_candidate: int | None = 2) -> RunbookMatches:
+    """For each candidate, the fault types whose SOP signals its own evidence fits best
+    (the best ``per_candidate`` of them; None: every type with a signal seen).
 
     Only fault types that can happen to the candidate are checked. The check reports
     which signals were seen and which contradict; the model weighs them.
@@ -275,15 +277,12 @@ def _reading_params(settings: Settings) -> ReadingParams:
                          min_contenders=settings.diagnose.min_contenders)
 
 
-def open_choices(candidates: Sequence[Candidate], knowledge: KnowledgeSource, settings: Settings) -> dict[str, list[str]]:
-    """The contenders and, for each, its open fault types: the part of the decision the rules leave open."""
+def open_choices(candidates: Sequence[Candidate], fits: RunbookMatches, settings: Settings) -> dict[str, list[str]]:
+    """The contenders and, for each, its open fault types (from all its SOP ``fits``, best first):
+    the part of the decision the rules leave open."""
     params = _reading_params(settings)
-    return {
-        c.component: open_fault_types(
-            c.component, knowledge.signature_matches(c.evidence, fault_types=applicable_fault_types(c.component)),
-            params=params)
-        for c in contenders(candidates, params=params)
-    }
+    return {c.component: open_fault_types(c.component, fits[c.component], params=params)
+            for c in contenders(candidates, params=params)}
 
 
 @dataclass
@@ -320,12 +319,13 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     t1 = time.perf_counter()
     summary, hints = evidence_summary(candidates)
     sops = knowledge.retrieve(summary, hints=hints, k=settings.knowledge.top_k)
-    matches = runbook_matches(candidates, knowledge)
+    fits = runbook_matches(candidates, knowledge, per_candidate=None)  # checked once, for the prompt and the choices
+    matches = {name: found[:2] for name, found in fits.items()}
     timings["retrieve_s"] = round(time.perf_counter() - t1, 3)
 
     window = f"{format_utc(case.start)} to {format_utc(case.end)}"
     reading = reading_of(candidates, matches, settings)
-    choices = open_choices(candidates, knowledge, settings) if settings.diagnose.decide_among == "contenders" else None
+    choices = open_choices(candidates, fits, settings) if settings.diagnose.decide_among == "contenders" else None
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),

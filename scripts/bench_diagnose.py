@@ -38,14 +38,13 @@ from bench.pipeline import (
     run_full_path,
     simulate_problem_set,
 )
-from bench.problems import ProblemSet, read_jsonl
+from bench.problems import REFERENCE_SCHEDULE, ProblemSet, read_jsonl
 from bench.report import interval_cell, model_share, score_intervals
 from judge.challenge import CaseOutcome
 from rca.challenge import rule_version
 from rca.logsetup import configure_logging
 from rca.settings import Settings, load_settings
 
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 MODES = ("pipeline", "react", "team")
 
 
@@ -142,7 +141,7 @@ def _pool(work_dirs: list[Path], *, settings: Settings) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, default=Path("work/bench"))
-    parser.add_argument("--reference", type=Path, default=REFERENCE, help="ground truth whose faults are replayed")
+    parser.add_argument("--reference", type=Path, default=REFERENCE_SCHEDULE, help="ground truth whose faults are replayed")
     parser.add_argument("--per-type", type=int, default=1)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--difficulty", type=float, default=1.0)

@@ -24,10 +24,9 @@ from rich.table import Table
 
 from bench.index_eval import KS, IndexEvaluation, evaluate_index
 from bench.pipeline import mixed_seed_ranges, simulated_index_set
+from bench.problems import REFERENCE_SCHEDULE
 from index.params import IndexParams
 from rca.settings import load_settings
-
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 
 
 def _cell(value: tuple[float, float, float]) -> str:
@@ -76,7 +75,7 @@ def main() -> int:
         if mixed_seed_ranges(args.simulate_seed):
             parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
         for seed in args.simulate_seed:
-            problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE,
+            problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
                                                          randomize=args.randomize, per_type=args.per_type,
                                                          difficulty=args.difficulty)
             data_dir = problem_set.data_dir

@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.pipeline import mixed_seed_ranges, print_score_intervals, simulated_index_set
+from bench.problems import REFERENCE_SCHEDULE
 from bench.report import score_file, score_intervals
 from diagnose.cases import load_cases
 from diagnose.pipeline import rules_only_answer
@@ -31,7 +32,6 @@ from rca.challenge import rule_version
 from rca.errors import RcaError
 from rca.settings import load_settings
 
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 log = logging.getLogger("eval_rules")
 
 
@@ -54,7 +54,7 @@ def main() -> int:
     truth_rows: list[str] = []
     answers: list[str] = []
     for seed in args.simulate_seed:
-        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE,
+        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
                                                      randomize=args.randomize, per_type=args.per_type,
                                                      difficulty=args.difficulty)
         settings = base.model_copy(update={"paths": base.paths.model_copy(update={
