@@ -29,7 +29,7 @@ from rca.challenge import RuleVersion, rule_version
 from rca.errors import BackendError, NoCandidates, RcaError
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
-from rca.taxonomy import applicable_fault_types, service_of
+from rca.taxonomy import FAULT_TYPES, applicable_fault_types, service_of
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,25 @@ def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequ
     body = " ".join(decision_reason.split())
     if body.lower().startswith(fault_type):  # the model often restates the type; say it once
         body = body[len(fault_type):].lstrip(" :-,")
+    if names_other_fault_types(body, fault_type):
+        # A small model sometimes copies the prompt's list of open choices into its reason; a
+        # reason that names faults other than the one answered explains nothing (and would
+        # collect keywords it did not earn), so only the code-built head is kept.
+        body = ""
     return f"{head}: {body}" if body else head
+
+
+def names_other_fault_types(text: str, fault_type: str) -> list[str]:
+    """Fault types other than ``fault_type`` that ``text`` names (``node cpu stress`` is not
+    read as ``cpu stress``)."""
+    rest = text.lower()
+    found = []
+    for name in sorted(FAULT_TYPES, key=len, reverse=True):  # longest first: a name inside another
+        if name in rest:
+            if name != fault_type:
+                found.append(name)
+            rest = rest.replace(name, " ")
+    return found
 
 
 def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 4) -> list[str]:

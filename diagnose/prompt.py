@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.templates import render
-from index.models import Candidate
+from index.models import Candidate, EvidenceItem
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
 from rca.taxonomy import applicable_fault_types
@@ -57,6 +57,26 @@ def _abnormal_pods(candidate: Candidate) -> list[str]:
     return sorted({i.component for i in candidate.evidence if i.component.startswith(prefix)})
 
 
+def shown_evidence(candidate: Candidate, max_items: int) -> list[EvidenceItem]:
+    """The evidence lines a candidate shows in the prompt: the strongest line of each modality
+    first, then the strongest of the rest, in the candidate's own order.
+
+    Why: log lines are where a language model reads more than the rules do (a runtime's own
+    wording of an error the SOP keywords do not list), but they are rarely the strongest
+    z-scores; ranked by strength alone they were cut whenever a candidate had many metric
+    and trace anomalies, and the model never saw them.
+    """
+    items = list(candidate.evidence)
+    if len(items) <= max_items:
+        return items
+    chosen: list[int] = []
+    for modality in dict.fromkeys(item.modality for item in items):
+        if len(chosen) < max_items:
+            chosen.append(next(i for i, item in enumerate(items) if item.modality == modality))
+    chosen += [i for i in range(len(items)) if i not in chosen][: max_items - len(chosen)]
+    return [items[i] for i in sorted(chosen)]
+
+
 def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch]) -> str:
     head = f"{rank}. {candidate.component} ({candidate.level}) anomaly score {candidate.score:.2f}"
     if matches:
@@ -65,7 +85,7 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
     pods = _abnormal_pods(candidate)
     if pods:
         head += f"; abnormal pods: {', '.join(pods)}"
-    lines = [head] + [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
+    lines = [head] + [f"   - {item.modality}: {item.text}" for item in shown_evidence(candidate, max_items)]
     if matches:
         lines.append("   SOP signals seen: " + "; ".join(m.render() for m in matches))
     return "\n".join(lines)
@@ -217,7 +237,7 @@ def fault_type_schema(component: str) -> dict[str, Any]:
 def fault_type_turn_text(candidate: Candidate, matches: Sequence[SignatureMatch], *, max_items: int = 10) -> str:
     """Second turn: all of the chosen component's evidence and its SOP signal check."""
     lines = [f"Now settle the fault type of {candidate.component}. All of its evidence:"]
-    lines += [f"   - {item.modality}: {item.text}" for item in candidate.evidence[:max_items]]
+    lines += [f"   - {item.modality}: {item.text}" for item in shown_evidence(candidate, max_items)]
     if matches:
         lines.append("SOP signals seen in this evidence, best fit first (k/n = documented signals seen; "
                      "against = evidence that fault would not produce):")

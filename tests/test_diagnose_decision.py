@@ -6,8 +6,8 @@ import pytest
 
 from diagnose.cases import Case
 from diagnose.decide import DecisionError, decide
-from diagnose.pipeline import diagnose_case
-from diagnose.prompt import build_prompt, decision_schema
+from diagnose.pipeline import diagnose_case, names_other_fault_types
+from diagnose.prompt import build_prompt, decision_schema, shown_evidence
 from diagnose.runner import finished_uuids, run_cases
 from index.models import Candidate, EvidenceItem
 from rca.challenge import EARLY, LATE
@@ -295,3 +295,44 @@ def test_contenders_setting_narrows_the_choice_and_records_it() -> None:
     diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"decide_among": "candidates"}}),
                   llm=every, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     assert len(every.requests[0]["json_schema"]["anyOf"]) == 3
+
+
+def test_the_prompt_shows_a_log_line_even_when_stronger_metrics_would_crowd_it_out() -> None:
+    """A runtime's own error wording is what the model reads better than the SOP keywords;
+    ranked by z alone, the one log line below is the fifth item and was cut at four."""
+    metrics = [
+        EvidenceItem(modality="metric", signal="level", key=f"kpi_{i}", component="checkoutservice",
+                     text=f"kpi_{i} up (z={20 - i}) on checkoutservice", magnitude=20.0 - i)
+        for i in range(4)
+    ]
+    log = EvidenceItem(modality="log", signal="new_template", key="name resolver error", component="checkoutservice-0",
+                       text="could not retrieve cart: name resolver error: produced zero addresses x6 (new)", magnitude=3.0)
+    candidate = Candidate(component="checkoutservice", level="service", score=2.0, evidence=[*metrics, log])
+    shown = shown_evidence(candidate, 4)
+    assert len(shown) == 4 and log in shown
+    assert shown == [metrics[0], metrics[1], metrics[2], log]  # the candidate's own order is kept
+    assert shown_evidence(candidate, 10) == candidate.evidence
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=[candidate], sops=[], max_tokens=3000)
+    assert "name resolver error" in prompt.messages[1]["content"]
+
+
+@pytest.mark.parametrize(("model_reason", "kept"), [
+    ("emailservice: cpu stress or network loss or pod failure", False),  # the open choices, copied
+    ("cpu stress: pod_cpu_usage saturated, mails time out", True),
+    ("network loss: packets to emailservice dropped", False),  # names another fault than answered
+])
+def test_a_reason_naming_other_fault_types_keeps_only_the_code_built_head(model_reason: str, kept: bool) -> None:
+    settings = _one_turn_settings()
+    backend = RecordedBackend([_reply(component="emailservice", fault_type="cpu stress", reason=model_reason)])
+    record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
+                           knowledge=StaticKnowledge())
+    reason = record.answer.reason
+    assert reason.startswith("cpu stress on emailservice")
+    assert ("time out" in reason) is kept
+    assert "network loss" not in reason and "pod failure" not in reason
+
+
+def test_fault_type_names_inside_longer_ones_are_told_apart() -> None:
+    assert names_other_fault_types("node cpu stress on aiops-k8s-03", "node cpu stress") == []
+    assert names_other_fault_types("cpu stress, not node cpu stress", "cpu stress") == ["node cpu stress"]
+    assert names_other_fault_types("jvm gc pauses", "cpu stress") == ["jvm gc"]
