@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -29,7 +29,7 @@ from rca.challenge import RuleVersion, rule_version
 from rca.errors import BackendError, NoCandidates, RcaError
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
-from rca.taxonomy import FAULT_TYPES, applicable_fault_types, service_of
+from rca.taxonomy import applicable_fault_types, fault_types_named, service_of
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class KnowledgeSource(Protocol):
     def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]: ...
 
     def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
+
+    def distinctions(self, fault_types: Sequence[str]) -> list[str]: ...
 
 
 @dataclass
@@ -184,16 +186,8 @@ def _reason(decision_reason: str, fault_type: str, component: str, metrics: Sequ
 
 
 def names_other_fault_types(text: str, fault_type: str) -> list[str]:
-    """Fault types other than ``fault_type`` that ``text`` names (``node cpu stress`` is not
-    read as ``cpu stress``)."""
-    rest = text.lower()
-    found = []
-    for name in sorted(FAULT_TYPES, key=len, reverse=True):  # longest first: a name inside another
-        if name in rest:
-            if name != fault_type:
-                found.append(name)
-            rest = rest.replace(name, " ")
-    return found
+    """Fault types other than ``fault_type`` that ``text`` names."""
+    return [name for name in fault_types_named(text) if name != fault_type]
 
 
 def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: KnowledgeSource, limit: int = 4) -> list[str]:
@@ -303,6 +297,16 @@ def open_choices(candidates: Sequence[Candidate], fits: RunbookMatches, settings
             for c in contenders(candidates, params=params)}
 
 
+def open_distinctions(choices: Mapping[str, Sequence[str]], knowledge: KnowledgeSource, *, limit: int) -> list[str]:
+    """What the runbooks say separates the open fault types of each contender (look-alike notes),
+    best-fitting types first, at most ``limit`` lines: the knowledge the model needs exactly
+    where the SOP signal counts could not decide."""
+    lines: list[str] = []
+    for types in choices.values():
+        lines += [line for line in knowledge.distinctions(list(types)[:3]) if line not in lines]
+    return lines[:limit]
+
+
 @dataclass
 class PreparedCase:
     """Everything the model will see for a case, before any LLM call."""
@@ -349,6 +353,7 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
         runbook_matches=matches, reading=reading_text(reading) if settings.diagnose.show_rules_reading else None,
         choices=choices,
+        distinctions=open_distinctions(choices, knowledge, limit=settings.diagnose.max_distinctions) if choices else (),
     )
     return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
                         sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings, reading=reading,

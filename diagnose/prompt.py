@@ -108,6 +108,7 @@ def case_prompt_text(
     runbook_matches: RunbookMatches | None = None,
     reading: str | None = None,
     choices: Mapping[str, Sequence[str]] | None = None,
+    distinctions: Sequence[str] = (),
 ) -> str:
     blocks = [f"Incident {uuid}, window {window} (UTC)."]
     if missing:
@@ -128,6 +129,9 @@ def case_prompt_text(
     if choices:
         blocks.append("The evidence cannot yet separate these; decide between them:")
         blocks.extend(f"- {name}: {' or '.join(types)}" for name, types in choices.items())
+        if distinctions:
+            blocks.append("How the runbooks tell these apart (check them against the evidence lines above):")
+            blocks.extend(f"- {line}" for line in distinctions)
         names = ", ".join(choices)
     else:
         names = ", ".join(c.component for c in candidates)
@@ -150,6 +154,7 @@ def build_prompt(
     runbook_matches: RunbookMatches | None = None,
     reading: str | None = None,
     choices: Mapping[str, Sequence[str]] | None = None,
+    distinctions: Sequence[str] = (),
 ) -> Prompt:
     """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate.
 
@@ -166,7 +171,7 @@ def build_prompt(
         user = case_prompt_text(
             uuid=uuid, window=window, candidates=candidates, sops=sop_list,
             evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
-            runbook_matches=runbook_matches, reading=reading, choices=choices,
+            runbook_matches=runbook_matches, reading=reading, choices=choices, distinctions=distinctions,
         )
         if approx_tokens(user) <= budget:
             break

@@ -80,6 +80,13 @@ class KnowledgeBase:
     def key_metrics(self, fault_type: str) -> list[str]:
         return next((list(e.key_metrics) for e in self._catalogue if e.fault_type == fault_type), [])
 
+    def distinctions(self, fault_types: Sequence[str]) -> list[str]:
+        """What the runbooks say separates each pair of ``fault_types`` (from each one's
+        look-alike notes), as ``"b rather than a: what b shows"`` lines, in the order given."""
+        notes = {d.meta.fault_type: d.look_alike_notes() for d in self._documents.values() if d.meta.fault_type}
+        return [f"{b} rather than {a}: {notes[a][b]}" for a in fault_types for b in fault_types
+                if a != b and b in notes.get(a, {})]
+
     def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
         """The ``k`` documents most relevant to an evidence summary, best first."""
         return search(self.collection, self.embedder, self._documents, summary, hints=hints, k=k)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from knowledge.signatures import Signal, SignalError
 from rca.errors import InputError
 from rca.settings import KnowledgeSettings
-from rca.taxonomy import FAULT_TYPES, LEVELS
+from rca.taxonomy import FAULT_TYPES, LEVELS, fault_types_named
 
 FRONT_MATTER_FENCE = "+++"
 SHIPPED_DOCS_DIR = Path(__file__).parent / "docs"
@@ -130,6 +130,18 @@ class SopDocument(BaseModel):
                 if section.heading.lower() == wanted:
                     return " ".join(section.text.split())
         return " ".join(self.body.split())
+
+
+    def look_alike_notes(self) -> dict[str, str]:
+        """How this fault differs from each look-alike, from the ``## Look-alikes`` bullets whose
+        head names fault types (``- pod kill: the pod is restarted within seconds ...``)."""
+        section = next((s.text for s in self.sections if s.heading.lower() == "look-alikes"), "")
+        notes: dict[str, str] = {}
+        for bullet in re.split(r"^- ", section, flags=re.M):
+            head, colon, text = bullet.partition(":")
+            for name in fault_types_named(head) if colon else []:  # "network loss / network corrupt: ..."
+                notes.setdefault(name, " ".join(text.split()))
+        return notes
 
 
 def parse_document(text: str, *, source: str, expected_id: str | None = None) -> SopDocument:

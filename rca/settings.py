@@ -145,6 +145,10 @@ class DiagnoseSettings(_Section):
     # times weaker than the leader, its most frequent costly override.
     decide_among: Literal["candidates", "contenders"] = "contenders"
     min_contenders: int = Field(default=2, ge=2)
+    # Under "contenders": at most this many runbook look-alike notes saying how the open fault
+    # types differ ("pod kill rather than pod failure: the pod is restarted within seconds..."),
+    # placed right after the choice; 0 leaves them out.
+    max_distinctions: int = Field(default=4, ge=0)
     # pipeline: one prepared call (best with a small local model); react: the model calls the
     # observation tools (diagnose/tools.py) in a loop; team: controller, metric/log/trace
     # specialists and a judge (docs/agentic.md compares the three).

@@ -79,6 +79,19 @@ def canonical_fault_type(name: str) -> str:
     return FAULT_TYPE_ALIASES.get(key, key)
 
 
+def fault_types_named(text: str) -> list[str]:
+    """The fault types a text names, in order of first mention; a name inside a longer one
+    (``cpu stress`` in ``node cpu stress``) counts only as the longer one."""
+    rest = text.lower()
+    found: dict[str, int] = {}
+    for name in sorted(FAULT_TYPES, key=len, reverse=True):
+        position = rest.find(name)
+        if position >= 0:
+            found[name] = position
+            rest = rest.replace(name, " " * len(name))
+    return sorted(found, key=found.__getitem__)
+
+
 def is_node(name: str) -> bool:
     return bool(_NODE_NAME.match(name))
 

@@ -49,8 +49,10 @@ class StaticEvidence:
 
 
 class StaticKnowledge:
-    def __init__(self, key_metrics: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, key_metrics: dict[str, list[str]] | None = None,
+                 notes: dict[tuple[str, str], str] | None = None) -> None:
         self._key_metrics = key_metrics or {"cpu stress": ["pod_cpu_usage"], "pod failure": ["pod_processes", "error_ratio"]}
+        self._notes = notes or {}  # (fault type, look-alike) -> how the look-alike differs
 
     def catalogue(self) -> list[CatalogueEntry]:
         return [CatalogueEntry(fault_type=ft, fault_category=FAULT_TYPES[ft], levels=["service", "pod"], key_metrics=m,
@@ -68,6 +70,10 @@ class StaticKnowledge:
     def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
         signatures = {ft: [Signal.parse(f"metric:{m}:up") for m in metrics] for ft, metrics in self._key_metrics.items()}
         return rank_signatures(signatures, observations, fault_types=fault_types)
+
+    def distinctions(self, fault_types: Sequence[str]) -> list[str]:
+        return [f"{b} rather than {a}: {self._notes[a, b]}" for a in fault_types for b in fault_types
+                if (a, b) in self._notes]
 
 
 # A ten-minute incident window starting at START, with 30 minutes of baseline before it.

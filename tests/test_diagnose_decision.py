@@ -336,3 +336,22 @@ def test_fault_type_names_inside_longer_ones_are_told_apart() -> None:
     assert names_other_fault_types("node cpu stress on aiops-k8s-03", "node cpu stress") == []
     assert names_other_fault_types("cpu stress, not node cpu stress", "cpu stress") == ["node cpu stress"]
     assert names_other_fault_types("jvm gc pauses", "cpu stress") == ["jvm gc"]
+
+
+def test_the_runbooks_distinctions_between_open_fault_types_close_the_prompt() -> None:
+    # Both cpu stress (pod_cpu_usage) and memory stress (rrt, in this fake) fit emailservice one
+    # signal each, so both are open: the runbook note on how they differ follows the choice.
+    knowledge = StaticKnowledge({"cpu stress": ["pod_cpu_usage"], "memory stress": ["rrt"]},
+                                notes={("cpu stress", "memory stress"): "pod_memory_working_set_bytes moves instead of CPU."})
+    settings = load_settings(environ={}, overrides={"diagnose": {"decide_among": "contenders"}})
+    backend = RecordedBackend([_reply()])
+    record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
+                           knowledge=knowledge)
+    assert record.to_record().choices["emailservice"] == ["cpu stress", "memory stress"]
+    user = backend.requests[0]["messages"][1]["content"]
+    note = "- memory stress rather than cpu stress: pod_memory_working_set_bytes moves instead of CPU."
+    assert note in user and user.index("decide between them") < user.index(note)
+    quiet = RecordedBackend([_reply()])
+    diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"max_distinctions": 0}}),
+                  llm=quiet, evidence=StaticEvidence(_candidates()), knowledge=knowledge)
+    assert "rather than" not in quiet.requests[0]["messages"][1]["content"]

@@ -126,3 +126,31 @@ def test_shipped_documents_cover_every_fault_type_once() -> None:
             reason = document.meta.reason_template or ""
             assert reason.startswith(document.meta.fault_type + ":")
             assert any(metric.lower() in reason.lower() for metric in document.meta.key_metrics), document.id
+
+
+def test_look_alike_notes_name_the_fault_types_a_bullet_is_about() -> None:
+    text = VALID + '''
+## Look-alikes
+- node cpu stress: `node_cpu_usage_rate` of one node is the headline.
+- network delay / network corrupt: latency on one call edge
+  while the callee's CPU stays flat.
+- The victim is the caller: not a fault type, so no note.
+'''
+    notes = parse_document(text, source="demo-fault.md").look_alike_notes()
+    assert notes == {
+        "node cpu stress": "`node_cpu_usage_rate` of one node is the headline.",
+        "network delay": "latency on one call edge while the callee's CPU stays flat.",
+        "network corrupt": "latency on one call edge while the callee's CPU stays flat.",
+    }
+    assert "cpu stress" not in notes  # inside "node cpu stress", not a mention of its own
+
+
+def test_the_shipped_runbooks_say_how_the_often_confused_pairs_differ() -> None:
+    """Pairs the rules' signal counts often tie on (docs/generalisation.md): each has a note
+    the model is shown when both are open."""
+    notes = {d.meta.fault_type: d.look_alike_notes() for d in load_documents(SHIPPED_DOCS_DIR) if d.meta.fault_type}
+    for fault, other in [("pod failure", "pod kill"), ("pod failure", "target port misconfig"),
+                         ("network loss", "dns error"), ("dns error", "network loss"),
+                         ("network loss", "network delay"), ("network corrupt", "cpu stress"),
+                         ("io fault", "pod failure"), ("cpu stress", "jvm cpu")]:
+        assert other in notes[fault], f"{fault}: no look-alike note on {other}"
