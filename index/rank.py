@@ -428,7 +428,9 @@ def _merge_breakdowns(parts: list[dict[str, float]]) -> dict[str, float]:
 
 def _candidate(name: str, level: str, breakdown: dict[str, float], factor: float,
                sources: list[_Component], max_evidence: int) -> Candidate:
-    items = sorted((i for comp in sources for i in comp.items), key=lambda i: -i.strength)
+    # Equal strengths are common (z is capped): a full key keeps the order the same every run.
+    items = sorted((i for comp in sources for i in comp.items),
+                   key=lambda i: (-i.strength, i.evidence.modality, i.evidence.component, i.evidence.key, i.evidence.text))
     # First the strongest item of each kind of signal, then the rest: a short list that
     # shows CPU, errors and a log template beats six error counters saying the same.
     def kind(item: Item) -> tuple[str, str, str]:

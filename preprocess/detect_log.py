@@ -34,7 +34,7 @@ from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
 from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
-from preprocess.schema import TIME, FeatureTable, RawInput
+from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
 
@@ -255,7 +255,7 @@ def score_log_window(
                       ).cast(LOG_EVENT_SCHEMA),
         silent.cast(LOG_EVENT_SCHEMA),
     ])
-    return frame.sort("z", descending=True)
+    return strongest_first(frame, "component", "template_id", "direction")
 
 
 def _silent_pods(sub: pl.DataFrame, *, in_window: pl.Expr, scale: float) -> pl.DataFrame:

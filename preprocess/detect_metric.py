@@ -25,7 +25,7 @@ import polars as pl
 import ruptures
 
 from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
-from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput
+from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput, strongest_first
 from rca.taxonomy import service_of
 
 log = logging.getLogger(__name__)
@@ -316,7 +316,7 @@ def score_metric_window(
     events += _peer_events(no_history, params=params)
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
-    return pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA).sort("z", descending=True)
+    return strongest_first(pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA), "component", "kind", "kpi", "direction")
 
 
 def _has_gap(window_times: np.ndarray, *, window_start_us: int, minutes: int) -> bool:

@@ -33,7 +33,7 @@ import polars as pl
 
 from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
-from preprocess.schema import TIME, FeatureTable, RawInput
+from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def score_trace_window(
                              params=params, exclude=exclude)
     if not events:
         return pl.DataFrame(schema=TRACE_EVENT_SCHEMA)
-    return pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA).sort("z", descending=True)
+    return strongest_first(pl.DataFrame(events, schema=TRACE_EVENT_SCHEMA), "caller", "callee", "callee_pod", "signal")
 
 
 def caller_fanout(
@@ -214,7 +214,7 @@ def caller_fanout(
         .agg(pl.col("callee").unique(maintain_order=True).alias("callees"), pl.col("z").max(), pl.col("onset").min())
         .filter(pl.col("callees").list.len() >= params.min_callees)
     )
-    return fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(FANOUT_EVENT_SCHEMA).sort("z", descending=True)
+    return strongest_first(fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(FANOUT_EVENT_SCHEMA), "caller", "caller_pod", "signal")
 
 
 def _edge_anomalies(
@@ -305,7 +305,7 @@ def propagation_scores(events: pl.DataFrame, *, alpha: float = 0.85) -> dict[str
     """
     if events.height == 0:
         return {}
-    edges = events.group_by("caller", "callee").agg(pl.col("z").max())
+    edges = events.group_by("caller", "callee").agg(pl.col("z").max()).sort("caller", "callee")  # a fixed graph order
     graph = nx.DiGraph()
     for caller, callee, z in edges.iter_rows():
         graph.add_edge(caller, callee, weight=float(z))

@@ -85,6 +85,16 @@ def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
+def strongest_first(events: pl.DataFrame, *ties: str) -> pl.DataFrame:
+    """Events by descending ``z``, ties broken by the ``ties`` columns.
+
+    Why: z is capped (many events share the cap), and the rows come out of group-bys whose
+    order polars does not fix; sorting on z alone let equal events swap places from run to
+    run, and with them the evidence lines a case quotes.
+    """
+    return events.sort(["z", *ties], descending=[True] + [False] * len(ties), nulls_last=True)
+
+
 # --- What a detector declares (the contract of ``preprocess.detect``) -------------------
 
 Schema = dict[str, pl.DataType]
