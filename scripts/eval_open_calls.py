@@ -1,0 +1,119 @@
+#!/usr/bin/env python
+"""The model on the rules' open calls: does it pick the right fault type where the rules tie?
+
+A fast tuning probe for what the model is shown (scripts/bench_diagnose.py runs whole seed
+sets). From tuning seed sets it takes every case whose rules-ranked component is right and
+whose true fault type is among that component's open types (``diagnose.reading``), i.e. a
+choice the model is actually asked to make:
+
+* every such case where the rules' best SOP fit is the wrong type (the model can fix it);
+* ``--keep-sample`` cases where the rules' type is right (the model can break it).
+
+It runs the configured model on those cases and prints, per group, how often the model's
+fault type is the true one, with the cases where model and rules differ. ``--cases FILE``
+(a JSON-lines file this script wrote) replays exactly those cases, so two prompt variants
+are compared on the same set:
+
+    scripts/eval_open_calls.py --simulate-seed 101 ... --simulate-seed 104 --randomize --per-type 2 \\
+        --work-dir work/tune-rules --out work/open-A.jsonl
+    scripts/eval_open_calls.py ... --cases work/open-A.jsonl --out work/open-B.jsonl
+
+Tuning seeds only (100-199): the selection reads the ground truth, which is what tuning is
+for and what evaluation seeds must never be used for.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+from pathlib import Path
+
+from bench.pipeline import TUNING_SEEDS, simulated_index_set
+from bench.problems import REFERENCE_SCHEDULE
+from diagnose.cases import load_cases
+from diagnose.service import Diagnoser
+from rca.errors import RcaError
+from rca.settings import load_settings
+
+log = logging.getLogger("eval_open_calls")
+
+
+def _instances(truth: dict) -> list[str]:
+    return truth["instance"] if isinstance(truth["instance"], list) else [truth["instance"]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--simulate-seed", type=int, action="append", required=True)
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
+    parser.add_argument("--per-type", type=int, default=2)
+    parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
+    parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index], [diagnose], [llm] apply)")
+    parser.add_argument("--keep-sample", type=int, default=3, help="cases per seed where the rules are right")
+    parser.add_argument("--cases", type=Path, default=None, help="replay the cases of an earlier --out file")
+    parser.add_argument("--out", type=Path, required=True, help="JSON lines: one row per case")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    outside = [s for s in args.simulate_seed if s not in TUNING_SEEDS]
+    if outside:
+        parser.error(f"tuning seeds only ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}); got {outside}")
+    replay = None
+    if args.cases is not None:
+        replay = {(row["seed"], row["uuid"]) for row in map(json.loads, args.cases.read_text(encoding="utf-8").splitlines())}
+
+    base = load_settings(config_path=args.config)
+    rows: list[dict] = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", encoding="utf-8") as out:
+        for seed in args.simulate_seed:
+            problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
+                                                         randomize=args.randomize, per_type=args.per_type,
+                                                         difficulty=args.difficulty)
+            truth = {row["uuid"]: row for row in map(json.loads, problem_set.truth_file.read_text(encoding="utf-8").splitlines())}
+            settings = base.model_copy(update={"paths": base.paths.model_copy(update={
+                "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
+            with Diagnoser.from_settings(settings) as diagnoser:
+                fixable, kept = [], []
+                for case in load_cases(problem_set.input_file):
+                    if replay is not None:
+                        if (seed, case.uuid) in replay:
+                            fixable.append(case)
+                        continue
+                    try:
+                        prepared = diagnoser.prepare(case)
+                    except RcaError as exc:
+                        log.warning("%s", exc)
+                        continue
+                    row = truth[case.uuid]
+                    component = prepared.reading.component
+                    open_types = (prepared.choices or {}).get(component, [])
+                    if component in _instances(row) and row["fault_type"] in open_types:
+                        (kept if prepared.reading.fault_type == row["fault_type"] else fixable).append(case)
+                random.Random(seed).shuffle(kept)
+                for case in fixable + kept[: args.keep_sample]:
+                    record = diagnoser.diagnose(case)
+                    decision = record.outcome.decision
+                    result = {"seed": seed, "uuid": case.uuid, "truth": truth[case.uuid]["fault_type"],
+                              "rules": record.rules_fault_type, "model": decision.fault_type if decision else None,
+                              "component": record.answer.component, "choices": (record.choices or {}).get(record.answer.component)}
+                    rows.append(result)
+                    out.write(json.dumps(result) + "\n")
+                    out.flush()
+                    log.info("%s", result)
+
+    wrong = [r for r in rows if r["rules"] != r["truth"]]
+    right = [r for r in rows if r["rules"] == r["truth"]]
+    print(f"open calls: {len(rows)} cases")
+    print(f"  rules wrong: {len(wrong)}, the model right in {sum(r['model'] == r['truth'] for r in wrong)}")
+    print(f"  rules right: {len(right)}, the model right in {sum(r['model'] == r['truth'] for r in right)}")
+    for r in rows:
+        if r["model"] != r["rules"]:
+            print(f"  differs: {r['uuid']}@{r['seed']} truth {r['truth']}: rules {r['rules']}, model {r['model']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
