@@ -57,7 +57,7 @@ class KnowledgeBase:
         documents = load_documents(self.docs_dir)
         report = reindex(self.collection, documents=documents, embedder=self.embedder)
         self._documents = {document.id: document for document in documents}
-        for derived in ("_catalogue", "_signatures"):
+        for derived in ("_catalogue", "_signatures", "_look_alikes"):
             self.__dict__.pop(derived, None)  # computed again from the new documents on first use
         return report
 
@@ -68,6 +68,10 @@ class KnowledgeBase:
     @cached_property
     def _catalogue(self) -> list[CatalogueEntry]:
         return fault_catalogue(self.documents, source=str(self.docs_dir))
+
+    @cached_property
+    def _look_alikes(self) -> dict[str, dict[str, str]]:
+        return {d.meta.fault_type: d.look_alike_notes() for d in self.documents if d.meta.fault_type}
 
     @cached_property
     def _signatures(self) -> dict[str, list[Signal]]:
@@ -83,7 +87,7 @@ class KnowledgeBase:
     def distinctions(self, fault_types: Sequence[str]) -> list[str]:
         """What the runbooks say separates each pair of ``fault_types`` (from each one's
         look-alike notes), as ``"b rather than a: what b shows"`` lines, in the order given."""
-        notes = {d.meta.fault_type: d.look_alike_notes() for d in self._documents.values() if d.meta.fault_type}
+        notes = self._look_alikes
         return [f"{b} rather than {a}: {notes[a][b]}" for a in fault_types for b in fault_types
                 if a != b and b in notes.get(a, {})]
 

@@ -55,3 +55,13 @@ def test_hints_steer_retrieval(kb_shipped: KnowledgeBase) -> None:
     summary = "latency of frontend calls up, some errors"
     hinted = kb_shipped.retrieve(summary, hints=["adservice", "GCHelper", "adservice--gc"], k=1)
     assert hinted[0].fault_type == "jvm gc"
+
+
+def test_distinctions_say_how_each_open_type_differs_from_the_others(kb_shipped: KnowledgeBase) -> None:
+    lines = kb_shipped.distinctions(["pod failure", "pod kill"])
+    assert lines == [
+        "pod kill rather than pod failure: the pod is restarted within seconds; only a short error burst and a "
+        "`pod_processes` restart step.",
+        "pod failure rather than pod kill: unavailability lasts the whole window.",
+    ]
+    assert kb_shipped.distinctions(["node disk fill"]) == []  # one type: nothing to tell apart
