@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,18 @@ def test_real_small_model_answers_schema_valid_json() -> None:
             ],
             json_schema=ANSWER_SCHEMA,
         )
+        _, first_tokens = llm.next_token_logprobs(
+            [{"role": "system", "content": "Answer with one letter."},
+             {"role": "user", "content": "Which of these is a fruit?\nA) car\nB) apple\nC) rock\nAnswer:"}], top=5)
     answer = json.loads(reply.text)
     assert answer["component"] in ANSWER_SCHEMA["properties"]["component"]["enum"]
     assert answer["reason"] in ANSWER_SCHEMA["properties"]["reason"]["enum"]
     assert set(answer) == {"component", "reason"}
     assert reply.prompt_tokens > 10 and reply.completion_tokens > 0
+    assert len(first_tokens) == 5 and all(lp <= 0 for lp in first_tokens.values())
+    # A real distribution over the options: the three letters hold most of the mass. (Which letter
+    # wins is the model's business; the 0.5B model leans to the first, which is why options are scored
+    # in more than one order: scripts/probe_option_scores.py.)
+    assert sum(math.exp(first_tokens.get(letter, -math.inf)) for letter in "ABC") > 0.5
     with pytest.raises(LLMError, match="closed"):
         llm.chat([{"role": "user", "content": "hi"}])

@@ -42,6 +42,12 @@ class FakeOpenAI:
     script: list[Scripted] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     answer: str = '{"component": "checkoutservice"}'
+    top_logprobs: list[tuple[str, float]] | None = None  # returned when a request asks for logprobs
+
+
+def _logprobs(top: list[tuple[str, float]]) -> dict[str, Any]:
+    entries = [{"token": token, "logprob": lp, "bytes": list(token.encode())} for token, lp in top]
+    return {"content": [{**entries[0], "top_logprobs": entries}]}
 
 
 def _completion(answer: str) -> dict[str, Any]:
@@ -67,7 +73,10 @@ def llm_fake_server() -> Iterator[FakeOpenAI]:
             if step.delay_s:
                 time.sleep(step.delay_s)
             if step.status == 200:
-                payload = json.dumps(_completion(fake.answer)).encode()
+                completion = _completion(fake.answer)
+                if body.get("logprobs") and fake.top_logprobs:
+                    completion["choices"][0]["logprobs"] = _logprobs(fake.top_logprobs)
+                payload = json.dumps(completion).encode()
             else:
                 payload = json.dumps({"error": {"message": f"scripted {step.status}"}}).encode()
             try:
@@ -224,3 +233,19 @@ def test_openai_config_errors_name_the_setting(llm_settings: LLMSettings, settin
     with pytest.raises(LLMError, match=setting_named.replace(".", r"\.")):
         with open_backend(Settings(llm=llm_settings)):
             pass
+
+
+def test_next_token_logprobs_asks_for_one_token_and_keeps_each_tokens_best(llm_fake_server: FakeOpenAI) -> None:
+    llm_fake_server.answer = "B"
+    llm_fake_server.top_logprobs = [("B", -0.1), ("A", -2.5), (" B", -3.0), ("B", -9.0)]
+    reply, found = _backend(llm_fake_server.url).next_token_logprobs(MESSAGES, top=5)
+    sent = llm_fake_server.requests[0]
+    assert (sent["max_tokens"], sent["logprobs"], sent["top_logprobs"], sent["temperature"]) == (1, True, 5, 0.0)
+    assert "response_format" not in sent
+    assert reply.text == "B"
+    assert found == {"B": -0.1, "A": -2.5, " B": -3.0}
+
+
+def test_next_token_logprobs_without_logprobs_is_an_error(llm_fake_server: FakeOpenAI) -> None:
+    with pytest.raises(LLMError, match="returned no logprobs"):
+        _backend(llm_fake_server.url).next_token_logprobs(MESSAGES)

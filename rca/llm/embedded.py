@@ -101,6 +101,12 @@ class EmbeddedBackend:
             seed=seed,
         )
 
+    def next_token_logprobs(self, messages: list[dict[str, str]], *, top: int = 20) -> tuple[LLMReply, dict[str, float]]:
+        """See ``OpenAIBackend.next_token_logprobs``; llama.cpp returns them on loopback."""
+        if self._client is None:
+            raise LLMError(f"embedded model {self.model_name} is closed")
+        return self._client.next_token_logprobs(messages, top=top)
+
     def close(self) -> None:
         """Stop the server and free the model; safe to call twice."""
         if self._client is None:

@@ -120,6 +120,29 @@ class OpenAIBackend:
         latency_s = time.perf_counter() - started
         return self._reply_from(response, latency_s=latency_s, attempts=attempts)
 
+    def next_token_logprobs(self, messages: list[dict[str, str]], *, top: int = 20) -> tuple[LLMReply, dict[str, float]]:
+        """The ``top`` most likely first tokens of the reply and their log-probabilities.
+
+        One greedy token, no response format: a scoring question ("answer with the letter
+        of ...") is read off this distribution instead of the sampled text, so every option
+        gets a number. Needs an endpoint that returns ``logprobs`` (OpenAI, vLLM, llama.cpp).
+        """
+        request: dict[str, Any] = {
+            "model": self.model, "messages": list(messages), "temperature": 0.0, "max_tokens": 1,
+            "logprobs": True, "top_logprobs": top,
+        }
+        started = time.perf_counter()
+        response, attempts = self._create_with_retries(request)
+        reply = self._reply_from(response, latency_s=time.perf_counter() - started, attempts=attempts)
+        logprobs = response.choices[0].logprobs
+        if logprobs is None or not logprobs.content:
+            raise LLMError(f"endpoint {self.base_url} (model {self.model}) returned no logprobs; "
+                           "it cannot score options")
+        found: dict[str, float] = {}
+        for candidate in logprobs.content[0].top_logprobs:
+            found.setdefault(candidate.token, candidate.logprob)  # the first is the likeliest
+        return reply, found
+
     def close(self) -> None:
         self._client.close()
 
