@@ -76,6 +76,7 @@ def llm_fake_server() -> Iterator[FakeOpenAI]:
                 completion = _completion(fake.answer)
                 if body.get("logprobs") and fake.top_logprobs:
                     completion["choices"][0]["logprobs"] = _logprobs(fake.top_logprobs)
+                    completion["choices"][0]["finish_reason"] = "length"  # as llama.cpp says after max_tokens=1
                 payload = json.dumps(completion).encode()
             else:
                 payload = json.dumps({"error": {"message": f"scripted {step.status}"}}).encode()
@@ -235,7 +236,8 @@ def test_openai_config_errors_name_the_setting(llm_settings: LLMSettings, settin
             pass
 
 
-def test_next_token_logprobs_asks_for_one_token_and_keeps_each_tokens_best(llm_fake_server: FakeOpenAI) -> None:
+def test_next_token_logprobs_asks_for_one_token_and_keeps_each_tokens_best(
+        llm_fake_server: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
     llm_fake_server.answer = "B"
     llm_fake_server.top_logprobs = [("B", -0.1), ("A", -2.5), (" B", -3.0), ("B", -9.0)]
     reply, found = _backend(llm_fake_server.url).next_token_logprobs(MESSAGES, top=5)
@@ -244,6 +246,7 @@ def test_next_token_logprobs_asks_for_one_token_and_keeps_each_tokens_best(llm_f
     assert "response_format" not in sent
     assert reply.text == "B"
     assert found == {"B": -0.1, "A": -2.5, " B": -3.0}
+    assert "truncated" not in caplog.text  # one token is the whole reply asked for
 
 
 def test_next_token_logprobs_without_logprobs_is_an_error(llm_fake_server: FakeOpenAI) -> None:

@@ -133,7 +133,8 @@ class OpenAIBackend:
         }
         started = time.perf_counter()
         response, attempts = self._create_with_retries(request)
-        reply = self._reply_from(response, latency_s=time.perf_counter() - started, attempts=attempts)
+        reply = self._reply_from(response, latency_s=time.perf_counter() - started, attempts=attempts,
+                                 one_token=True)
         logprobs = response.choices[0].logprobs
         if logprobs is None or not logprobs.content:
             raise LLMError(f"endpoint {self.base_url} (model {self.model}) returned no logprobs; "
@@ -201,12 +202,12 @@ class OpenAIBackend:
                 raise LLMError(f"endpoint {self.base_url} (model {self.model}): {exc}") from exc
         raise AssertionError("unreachable")  # the loop always returns or raises
 
-    def _reply_from(self, response: Any, *, latency_s: float, attempts: int) -> LLMReply:
+    def _reply_from(self, response: Any, *, latency_s: float, attempts: int, one_token: bool = False) -> LLMReply:
         if not response.choices:
             raise LLMError(f"endpoint {self.base_url} (model {self.model}) returned no choices")
         choice = response.choices[0]
         text = choice.message.content or ""
-        if choice.finish_reason == "length":
+        if choice.finish_reason == "length" and not one_token:  # one token asked for: stopping there is the point
             log.warning("endpoint %s: reply truncated at max_tokens (%d chars)", self.base_url, len(text))
         usage = response.usage
         extra: dict[str, Any] = {"attempts": attempts, "usage_reported": usage is not None}
