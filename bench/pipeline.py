@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -82,6 +82,34 @@ def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, 
     index_dir = work_dir / name / "index"
     run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
     return problem_set, index_dir
+
+
+@dataclass(frozen=True)
+class TuningSet:
+    """One tuning seed's simulated set, ready to diagnose: its ground truth by uuid and settings aimed at its index."""
+
+    seed: int
+    problem_set: ProblemSet
+    truth: dict[str, dict[str, Any]]
+    settings: Settings
+
+
+def tuning_sets(seeds: Sequence[int], *, settings: Settings, work_dir: Path, reference_schedule: Path,
+                randomize: bool, per_type: int, difficulty: float) -> Iterator[TuningSet]:
+    """Simulate and index each seed (reused when already there) and yield it with its truth.
+
+    For the probes that read the ground truth to pick or judge cases: tuning seeds only.
+    """
+    outside = [seed for seed in seeds if seed not in TUNING_SEEDS]
+    if outside:
+        raise ValueError(f"tuning seeds only ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}); got {outside}")
+    for seed in seeds:
+        problem_set, index_dir = simulated_index_set(seed, work_dir=work_dir, reference_schedule=reference_schedule,
+                                                     randomize=randomize, per_type=per_type, difficulty=difficulty)
+        truth = {row["uuid"]: row for row in read_jsonl(problem_set.truth_file)}
+        aimed = settings.model_copy(update={"paths": settings.paths.model_copy(update={
+            "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
+        yield TuningSet(seed=seed, problem_set=problem_set, truth=truth, settings=aimed)
 
 
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:

@@ -30,7 +30,7 @@ import random
 import sys
 from pathlib import Path
 
-from bench.pipeline import TUNING_SEEDS, simulated_index_set
+from bench.pipeline import tuning_sets
 from bench.problems import REFERENCE_SCHEDULE
 from diagnose.cases import load_cases
 from diagnose.service import Diagnoser
@@ -57,9 +57,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="JSON lines: one row per case")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    outside = [s for s in args.simulate_seed if s not in TUNING_SEEDS]
-    if outside:
-        parser.error(f"tuning seeds only ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}); got {outside}")
     replay = None
     if args.cases is not None:
         replay = {(row["seed"], row["uuid"]) for row in map(json.loads, args.cases.read_text(encoding="utf-8").splitlines())}
@@ -67,15 +64,16 @@ def main() -> int:
     base = load_settings(config_path=args.config)
     rows: list[dict] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        sets = list(tuning_sets(args.simulate_seed, settings=base, work_dir=args.work_dir,
+                                reference_schedule=REFERENCE_SCHEDULE, randomize=args.randomize,
+                                per_type=args.per_type, difficulty=args.difficulty))
+    except ValueError as exc:
+        parser.error(str(exc))
     with args.out.open("w", encoding="utf-8") as out:
-        for seed in args.simulate_seed:
-            problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
-                                                         randomize=args.randomize, per_type=args.per_type,
-                                                         difficulty=args.difficulty)
-            truth = {row["uuid"]: row for row in map(json.loads, problem_set.truth_file.read_text(encoding="utf-8").splitlines())}
-            settings = base.model_copy(update={"paths": base.paths.model_copy(update={
-                "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
-            with Diagnoser.from_settings(settings) as diagnoser:
+        for seed_set in sets:
+            seed, problem_set, truth = seed_set.seed, seed_set.problem_set, seed_set.truth
+            with Diagnoser.from_settings(seed_set.settings) as diagnoser:
                 fixable, kept = [], []
                 for case in load_cases(problem_set.input_file):
                     if replay is not None:
