@@ -6,6 +6,7 @@ and the answers already written, so a killed run resumes.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import time
@@ -17,10 +18,10 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from bench.problems import ProblemSet, compact_schedule, read_jsonl
+from bench.problems import REFERENCE_SCHEDULE, ProblemSet, compact_schedule, read_jsonl
 from bench.report import ModelShare, ScoreInterval, interval_cell, run_costs, score_file
 from judge.challenge import ChallengeReport
-from rca.settings import Settings
+from rca.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,28 @@ def tuning_sets(seeds: Sequence[int], *, settings: Settings, work_dir: Path, ref
         aimed = settings.model_copy(update={"paths": settings.paths.model_copy(update={
             "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
         yield TuningSet(seed=seed, problem_set=problem_set, truth=truth, settings=aimed)
+
+
+def add_tuning_set_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which tuning seed sets a probe runs on (``tuning_sets_from_args``)."""
+    parser.add_argument("--simulate-seed", type=int, action="append", default=[])
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
+    parser.add_argument("--per-type", type=int, default=2)
+    parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
+    parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index], [diagnose], [llm] apply)")
+
+
+def tuning_sets_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[TuningSet]:
+    """``tuning_sets`` for the options of ``add_tuning_set_arguments``; a non-tuning seed is a usage error."""
+    if not args.simulate_seed:
+        parser.error("give at least one --simulate-seed")
+    try:
+        return list(tuning_sets(args.simulate_seed, settings=load_settings(config_path=args.config),
+                                work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
+                                randomize=args.randomize, per_type=args.per_type, difficulty=args.difficulty))
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:

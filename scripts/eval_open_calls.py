@@ -30,12 +30,10 @@ import random
 import sys
 from pathlib import Path
 
-from bench.pipeline import tuning_sets
-from bench.problems import REFERENCE_SCHEDULE
+from bench.pipeline import add_tuning_set_arguments, tuning_sets_from_args
 from diagnose.cases import load_cases
 from diagnose.service import Diagnoser
 from rca.errors import RcaError
-from rca.settings import load_settings
 
 log = logging.getLogger("eval_open_calls")
 
@@ -46,12 +44,7 @@ def _instances(truth: dict) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--simulate-seed", type=int, action="append", required=True)
-    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
-    parser.add_argument("--per-type", type=int, default=2)
-    parser.add_argument("--difficulty", type=float, default=1.0)
-    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
-    parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index], [diagnose], [llm] apply)")
+    add_tuning_set_arguments(parser)
     parser.add_argument("--keep-sample", type=int, default=3, help="cases per seed where the rules are right")
     parser.add_argument("--cases", type=Path, default=None, help="replay the cases of an earlier --out file")
     parser.add_argument("--out", type=Path, required=True, help="JSON lines: one row per case")
@@ -61,15 +54,9 @@ def main() -> int:
     if args.cases is not None:
         replay = {(row["seed"], row["uuid"]) for row in map(json.loads, args.cases.read_text(encoding="utf-8").splitlines())}
 
-    base = load_settings(config_path=args.config)
+    sets = tuning_sets_from_args(parser, args)
     rows: list[dict] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        sets = list(tuning_sets(args.simulate_seed, settings=base, work_dir=args.work_dir,
-                                reference_schedule=REFERENCE_SCHEDULE, randomize=args.randomize,
-                                per_type=args.per_type, difficulty=args.difficulty))
-    except ValueError as exc:
-        parser.error(str(exc))
     with args.out.open("w", encoding="utf-8") as out:
         for seed_set in sets:
             seed, problem_set, truth = seed_set.seed, seed_set.problem_set, seed_set.truth

@@ -36,13 +36,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.pipeline import tuning_sets
-from bench.problems import REFERENCE_SCHEDULE
+from bench.pipeline import add_tuning_set_arguments, tuning_sets_from_args
 from diagnose.cases import load_cases
 from diagnose.pipeline import PreparedCase
 from diagnose.service import Diagnoser
 from rca.errors import RcaError
-from rca.settings import load_settings
 
 log = logging.getLogger("probe_option_scores")
 
@@ -143,12 +141,7 @@ def print_table(rows: Sequence[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--simulate-seed", type=int, action="append", default=[])
-    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
-    parser.add_argument("--per-type", type=int, default=2)
-    parser.add_argument("--difficulty", type=float, default=1.0)
-    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
-    parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index], [diagnose], [llm] apply)")
+    add_tuning_set_arguments(parser)
     parser.add_argument("--max-options", type=int, default=12)
     parser.add_argument("--out", type=Path, help="JSON lines: one row per case with every score")
     parser.add_argument("--rows", type=Path, help="print the table of an earlier --out file; runs nothing")
@@ -159,15 +152,9 @@ def main() -> int:
         return 0
     if not args.simulate_seed or args.out is None:
         parser.error("give --simulate-seed and --out (or --rows)")
-    base = load_settings(config_path=args.config)
+    sets = tuning_sets_from_args(parser, args)
     rows: list[dict] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        sets = list(tuning_sets(args.simulate_seed, settings=base, work_dir=args.work_dir,
-                                reference_schedule=REFERENCE_SCHEDULE, randomize=args.randomize,
-                                per_type=args.per_type, difficulty=args.difficulty))
-    except ValueError as exc:
-        parser.error(str(exc))
     with args.out.open("w", encoding="utf-8") as out:
         for seed_set in sets:
             seed, truth = seed_set.seed, seed_set.truth
