@@ -197,7 +197,8 @@ def _reason_metrics(fault_type: str, chosen: Candidate | None, knowledge: Knowle
     sop_metrics = knowledge.key_metrics(fault_type)
     evidence = chosen.evidence if chosen else []
     observed = list(dict.fromkeys(i.key for i in evidence if i.modality == "metric"))
-    quoted = " ".join(i.text for i in evidence if i.modality != "metric").lower()
+    # A log item's text is cut in the middle to fit its pod and counts; its example line is whole.
+    quoted = " ".join(i.example or i.text for i in evidence if i.modality != "metric").lower()
     shown = [m for m in sop_metrics if m in observed or m.lower() in quoted]
     ordered = shown + [m for m in observed if m not in sop_metrics]
     if not shown:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from diagnose.answer import TraceStep, clip_observation
 from index.models import Candidate, EvidenceItem
 from knowledge.signatures import SignatureMatch
+from preprocess.detect_log import log_words
 from rca.challenge import RuleVersion
 
 ANALYSES: tuple[tuple[str, str], ...] = (
@@ -47,6 +48,45 @@ def _observation(items: list[EvidenceItem], *, rules: RuleVersion) -> str:
     return clip_observation(text, rules=rules)
 
 
+def _fits(text: str, *, rules: RuleVersion) -> bool:
+    return clip_observation(text, rules=rules) == text
+
+
+def _log_observation(items: list[EvidenceItem], *, rules: RuleVersion) -> str:
+    """The log lines' own words rather than their elided text: the first line's words with its
+    count and pod, then for each further line its pod and the words not said yet, word by word
+    while they fit in the scored part.
+
+    An error line's cause may sit anywhere in it ("... rpc error: code = Unavailable desc = ...");
+    dropping masks, numbers, punctuation and filler words (``log_words``) leaves room for the
+    words a reader searches for, where cutting the line in the middle loses them.
+    """
+    said: set[str] = set()
+    text = ""
+    for item in items[:8]:
+        if item.signal == "silent":
+            if not text:
+                text = clip_observation(item.text, rules=rules)
+            continue
+        words = [w for w in log_words(item.example) if w.lower() not in said]
+        if not words:
+            continue
+        said.update(w.lower() for w in words)
+        if not text:  # the strongest line: its words, then its count and pod, within the scored part
+            text = clip_observation(f"{' '.join(words)} x{item.count} on {item.component}", rules=rules)
+            continue
+        lead = f"{text}; {item.component}:"
+        fitting = 0
+        while fitting < len(words) and _fits(f"{lead} {' '.join(words[:fitting + 1])}", rules=rules):
+            fitting += 1
+        if not fitting:
+            break  # the scored part is full
+        text = f"{lead} {' '.join(words[:fitting])}"
+        if fitting < len(words):
+            break
+    return text
+
+
 def _signature_observation(signature: SignatureMatch | None, *, fault_type: str, lead: str, rules: RuleVersion) -> str:
     """``<first signal seen>: <fault type> signals k/n (<the others>)``, or that none was seen
     (then led by ``lead``, the chosen component's strongest evidence key)."""
@@ -68,7 +108,8 @@ def build_trace(*, chosen: str, fault_type: str, reason_metrics: Sequence[str], 
         items = _items_for(modality, chosen, candidates)
         if not items:
             continue  # nothing anomalous of this kind: not evidence, so not a step
-        steps.append(TraceStep(step=len(steps) + 1, action=action, observation=_observation(items, rules=rules)))
+        observation = _log_observation(items, rules=rules) if modality == "log" else _observation(items, rules=rules)
+        steps.append(TraceStep(step=len(steps) + 1, action=action, observation=observation))
     own = [i for c in candidates if c.component == chosen for i in c.evidence]
     if own:  # the check ran on the chosen component's evidence, whatever it found
         steps.append(TraceStep(step=len(steps) + 1, action=f"SOP signal check: {fault_type} runbook vs {chosen} evidence",

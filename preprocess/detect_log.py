@@ -289,6 +289,29 @@ def template_keyword(template: str, *, max_chars: int = 48) -> str:
     return elide(text, max_chars=max_chars) if text else "log template"
 
 
+# Words that carry no evidence of their own in a log line: articles, prepositions, "code ="/"desc ="
+# punctuation left by gRPC status lines. Negations and error words stay ("could not load").
+_FILLER_WORDS = frozenset("a an the of to for in on at by with and or is are be as from info warn debug".split())
+_WORD = re.compile(r"[A-Za-z][\w.\-]*[A-Za-z0-9]|[A-Za-z]")
+# java.lang.reflect.InvocationTargetException -> InvocationTargetException; http.resp.status stays.
+_QUALIFIED_CLASS = re.compile(r"(?:[a-z][a-z0-9_]*\.)+([A-Z]\w*)")
+
+
+def log_words(line: str) -> list[str]:
+    """The words of a template or masked line that say what happened, in order, once each:
+    masks, numbers, punctuation and filler words dropped, package prefixes cut from class names."""
+    words: list[str] = []
+    seen: set[str] = set()
+    for token in _WORD.findall(" ".join(w for w in line.split() if not _MASK_TOKEN.fullmatch(w))):
+        word = _QUALIFIED_CLASS.sub(r"\1", token)
+        lowered = word.lower()
+        if lowered in _FILLER_WORDS or lowered in seen or lowered in ("num", "ip", "id"):
+            continue
+        seen.add(lowered)
+        words.append(word)
+    return words
+
+
 def elide(text: str, *, max_chars: int, head_chars: int = 25) -> str:
     """``text`` within ``max_chars``: its head and its tail joined by "…" (an error line ends with its cause)."""
     if len(text) <= max_chars:

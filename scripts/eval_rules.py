@@ -71,7 +71,7 @@ def main() -> int:
                     log.warning("%s", exc)
                     continue
                 answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
-                answers.append(json.dumps({**answer.model_dump(), "uuid": f"{answer.uuid}@{seed}"}))
+                answers.append(json.dumps({**answer.to_submission(rules=rules), "uuid": f"{answer.uuid}@{seed}"}))
 
     name = f"rules-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}-x{args.per_type}"
     truth_file = args.work_dir / f"{name}.truth.jsonl"

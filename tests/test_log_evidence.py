@@ -4,16 +4,22 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from diagnose.cases import Case
+from diagnose.pipeline import compose_answer
+from diagnose.trace import build_trace
 from index.evidence import log_items
-from index.models import EvidenceItem
+from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_log import (
     LogTemplateMiner,
     elide,
     log_counts,
+    log_words,
     score_log_window,
     template_keyword,
 )
+from rca.challenge import rule_version
+from tests.fakes import StaticKnowledge
 from tests.test_detect_log import BASELINE_START, WINDOW_END, WINDOW_START, _logs
 
 # The chaos agent's lines of the simulator (simulate/logs.py JVM_RULES), whose rule names differ only at the end.
@@ -95,3 +101,76 @@ def test_keyword_drops_mask_only_tokens_and_keeps_the_tail():
     assert template_keyword(masked, max_chars=40).endswith("(delay <NUM>ms)")
     assert template_keyword("<*> <*>") == "log template"
 
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("<NUM><NUM><NUM> <NUM>:<NUM>:<NUM> WARN [TransformListener] java.lang.reflect.InvocationTargetException "
+     "applying rule adservice-getrandomads-exception (Caught ThrowException)",
+     ["TransformListener", "InvocationTargetException", "applying", "rule",
+      "adservice-getrandomads-exception", "Caught", "ThrowException"]),
+    ('Exception in thread "grpc-default-executor<NUM>" java.lang.Error: Injected error',
+     ["Exception", "thread", "grpc-default-executor", "Error", "Injected"]),
+    ("could not retrieve cart: rpc error: code = Unavailable desc = last connection error: dial tcp <IP>: connect",
+     ["could", "not", "retrieve", "cart", "rpc", "error", "code", "Unavailable", "desc", "last", "connection",
+      "dial", "tcp", "connect"]),
+    ('{"http.resp.status":<NUM>,"http.req.path":"/cart","message":"request complete"}',
+     ["http.resp.status", "http.req.path", "cart", "message", "request", "complete"]),
+    ("<*> <NUM> <IP>", []),
+])
+def test_log_words_keep_what_happened_once_each(line, expected):
+    # Masks, numbers, punctuation, filler and the severity level go; dotted keys stay whole; a class
+    # loses its package.
+    assert log_words(line) == expected
+
+
+def _log_step(evidence: list[EvidenceItem], *, chosen: str, rules: str) -> str:
+    candidates = [Candidate(component=chosen, level="pod", score=1.0, evidence=evidence)]
+    steps = build_trace(chosen=chosen, fault_type="jvm exception", reason_metrics=[], candidates=candidates,
+                        rules=rule_version(rules))
+    [step] = [s for s in steps if s.action.startswith("log search")]
+    return step.observation
+
+
+def test_log_observation_keeps_the_words_that_the_elided_text_loses():
+    rule = JVM_RULES["exception"][0]
+    rows = [(m, "adservice-0", JVM_LINE.format(minute=m, rule=rule)) for m in range(35, 51) for _ in range(3)]
+    evidence, _ = _evidence(rows)
+    assert "InvocationTargetException" not in evidence[0].text  # the evidence line is cut in the middle
+    observation = _log_step(evidence, chosen="adservice-0", rules="early")
+    assert observation.startswith("TransformListener InvocationTargetException applying rule "
+                                  "adservice-getrandomads-exception") and len(observation) <= 100
+
+
+@pytest.mark.parametrize("rules", ["early", "late"])
+def test_log_observation_adds_the_next_lines_unsaid_words_within_the_scored_part(rules):
+    rows = [(m, "adservice-0", 'Exception in thread "grpc-default-executor-7" java.lang.Error: Injected error')
+            for m in range(35, 51) for _ in range(3)]
+    rows += [(m, "frontend-0", DNS_LINE.format(n=m)) for m in range(35, 51)]
+    evidence, _ = _evidence(rows)
+    observation = _log_step(evidence, chosen="adservice-0", rules=rules)
+    first, second = observation.split("; ")
+    assert first.startswith("Exception thread grpc-default-executor Error Injected x48 on adservice-0")
+    # The frontend line follows with its pod, its words not said yet ("error" was), as many as fit.
+    assert second.startswith("frontend-0: request failed")
+    assert "request failed get currencies rpc code Unavailable desc connection transport while dialing".startswith(
+        second.removeprefix("frontend-0: "))
+    if rules == "early":
+        assert len(observation) <= 100 and len(observation) > 90
+    else:
+        assert len(observation.split()) == 20
+
+
+def test_reason_names_the_key_metric_that_the_elided_evidence_text_cut():
+    # The JVM agent's rule name is the fault's key metric; the evidence line is cut in its middle.
+    rule = JVM_RULES["exception"][0]
+    rows = [(m, "adservice-0", JVM_LINE.format(minute=m, rule=rule)) for m in range(35, 51) for _ in range(3)]
+    evidence, _ = _evidence(rows)
+    assert "adservice-getrandomads-exception" not in evidence[0].text
+    # error_ratio leads, so the rule name is named only if the evidence is seen to show it.
+    knowledge = StaticKnowledge(key_metrics={"jvm exception": ["error_ratio", "adservice-getrandomads-exception"]})
+    case = Case(uuid="u1", description="an incident", start=WINDOW_START, end=WINDOW_END)
+    answer = compose_answer(case, candidates=[Candidate(component="adservice-0", level="pod", score=1.0,
+                                                        evidence=evidence)],
+                            component="adservice-0", fault_type="jvm exception", model_reason="",
+                            knowledge=knowledge, rules=rule_version("early"))
+    assert answer.reason == "jvm exception on adservice-0 (adservice-getrandomads-exception)"
