@@ -98,6 +98,21 @@ SHIPPED_CASES = [
     ("target port misconfig", "emailservice", [trace("calls_stopped"),
                                                metric("pod_network_transmit_bytes", "down"),
                                                log("dial tcp 10.233.1.2:5000: connect: connection refused")]),
+    # A misrouted port: the service's pods run (their CPU and memory report on) but get no traffic;
+    # the callers' "connection refused" sits in the callers' evidence, not here.
+    ("target port misconfig", "paymentservice", [trace("errors"), metric("pod_network_receive_bytes", "silent"),
+                                                 metric("pod_network_transmit_packets", "silent"),
+                                                 metric("pod_network_transmit_packets", "down")]),
+    ("target port misconfig", "shippingservice", [trace("calls_stopped"), metric("request", "silent"),
+                                                  metric("response", "silent"), metric("rrt", "silent"),
+                                                  metric("pod_network_receive_bytes", "silent")]),
+    # A failed pod: its own resource series stop as well.
+    ("pod failure", "shippingservice-1", [trace("calls_stopped"), metric("request", "silent"),
+                                          metric("pod_cpu_usage", "silent"), metric("pod_processes", "silent"),
+                                          metric("pod_memory_working_set_bytes", "silent"),
+                                          metric("pod_network_receive_bytes", "silent")]),
+    ("pod failure", "tidb-tikv", [metric("server_is_up", "silent"), metric("cpu_usage", "silent"),
+                                  metric("memory_usage", "silent"), metric("qps", "silent")]),
     ("node disk fill", "aiops-k8s-08", [metric("node_filesystem_usage_rate"), metric("node_filesystem_free_bytes", "down")]),
     ("node memory stress", "aiops-k8s-01", [metric("node_memory_usage_rate"), metric("node_memory_MemAvailable_bytes", "down"),
                                             metric("node_cpu_usage_rate")]),
@@ -105,7 +120,8 @@ SHIPPED_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("fault_type", "component", "evidence"), SHIPPED_CASES, ids=[c[0] for c in SHIPPED_CASES])
+@pytest.mark.parametrize(("fault_type", "component", "evidence"), SHIPPED_CASES,
+                         ids=[f"{c[0]}@{c[1]}" for c in SHIPPED_CASES])
 def test_shipped_signatures_rank_the_textbook_type_first(fault_type, component, evidence):
     signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     ranked = rank_signatures(signatures, evidence, fault_types=applicable_fault_types(component))
