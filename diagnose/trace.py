@@ -4,8 +4,9 @@ Steps 1-3 are the analyses code ran for the window (metrics, call graph, log
 templates); their observations are the strongest evidence lines found, preferring
 those of the component the model chose. Then the SOP signal check of the chosen fault
 type on the chosen component (what the model was shown), and last the model's decision.
-Observations start with the KPI name, call edge or template keyword and stay within the
-part the rule version scores (``clip_observation``).
+Observations start with the KPI name, the call edge or the log line's own words (the log
+step packs the words of several lines) and stay within the part the rule version scores
+(``clip_observation``).
 """
 from __future__ import annotations
 
