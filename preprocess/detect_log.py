@@ -292,6 +292,7 @@ def template_keyword(template: str, *, max_chars: int = 48) -> str:
 # Words that carry no evidence of their own in a log line: articles, prepositions, "code ="/"desc ="
 # punctuation left by gRPC status lines. Negations and error words stay ("could not load").
 _FILLER_WORDS = frozenset("a an the of to for in on at by with and or is are be as from info warn debug".split())
+_MASK = re.compile(r"<(?:\*|NUM|IP|ID)>")
 _WORD = re.compile(r"[A-Za-z][\w.\-]*[A-Za-z0-9]|[A-Za-z]")
 # java.lang.reflect.InvocationTargetException -> InvocationTargetException; http.resp.status stays.
 _QUALIFIED_CLASS = re.compile(r"(?:[a-z][a-z0-9_]*\.)+([A-Z]\w*)")
@@ -302,10 +303,11 @@ def log_words(line: str) -> list[str]:
     masks, numbers, punctuation and filler words dropped, package prefixes cut from class names."""
     words: list[str] = []
     seen: set[str] = set()
-    for token in _WORD.findall(" ".join(w for w in line.split() if not _MASK_TOKEN.fullmatch(w))):
+    # A mask may sit inside a word ("grpc-default-executor<NUM>"): it becomes a word break.
+    for token in _WORD.findall(_MASK.sub(" ", line)):
         word = _QUALIFIED_CLASS.sub(r"\1", token)
         lowered = word.lower()
-        if lowered in _FILLER_WORDS or lowered in seen or lowered in ("num", "ip", "id"):
+        if lowered in _FILLER_WORDS or lowered in seen:
             continue
         seen.add(lowered)
         words.append(word)

@@ -116,6 +116,7 @@ def test_keyword_drops_mask_only_tokens_and_keeps_the_tail():
     ('{"http.resp.status":<NUM>,"http.req.path":"/cart","message":"request complete"}',
      ["http.resp.status", "http.req.path", "cart", "message", "request", "complete"]),
     ("<*> <NUM> <IP>", []),
+    ("invalid id <ID> from ip <IP>", ["invalid", "id", "ip"]),  # a mask goes; the word that names it stays
 ])
 def test_log_words_keep_what_happened_once_each(line, expected):
     # Masks, numbers, punctuation, filler and the severity level go; dotted keys stay whole; a class
