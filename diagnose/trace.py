@@ -37,6 +37,10 @@ def _items_for(modality: str, chosen: str, candidates: Sequence[Candidate]) -> l
     return sorted(own, key=lambda i: -i.magnitude) + sorted(others, key=lambda i: -i.magnitude)
 
 
+def _fits(text: str, *, rules: RuleVersion) -> bool:
+    return clip_observation(text, rules=rules) == text
+
+
 def _observation(items: list[EvidenceItem], *, rules: RuleVersion) -> str:
     """The first item's line, plus the keys of further items while they fit in the scored part."""
     text = items[0].text
@@ -44,13 +48,9 @@ def _observation(items: list[EvidenceItem], *, rules: RuleVersion) -> str:
         if extra.key in text:
             continue
         candidate = f"{text}; {extra.key} {extra.direction}"
-        if clip_observation(candidate, rules=rules) == candidate:
+        if _fits(candidate, rules=rules):
             text = candidate
     return clip_observation(text, rules=rules)
-
-
-def _fits(text: str, *, rules: RuleVersion) -> bool:
-    return clip_observation(text, rules=rules) == text
 
 
 def _log_observation(items: list[EvidenceItem], *, rules: RuleVersion) -> str:

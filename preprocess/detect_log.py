@@ -289,8 +289,8 @@ def template_keyword(template: str, *, max_chars: int = 48) -> str:
     return elide(text, max_chars=max_chars) if text else "log template"
 
 
-# Words that carry no evidence of their own in a log line: articles, prepositions, "code ="/"desc ="
-# punctuation left by gRPC status lines. Negations and error words stay ("could not load").
+# Words that carry no evidence of their own in a log line: articles, prepositions and the
+# severity levels below error. Negations and error words stay ("could not load", "error").
 _FILLER_WORDS = frozenset("a an the of to for in on at by with and or is are be as from info warn debug".split())
 _MASK = re.compile(r"<(?:\*|NUM|IP|ID)>")
 _WORD = re.compile(r"[A-Za-z][\w.\-]*[A-Za-z0-9]|[A-Za-z]")
