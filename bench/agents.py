@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.observe import sop_documents, sop_section
-from bench.problems import answer_level
+from bench.problems import answer_level, is_tidb
 from diagnose.cases import Case, parse_window
 from diagnose.detect import detect_case, detect_from_candidates
 from diagnose.pipeline import CaseRecord, PreparedCase
@@ -28,11 +28,11 @@ from diagnose.service import Diagnoser
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import DiagnoseMode
 from rca.taxonomy import APP_SERVICES, FAULT_TYPES, STATEFUL_SERVICES, applicable_fault_types, is_node, service_of
+from simulate.topology import APM_PODS, WORKER_NODES
 
 TEMPLATES = Path(__file__).parent / "templates"
-WORKER_NODES = tuple(f"aiops-k8s-{i:02d}" for i in range(1, 9))
-ALL_COMPONENTS: tuple[str, ...] = (
-    *APP_SERVICES, *STATEFUL_SERVICES, *(f"{s}-{i}" for s in APP_SERVICES for i in range(3)), "redis-cart-0", *WORKER_NODES)
+# What the chance agent guesses from: the simulated system's answerable components.
+ALL_COMPONENTS: tuple[str, ...] = (*APP_SERVICES, *STATEFUL_SERVICES, *APM_PODS, *WORKER_NODES)
 ACTION_PARAM = {"restart_pod": "pod", "delete_pod": "pod", "restart_deployment": "service",
                 "rollback_deployment": "service", "fix_target_port": "service", "scale_deployment": "service",
                 "cordon_drain_node": "node", "restart_tidb": "component", "wait": None}
@@ -62,8 +62,8 @@ def _fits(param: str | None, component: str) -> dict[str, Any] | None:
     if param == "node":
         return {"node": component} if is_node(component) else None
     if param == "component":
-        return {"component": service_of(component)} if component.startswith("tidb-") else None
-    if is_node(component) or component.startswith("tidb-"):
+        return {"component": service_of(component)} if is_tidb(component) else None
+    if is_node(component) or is_tidb(component):
         return None
     if param == "pod":
         return {"pod": component} if component != service_of(component) else None

@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.problems import is_tidb
+from rca.errors import InputError
+from rca.taxonomy import TIDB_COMPONENTS as TIDB_FAMILIES
+from rca.taxonomy import service_of
 from rca.timeutil import cst_day_and_hour, cst_day_bounds_utc, format_utc
 from simulate.effects import POD_ID, POD_KILL_OUTAGE_S, CallEffect, edge_effects, server_effects
 from simulate.metrics import build_day_metrics, stable_seed
@@ -42,8 +46,8 @@ ERROR_LIMIT = 0.02  # share of failed calls on an edge
 LATENCY_LIMIT = 1.3  # callee processing time factor
 ADDED_LATENCY_LIMIT_US = 5_000
 KPI_LIMIT = 0.25  # relative KPI deviation from the fault-free baseline
-APP_SERVICES_WITH_PODS = sorted({p.rsplit("-", 1)[0] for p in ALL_PODS if not p.startswith("tidb-")})
-TIDB_COMPONENTS = ("tidb-tidb", "tidb-pd", "tidb-tikv")
+APP_SERVICES_WITH_PODS = sorted({service_of(p) for p in ALL_PODS if not is_tidb(p)})
+TIDB_COMPONENTS: tuple[str, ...] = tuple(TIDB_FAMILIES.values())
 # Faults a pod restart clears on the restarted pods (the chaos lives in the container).
 POD_SCOPED = frozenset({"cpu stress", "memory stress", "jvm cpu", "jvm gc", "jvm exception", "jvm latency",
                         "dns error", "pod failure"})
@@ -51,7 +55,7 @@ NETWORK = frozenset({"network delay", "network loss", "network corrupt"})
 NODE = frozenset({"node cpu stress", "node memory stress", "node disk fill"})
 
 
-class ActionError(ValueError):
+class ActionError(InputError):
     """An action with a bad argument; the message lists the valid choices."""
 
 
@@ -114,7 +118,7 @@ class SimCloud:
         self.faults: list[Fault] = [injected]
         # Pods whose restart removes a fault's chaos (network chaos sits on the source's pods).
         self.pending: dict[str, set[str]] = {}
-        if injected.fault_type in POD_SCOPED and not injected.service.startswith("tidb-"):
+        if injected.fault_type in POD_SCOPED and not is_tidb(injected.service):
             self.pending[injected.uuid] = set(injected.pods)
         elif injected.fault_type in NETWORK:
             self.pending[injected.uuid] = set(pods_of(injected.source))
@@ -158,7 +162,7 @@ class SimCloud:
                                    for f in self.faults]
         for pod in pods:
             self._count += 1
-            self.faults.append(Fault(f"action-{self._count}", "pod kill", "pod", pod.rsplit("-", 1)[0], (pod,), "",
+            self.faults.append(Fault(f"action-{self._count}", "pod kill", "pod", service_of(pod), (pod,), "",
                                      "", "", self.now, self.now + timedelta(seconds=POD_KILL_OUTAGE_S), {}))
 
     # ----- actions -----------------------------------------------------------------------
@@ -175,7 +179,7 @@ class SimCloud:
     def rollback_deployment(self, *, service: str) -> str:
         self._check_service(service)
         for fault in self._active():
-            if fault.fault_type == "code error" and service in (fault.service, *[p.rsplit("-", 1)[0] for p in fault.pods]):
+            if fault.fault_type == "code error" and service in (fault.service, *[service_of(p) for p in fault.pods]):
                 self._end(fault)
         self._restart(pods_of(service))
         return self._after(f"deployment {service} rolled back to its previous revision (pods replaced)")
@@ -183,7 +187,7 @@ class SimCloud:
     def fix_target_port(self, *, service: str) -> str:
         self._check_service(service)
         fixed = [f for f in self._active() if f.fault_type == "target port misconfig" and
-                 (f.service == service or any(p.rsplit("-", 1)[0] == service for p in f.pods))]
+                 (f.service == service or any(service_of(p) == service for p in f.pods))]
         for fault in fixed:
             self._end(fault)
         note = "targetPort corrected" if fixed else "targetPort already matched the container port; nothing changed"

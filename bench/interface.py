@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from bench.cloud import ActionError, SimCloud
+from rca.errors import InputError
 
 MAX_OBSERVATION_CHARS = 4000  # an agent must never receive megabytes
 
@@ -48,7 +49,7 @@ class Action:
     args: dict[str, Any]
 
 
-class ActionSyntaxError(ValueError):
+class ActionSyntaxError(InputError):
     """A reply that is not ``tool_name({...})``; the message shows the expected form."""
 
 

@@ -18,10 +18,13 @@ from typing import Any
 from diagnose.cases import Case, load_cases
 from judge.groundtruth import TruthCase, load_truth
 from rca.errors import InputError
-from rca.taxonomy import FAULT_TYPES, canonical_fault_type, is_node, level_of
+from rca.taxonomy import FAULT_TYPES, LEVELS, TIDB_COMPONENTS, canonical_fault_type, is_node, level_of, service_of
 from rca.timeutil import format_utc, parse_utc
 
 NO_FAULT_FILE = "nofault.jsonl"
+# The analysis task answers a TiDB component at its own level, beside the taxonomy's three.
+TIDB_LEVEL = "tidb"
+ANSWER_LEVELS: tuple[str, ...] = (*LEVELS, TIDB_LEVEL)
 # The vendored real fault schedule (400 cases) whose faults the benchmarks replay into simulated days.
 REFERENCE_SCHEDULE = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 
@@ -70,11 +73,16 @@ class CaseTruth:
         return answer_level(self.truth.instance[0])
 
 
+def is_tidb(component: str) -> bool:
+    """A TiDB component or one of its pods (the components are named in ``rca/system.toml``)."""
+    return service_of(component) in TIDB_COMPONENTS.values()
+
+
 def answer_level(component: str) -> str:
     if is_node(component):
         return "node"
-    if component.startswith("tidb-"):
-        return "tidb"
+    if is_tidb(component):
+        return TIDB_LEVEL
     return level_of(component)
 
 

@@ -12,16 +12,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from bench.problems import CaseTruth, Problem, answer_level
+from bench.problems import ANSWER_LEVELS, CaseTruth, Problem, answer_level
 from judge.challenge import score_cases
 from judge.validation import Answer as JudgeAnswer
 from rca.challenge import RuleVersion
+from rca.errors import InputError
 from rca.taxonomy import FAULT_TYPES, canonical_fault_type
 
-LEVELS = ("service", "pod", "node", "tidb")
 
-
-class SubmissionError(ValueError):
+class SubmissionError(InputError):
     """A ``submit`` whose arguments do not fit the task; the message says what it needs."""
 
 
@@ -153,8 +152,8 @@ class Analysis(Task):
     def check_submission(self, args: dict[str, Any]) -> dict[str, Any]:
         component = _text(args, "component")
         level = _text(args, "level").lower()
-        if level not in LEVELS:
-            raise SubmissionError(f'"level" must be one of {", ".join(LEVELS)}')
+        if level not in ANSWER_LEVELS:
+            raise SubmissionError(f'"level" must be one of {", ".join(ANSWER_LEVELS)}')
         fault_type = canonical_fault_type(_text(args, "fault_type"))
         if fault_type not in FAULT_TYPES:
             raise SubmissionError(f'"fault_type" must be one of: {", ".join(FAULT_TYPES)}')

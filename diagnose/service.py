@@ -73,8 +73,11 @@ class Diagnoser:
         windows = input_case_windows(settings.paths.input_file) if case_windows is None else list(case_windows)
         evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index),
                                  case_windows=windows)
-        return cls(settings=settings, evidence=evidence, knowledge=KnowledgeBase.from_settings(settings),
-                   telemetry=RawTelemetry(settings.paths.data_dir))
+        knowledge = KnowledgeBase.from_settings(settings)
+        diagnoser = cls(settings=settings, evidence=evidence, knowledge=knowledge,
+                        telemetry=RawTelemetry(settings.paths.data_dir))
+        diagnoser._stack.callback(knowledge.close)  # the diagnoser owns what it opened
+        return diagnoser
 
     @property
     def llm(self) -> LLMBackend:

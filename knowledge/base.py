@@ -9,7 +9,8 @@ Everything is loaded once, when the object is opened: the documents are read and
 the embedding model is loaded and the collection is brought in line with the documents
 (only changed documents are embedded). Retrieval then only embeds the query. A changed
 document directory is picked up by opening a new object, or by :meth:`reindex` (which the
-``rca kb`` curation commands run).
+``rca kb`` curation commands run). The object owns its Chroma client: ``close()`` (or a
+``with`` block) releases the store's SQLite handles; the embedder is shared by the process.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
+from types import TracebackType
 
 import chromadb
 
@@ -33,10 +35,12 @@ log = logging.getLogger(__name__)
 class KnowledgeBase:
     """The SOP documents of one directory, indexed in one Chroma collection with one embedder."""
 
-    def __init__(self, *, docs_dir: Path, collection: chromadb.Collection, embedder: Embedder) -> None:
+    def __init__(self, *, docs_dir: Path, collection: chromadb.Collection, embedder: Embedder,
+                 client: chromadb.ClientAPI | None = None) -> None:
         self.docs_dir = docs_dir
         self.collection = collection
         self.embedder = embedder
+        self._client = client  # closed with this object (None: the caller owns the collection's client)
         self._documents: dict[str, SopDocument] = {}
         self.index_report = self.reindex()
 
@@ -44,13 +48,31 @@ class KnowledgeBase:
     def open(cls, *, docs_dir: Path, kb_dir: Path, collection: str, embedding: EmbeddingSettings) -> KnowledgeBase:
         """Read ``docs_dir``, load the embedder and bring collection ``collection`` under ``kb_dir`` up to date."""
         embedder = load_embedder(embedding)
-        chroma = open_collection(open_client(kb_dir), name=collection, embedder=embedder)
-        return cls(docs_dir=docs_dir, collection=chroma, embedder=embedder)
+        client = open_client(kb_dir)
+        try:
+            chroma = open_collection(client, name=collection, embedder=embedder)
+            return cls(docs_dir=docs_dir, collection=chroma, embedder=embedder, client=client)
+        except BaseException:
+            client.close()  # nobody else holds it: a failed open must not leak the store's handles
+            raise
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KnowledgeBase:
         return cls.open(docs_dir=docs_dir(settings.knowledge), kb_dir=settings.paths.kb_dir,
                         collection=settings.knowledge.collection, embedding=settings.embedding)
+
+    def close(self) -> None:
+        """Release the Chroma client (idempotent); the object cannot retrieve afterwards."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
     def reindex(self) -> ReindexReport:
         """Re-read the document directory and embed what changed since the collection was last indexed."""

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 def _reindex(settings: Settings) -> ReindexReport:
     """Open the knowledge base, which brings its collection in line with the documents."""
-    return KnowledgeBase.from_settings(settings).index_report
+    with KnowledgeBase.from_settings(settings) as kb:
+        return kb.index_report
 app = typer.Typer(no_args_is_help=True, help="SOP knowledge base: documents, validation, Chroma index, search.")
 console = Console()
 
@@ -140,7 +141,8 @@ def search(ctx: typer.Context, text: str = typer.Argument(..., help="Evidence su
     """Show the documents most relevant to a text."""
     settings = build_settings(ctx)
     try:
-        hits = KnowledgeBase.from_settings(settings).retrieve(text, k=k)
+        with KnowledgeBase.from_settings(settings) as kb:
+            hits = kb.retrieve(text, k=k)
     except RcaError as exc:
         fail(str(exc))
     table = Table("rank", "score", "id", "fault type", "best section")

@@ -116,9 +116,24 @@ class Embedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+# One embedder per (model, batch size) and process: loading costs a second and ~30 MB, and
+# every knowledge base, judge and Chroma collection opened in a process (the demo opens many)
+# embeds with the same weights. The embedder is stateless between calls and thread-safe.
+_LOADED: dict[tuple[str, int], Embedder] = {}
+_LOADING = threading.Lock()
+
+
 def load_embedder(settings: EmbeddingSettings) -> Embedder:
-    """The embedder named by ``settings.model``. Loading takes a moment: callers keep the object
-    (a ``KnowledgeBase`` owns one) rather than loading it per call."""
+    """The embedder named by ``settings.model``, loaded on the first call of the process and
+    shared by every later one."""
+    key = (settings.model, settings.batch_size)
+    with _LOADING:
+        if key not in _LOADED:
+            _LOADED[key] = _load(settings)
+        return _LOADED[key]
+
+
+def _load(settings: EmbeddingSettings) -> Embedder:
     files = _MODEL_FILES.get(settings.model)
     if files is None:
         raise EmbeddingModelError(f"unknown embedding model '{settings.model}'")

@@ -17,6 +17,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rca.errors import InputError
+from rca.taxonomy import service_of
 from rca.timeutil import UTC, cst_day_and_hour, cst_day_bounds_utc, format_utc
 from simulate import writer
 from simulate.apm import ApmDay
@@ -108,7 +110,7 @@ def plan(options: SimulationOptions) -> tuple[list[Fault], list[datetime]]:
 
 
 def _blip(kind: str, *, start: datetime, minutes: int, pods: tuple[str, ...] = (), node: str = "") -> Fault:
-    service = pods[0].rsplit("-", 1)[0] if pods else ""
+    service = service_of(pods[0]) if pods else ""
     return Fault(f"blip-{kind}", kind, "pod" if pods else "node", service, pods, node, "", "", start,
                  start + timedelta(minutes=minutes), {})
 
@@ -125,8 +127,8 @@ def draw_blips(*, faults: list[Fault], hours: list[datetime], rng: np.random.Gen
         if kind == "blip node cpu":
             nodes = [n for n in WORKER_NODES if n != avoid_node]
             return _blip(kind, start=start, minutes=minutes, node=nodes[int(rng.integers(len(nodes)))])
-        pods = [p for p in APP_PODS if p not in avoid_pods and p.rsplit("-", 1)[0] not in
-                {a.rsplit("-", 1)[0] for a in avoid_pods}]
+        pods = [p for p in APP_PODS if p not in avoid_pods and service_of(p) not in
+                {service_of(a) for a in avoid_pods}]
         return _blip(kind, start=start, minutes=minutes, pods=(pods[int(rng.integers(len(pods)))],))
 
     for f in faults:
@@ -154,7 +156,7 @@ NO_FAULT_CLEARANCE = timedelta(minutes=10)  # after a fault ends, before a quiet
 NO_FAULT_BASELINE = timedelta(minutes=35)  # data needed before a quiet window (index baseline)
 
 
-class NoFaultWindowError(ValueError):
+class NoFaultWindowError(InputError):
     """The written hours have fewer fault-free gaps than quiet windows were asked for."""
 
 
