@@ -77,6 +77,12 @@ class KnowledgeSettings(_Section):
     docs_dir: Path | None = None
 
 
+class SystemSettings(_Section):
+    # The system description (rca/system.py, docs/system.md): services, pods, nodes, call
+    # chains, file time zone. None = the bundled HipsterShop one (rca/system.toml).
+    file: Path | None = None
+
+
 class ChallengeSettings(_Section):
     # The challenge rule version (rca/challenge.py): the answers' shape and the judge's scoring.
     rules: Literal["early", "late"] = "early"
@@ -192,6 +198,7 @@ class Settings(_Section):
     llm: LLMSettings = LLMSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     knowledge: KnowledgeSettings = KnowledgeSettings()
+    system: SystemSettings = SystemSettings()
     challenge: ChallengeSettings = ChallengeSettings()
     judge: JudgeSettings = JudgeSettings()
     judge_server: JudgeServerSettings = JudgeServerSettings()

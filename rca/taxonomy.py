@@ -4,33 +4,19 @@ This is a vocabulary, not a lookup of answers: it names what *can* be answered s
 that schemas, documents and scorers agree on spelling. Which component is guilty is
 always decided from telemetry by the LLM.
 
-The facts about the system itself (services, runtimes, storage calls, TiDB components,
-node names, where each fault type can happen) are data: ``rca/system.toml``, read once here.
+The facts about the system itself (services, runtimes, storage calls, metric-family
+components, node and pod names, where each fault type can happen) are a ``SystemSpec``
+(``rca/system.py``): the helpers below take one as ``system=`` and default to the bundled
+HipsterShop description (``rca/system.toml``), read on first use, never at import.
 """
 from __future__ import annotations
 
-import re
-import tomllib
-from importlib import resources
 from typing import Any
 
+from rca.system import LEVELS, SystemSpec, bundled_system, spec_for
 
-def _system() -> dict[str, Any]:
-    return tomllib.loads(resources.files("rca").joinpath("system.toml").read_text(encoding="utf-8"))
-
-
-SYSTEM: dict[str, Any] = _system()
-
-# Application services of HipsterShop, plus the stateful components that can be answers.
-APP_SERVICES: tuple[str, ...] = tuple(SYSTEM["services"]["app"])
-STATEFUL_SERVICES: tuple[str, ...] = tuple(SYSTEM["services"]["stateful"])
-
-# Services that never emit server spans: they are seen only as client spans of callers.
-CLIENT_ONLY_SERVICES: frozenset[str] = frozenset(SYSTEM["services"]["client_only"])
-# (caller, callee) calls to storage that traces never show.
-STORAGE_CALLS: tuple[tuple[str, str], ...] = tuple((a, b) for a, b in SYSTEM["calls"]["storage"])
-# Metric family of the release -> the TiDB component it describes.
-TIDB_COMPONENTS: dict[str, str] = dict(SYSTEM["tidb"])
+__all__ = ["FAULT_TYPES", "FAULT_TYPE_ALIASES", "LEVELS", "applicable_fault_types", "canonical_fault_type",
+           "fault_types_named", "is_node", "level_of", "service_of"]
 
 # fault_type -> fault_category, as spelled in the released ground truth.
 FAULT_TYPES: dict[str, str] = {
@@ -57,20 +43,27 @@ FAULT_TYPES: dict[str, str] = {
 # Older ground-truth files name two node faults differently.
 FAULT_TYPE_ALIASES: dict[str, str] = {"node cpu": "node cpu stress", "node memory": "node memory stress"}
 
-LEVELS: tuple[str, ...] = ("service", "pod", "node")
+# The old module constants of the bundled description, computed on first access (PEP 562) so
+# nothing is read at import; new code asks a SystemSpec (``bundled_system()`` or the one passed down).
+_BUNDLED_VIEWS: dict[str, Any] = {
+    "APP_SERVICES": lambda s: s.services,
+    "STATEFUL_SERVICES": lambda s: s.stateful,
+    "CLIENT_ONLY_SERVICES": lambda s: s.client_only,
+    "STORAGE_CALLS": lambda s: s.storage_calls,
+    "TIDB_COMPONENTS": lambda s: dict(s.metric_components),
+    "SERVICE_RUNTIME": lambda s: dict(s.runtimes),
+    "FAULT_LEVELS": lambda s: {name: p.levels for name, p in s.faults.items()},
+    "NODE_FAULT_TYPES": lambda s: frozenset(f for f, p in s.faults.items() if p.levels == ("node",)),
+    "JVM_FAULT_TYPES": lambda s: frozenset(f for f, p in s.faults.items() if p.requires == "java"),
+    "STORAGE_FAULT_TYPES": lambda s: frozenset(f for f, p in s.faults.items() if p.requires == "storage"),
+}
 
-# Language runtime of each application service. JVM faults need a JVM, so they only
-# apply where the runtime is Java.
-SERVICE_RUNTIME: dict[str, str] = dict(SYSTEM["runtimes"])
-# Where each fault type can happen: its levels, and what the component needs.
-FAULT_LEVELS: dict[str, tuple[str, ...]] = {name: tuple(spec["levels"]) for name, spec in SYSTEM["faults"].items()}
-NODE_FAULT_TYPES: frozenset[str] = frozenset(f for f, levels in FAULT_LEVELS.items() if levels == ("node",))
-JVM_FAULT_TYPES: frozenset[str] = frozenset(f for f, spec in SYSTEM["faults"].items() if spec.get("requires") == "java")
-# Disk I/O faults hit the components that own persistent storage.
-STORAGE_FAULT_TYPES: frozenset[str] = frozenset(f for f, spec in SYSTEM["faults"].items() if spec.get("requires") == "storage")
 
-_POD_SUFFIX = re.compile(r"^(?P<service>.+?)-(?P<ordinal>\d+)$")
-_NODE_NAME = re.compile(SYSTEM["nodes"]["pattern"])
+def __getattr__(name: str) -> Any:
+    view = _BUNDLED_VIEWS.get(name)
+    if view is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return view(bundled_system())
 
 
 def canonical_fault_type(name: str) -> str:
@@ -92,41 +85,25 @@ def fault_types_named(text: str) -> list[str]:
     return sorted(found, key=found.__getitem__)
 
 
-def is_node(name: str) -> bool:
-    return bool(_NODE_NAME.match(name))
+def is_node(name: str, *, system: SystemSpec | None = None) -> bool:
+    return spec_for(system).is_node(name)
 
 
-def service_of(component: str) -> str:
-    """Service owning a pod (``cartservice-1`` -> ``cartservice``); services map to themselves."""
-    if is_node(component):
-        return component
-    match = _POD_SUFFIX.match(component)
-    return match.group("service") if match else component
+def service_of(component: str, *, system: SystemSpec | None = None) -> str:
+    """Service owning a pod (``cartservice-1``, ``ts-order-service-5b8c7d9f4-x7k2q``); services map to themselves."""
+    return spec_for(system).service_of(component)
 
 
-def level_of(component: str) -> str:
+def level_of(component: str, *, system: SystemSpec | None = None) -> str:
     """``node``, ``pod`` or ``service`` for a component name."""
-    if is_node(component):
-        return "node"
-    return "pod" if _POD_SUFFIX.match(component) else "service"
+    return spec_for(system).level_of(component)
 
 
-def applicable_fault_types(component: str) -> list[str]:
+def applicable_fault_types(component: str, *, system: SystemSpec | None = None) -> list[str]:
     """Fault types that can physically happen to ``component`` (in taxonomy order).
 
-    The component's level must be one of the fault type's levels (``rca/system.toml``);
+    The component's level must be one of the fault type's levels (the system's ``[faults]``);
     JVM faults need a Java service; I/O faults need a stateful component. This filters
     impossible pairs; it says nothing about which type occurred.
     """
-    level = level_of(component)
-    service = service_of(component)
-    allowed = []
-    for fault in FAULT_TYPES:
-        if level not in FAULT_LEVELS[fault]:
-            continue
-        if fault in JVM_FAULT_TYPES and SERVICE_RUNTIME.get(service) != "java":
-            continue
-        if fault in STORAGE_FAULT_TYPES and service not in STATEFUL_SERVICES:
-            continue
-        allowed.append(fault)
-    return allowed
+    return spec_for(system).applicable_fault_types(component)

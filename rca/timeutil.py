@@ -1,12 +1,13 @@
 """Time rules shared by every package.
 
 Inside the project every instant is a timezone-aware UTC ``datetime`` (or polars
-``Datetime("us", "UTC")``). Beijing time (CST, UTC+8) is used only to find files:
-day directories and hour files are named in CST while their contents are UTC.
+``Datetime("us", "UTC")``). A local zone is used only to find files: day directories and
+hour files are named in the system's file zone (``SystemSpec.file_zone()``; the challenge's
+is Beijing time, CST, UTC+8, the default here) while their contents are UTC.
 """
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 UTC = UTC
 CST = timezone(timedelta(hours=8), name="CST")
@@ -30,27 +31,36 @@ def format_utc(value: datetime) -> str:
     return as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def cst_day_and_hour(instant: datetime) -> tuple[str, int]:
-    """CST directory date (``YYYY-MM-DD``) and CST hour holding a UTC instant."""
-    local = as_utc(instant).astimezone(CST)
+def cst_day_and_hour(instant: datetime, *, zone: tzinfo = CST) -> tuple[str, int]:
+    """Directory date (``YYYY-MM-DD``) and hour in the file zone (default CST) holding a UTC instant."""
+    local = as_utc(instant).astimezone(zone)
     return local.strftime("%Y-%m-%d"), local.hour
 
 
-def cst_hours_between(start: datetime, end: datetime) -> list[tuple[str, int]]:
-    """Every (CST date, CST hour) file slot touched by the closed UTC interval [start, end]."""
+def cst_hours_between(start: datetime, end: datetime, *, zone: tzinfo = CST) -> list[tuple[str, int]]:
+    """Every (local date, local hour) file slot touched by the closed UTC interval [start, end].
+
+    Local is the file zone (default CST); hours are walked in UTC so a zone with a
+    half-hour offset still gets every slot."""
     start, end = as_utc(start), as_utc(end)
     if end < start:
         raise ValueError(f"window end {format_utc(end)} precedes start {format_utc(start)}")
     slot = start.replace(minute=0, second=0, microsecond=0)
     slots: list[tuple[str, int]] = []
     while slot <= end:
-        slots.append(cst_day_and_hour(slot))
+        slots.append(cst_day_and_hour(slot, zone=zone))
         slot += timedelta(hours=1)
-    return slots
+    # A half-hour zone can touch one more local hour at the end.
+    last = cst_day_and_hour(end, zone=zone)
+    if last not in slots:
+        slots.append(last)
+    return list(dict.fromkeys(slots))
 
 
-def cst_day_bounds_utc(day: str) -> tuple[datetime, datetime]:
-    """UTC [start, end) of the CST calendar day named ``day`` (``YYYY-MM-DD``)."""
-    local_midnight = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=CST)
+def cst_day_bounds_utc(day: str, *, zone: tzinfo = CST) -> tuple[datetime, datetime]:
+    """UTC [start, end) of the calendar day named ``day`` (``YYYY-MM-DD``) in the file zone (default CST)."""
+    local_midnight = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=zone)
     start = local_midnight.astimezone(UTC)
-    return start, start + timedelta(days=1)
+    # The next local midnight, not +24 h: a zone with daylight saving has 23- and 25-hour days.
+    next_midnight = (datetime.strptime(day, "%Y-%m-%d") + timedelta(days=1)).replace(tzinfo=zone).astimezone(UTC)
+    return start, next_midnight
