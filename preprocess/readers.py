@@ -48,7 +48,9 @@ _LOG_RAW: dict[str, str] = {
     "node": "k8_node_name",
     "message": "message",
 }
-_POD_ORDINAL = r"-\d+$"  # same rule as rca.taxonomy.service_of, vectorised
+# Pod -> service, vectorised: a StatefulSet ordinal (`redis-cart-0`) or a Deployment's
+# ReplicaSet hash and pod suffix (`frontend-579b9bff58-t2dbm`); the same rule as rca.taxonomy.service_of.
+_POD_SUFFIX = r"(-[a-z0-9]{5,10}-[a-z0-9]{5}|-\d+)$"
 
 Window = tuple[datetime, datetime] | None
 Scanned = tuple[pl.LazyFrame, pl.Schema]
@@ -383,7 +385,7 @@ def _read_log_file(path: Path, scanned: Scanned, *, columns: list[str], window: 
             exprs.append(_utc_time("@timestamp", schema["@timestamp"], path=path).alias("time"))
         elif name == "service":
             pod = _null_string("k8_pod") if "k8_pod" in schema else pl.lit(None, pl.Utf8)
-            exprs.append(pod.str.replace(_POD_ORDINAL, "").alias("service"))
+            exprs.append(pod.str.replace(_POD_SUFFIX, "").alias("service"))
         elif name == "message":
             # The message is content, not a label: a literal "null" line stays as written.
             exprs.append(pl.col("message").cast(pl.Utf8) if "message" in schema else pl.lit(None, pl.Utf8).alias("message"))
@@ -438,6 +440,8 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
     from_rpc = _tag(tags, "rpc.service").str.extract(r"^hipstershop\.([A-Za-z0-9]+)$", 1).str.to_lowercase()
     from_db = pl.when(_tag(tags, "db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
     from_operation = operation.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1).str.to_lowercase()
+    # An explicit peer.service tag (OpenTelemetry's convention, and what imported datasets carry) wins.
+    from_peer = _tag(tags, "peer.service")
     return [
         pl.col("traceID").cast(pl.Utf8).alias("trace_id"),
         pl.col("spanID").cast(pl.Utf8).alias("span_id"),
@@ -447,7 +451,7 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
         pl.coalesce(_tag(process_tags, "name"), _tag(process_tags, "podName")).alias("pod"),
         pl.coalesce(_tag(process_tags, "node_name"), _tag(process_tags, "nodeName")).alias("node"),
         kind.alias("span_kind"),
-        pl.when(kind == "client").then(pl.coalesce(from_rpc, from_db, from_operation)).alias("peer_service"),
+        pl.when(kind == "client").then(pl.coalesce(from_peer, from_rpc, from_db, from_operation)).alias("peer_service"),
         pl.col("time"),
         pl.col("duration").cast(pl.Int64).alias("duration_us"),
         status.alias("status_code"),

@@ -1,0 +1,462 @@
+"""Nezha's public fault datasets (ESEC/FSE 2023, github.com/IntelligentDDS/Nezha, MIT) -> canonical frames.
+
+Reads the repository as published, from a clone (a work tree) or a bare git snapshot, and
+turns one system's days into the canonical frames of ``preprocess/schema.py`` plus the cases
+(``input.json`` sentences) and a ground truth in the 2025 format. The source's habits, and
+what this reader does with each, are in docs/datasets/nezha.md:
+
+- ``rca_data/<day>/metric/<pod>_metric.csv``: one row a minute per pod for the whole day
+  (CPU, memory, network, syscalls, server/client latency percentiles, workload, success
+  rate); ``Time`` is Go's ``time.Time`` string (UTC) and is what we trust: ``TimeStamp`` is
+  off by 200,000,000 s in some files;
+- ``rca_data/<day>/trace/<HH>_<MM>_trace.csv`` and ``log/<HH>_<MM>_log.csv``: only the
+  minutes around each injection; spans have no kind and no status, so the kind is inferred
+  from the parent/child service change (a child in another service is the server side of
+  its parent's client call), and the peer of an unanswered client span from a gRPC
+  operation name (``package.Service/Method``) naming a known service;
+- ``<day>-fault_list.json``: the injections (time, pod, ChaosBlade type), grouped by hour;
+- files named in the tree but absent from a snapshot (large blobs) are listed as missing,
+  never fatal; a malformed file is an issue naming the file, and costs that file only.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
+from rca.errors import DataError
+from rca.taxonomy import FAULT_TYPES as FAULT_CATEGORIES
+
+log = logging.getLogger(__name__)
+
+# The systems the repository holds, told apart by their pods' names.
+SYSTEMS: dict[str, str] = {"onlineboutique": "OnlineBoutique", "trainticket": "TrainTicket"}
+# How long Nezha records traces and logs after an injection: a case's window.
+CASE_MINUTES = 3
+# Nezha's ChaosBlade injection types -> the 2025 challenge's fault types. A thrown exception is a
+# JVM exception on a Java service (TrainTicket) and a code error elsewhere.
+FAULT_TYPES: dict[str, str] = {
+    "cpu_contention": "cpu stress",
+    "cpu_consumed": "cpu stress",
+    "network_delay": "network delay",
+    "return": "code error",
+    "exception": "code error",
+}
+_JAVA_EXCEPTION = "jvm exception"
+# What a reason must name for the challenge's keyword check (the truth's key_metrics): the
+# canonical KPI each fault type moves in Nezha's telemetry.
+_KEY_METRICS: dict[str, list[str]] = {
+    "cpu stress": ["pod_cpu_usage"],
+    "network delay": ["rrt", "latency"],
+    "code error": ["error"],
+    "jvm exception": ["exception"],
+}
+# Per-pod metric columns -> canonical infra_pod KPI (value scaled to the release's unit).
+_INFRA_COLUMNS: dict[str, tuple[str, float]] = {
+    "CpuUsageRate(%)": ("pod_cpu_usage", 1.0),
+    "MemoryUsage(Mi)": ("pod_memory_working_set_bytes", 1024.0 * 1024.0),
+    "NetworkReceiveBytes": ("pod_network_receive_bytes", 1.0),
+    "NetworkTransmitBytes": ("pod_network_transmit_bytes", 1.0),
+    "SyscallRead": ("pod_syscall_read", 1.0),
+    "SyscallWrite": ("pod_syscall_write", 1.0),
+    "PodClientLatencyP90(s)": ("pod_client_latency_p90", 1e6),
+    "PodClientLatencyP99(s)": ("pod_client_latency_p99", 1e6),
+}
+_GO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_POD_HASH = re.compile(r"^(?P<service>.+?)-[a-z0-9]{5,10}-[a-z0-9]{5}$")
+_GRPC_SERVICE = re.compile(r"(?:^|[./])([A-Za-z0-9]+)/[A-Za-z0-9_]+$")
+
+
+class NezhaError(DataError):
+    """The source is not a Nezha repository, or a system/day it does not hold was asked for."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A source file that was absent from the snapshot (``lost=False``) or unreadable (``lost=True``)."""
+
+    path: str
+    reason: str
+    lost: bool
+
+
+@dataclass
+class NezhaDay:
+    """One day of one system as canonical frames, its injections and what could not be read."""
+
+    day: str
+    spans: pl.DataFrame
+    logs: pl.DataFrame
+    apm: pl.DataFrame
+    infra: pl.DataFrame
+    faults: list[dict[str, str]]
+    issues: list[Issue] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- the source tree
+
+
+class Source:
+    """Files of the repository, from a work tree or a bare git snapshot; absent blobs read as None."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        if (self.root / "rca_data").is_dir():
+            self.git_dir: Path | None = None
+        elif (self.root / "HEAD").is_file() and (self.root / "objects").is_dir():
+            self.git_dir = self.root
+        elif (self.root / ".git").is_dir():
+            self.git_dir = self.root / ".git"
+        else:
+            raise NezhaError(f"{self.root}: neither a Nezha clone (no rca_data/) nor a git snapshot")
+        self._tree: dict[str, list[str]] | None = None
+
+    def _git(self, *args: str) -> bytes:
+        assert self.git_dir is not None
+        done = subprocess.run(["git", f"--git-dir={self.git_dir}", *args], capture_output=True, check=False)
+        if done.returncode != 0:
+            raise OSError(done.stderr.decode("utf-8", "replace").strip())
+        return done.stdout
+
+    def listdir(self, folder: str) -> list[str]:
+        """Names of the files directly in ``folder`` (as the tree names them, present or not)."""
+        if self.git_dir is None:
+            path = self.root / folder
+            return sorted(p.name for p in path.iterdir() if p.is_file()) if path.is_dir() else []
+        if self._tree is None:
+            self._tree = {}
+            for line in self._git("ls-tree", "-r", "--name-only", "HEAD").decode().splitlines():
+                head, _, name = line.rpartition("/")
+                self._tree.setdefault(head, []).append(name)
+        return sorted(self._tree.get(folder.rstrip("/"), []))
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, or None when the tree names it but its content is not in the snapshot."""
+        if self.git_dir is None:
+            target = self.root / path
+            return target.read_bytes() if target.is_file() else None
+        try:
+            return self._git("cat-file", "blob", f"HEAD:{path}")
+        except OSError:
+            return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def service_of_pod(pod: str) -> str:
+    """``frontend-579b9bff58-t2dbm`` -> ``frontend`` (Deployment pods: ReplicaSet hash and suffix)."""
+    match = _POD_HASH.match(pod)
+    return match.group("service") if match else pod
+
+
+def system_of_pod(pod: str) -> str:
+    return "trainticket" if pod.startswith("ts-") else "onlineboutique"
+
+
+def _go_time(text: str) -> datetime | None:
+    match = _GO_TIME.match(text.strip())
+    if not match:
+        return None
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+
+
+def _case_uuid(system: str, day: str, index: int) -> str:
+    digest = hashlib.sha1(f"nezha/{system}/{day}/{index}".encode()).hexdigest()[:8]
+    return f"{digest}-{index}"
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One pod's metric CSV -> (infra_pod rows, APM pod rows)."""
+    rows = list(csv.DictReader(io.StringIO(raw.decode("utf-8"))))
+    if not rows or "Time" not in rows[0] or "PodName" not in rows[0]:
+        raise ValueError("no Time/PodName header")
+    infra: dict[str, list[object]] = {k: [] for k in ("time", "component", "kpi_key", "value")}
+    apm: dict[str, list[object]] = {k: [] for k in ("time", "object_id", "request", "rrt", "rrt_max", "error_ratio")}
+    seen: set[datetime] = set()
+    for line, row in enumerate(rows, start=2):
+        stamp = _go_time(row["Time"])
+        if stamp is None:
+            raise ValueError(f"line {line}: field Time {row['Time']!r} is not a time")
+        minute = stamp.replace(second=0)
+        if minute in seen:  # two samples in one minute (the collector's period drifts): keep the first
+            continue
+        seen.add(minute)
+        pod = row["PodName"]
+        for column, (kpi, scale) in _INFRA_COLUMNS.items():
+            value = _number(row.get(column))
+            if value is None:
+                continue
+            infra["time"].append(minute)
+            infra["component"].append(pod)
+            infra["kpi_key"].append(kpi)
+            infra["value"].append(value * scale)
+        workload, success = _number(row.get("PodWorkload(Ops)")), _number(row.get("PodSuccessRate(%)"))
+        latency, latency_max = _number(row.get("PodServerLatencyP90(s)")), _number(row.get("PodServerLatencyP99(s)"))
+        apm["time"].append(minute)
+        apm["object_id"].append(pod)
+        apm["request"].append(None if workload is None else workload * 60.0)
+        apm["rrt"].append(None if latency is None else latency * 1e6)
+        apm["rrt_max"].append(None if latency_max is None else latency_max * 1e6)
+        # A pod that serves nothing reports 0 % success: that is no traffic, not all errors.
+        apm["error_ratio"].append(None if success is None or not workload else max(0.0, 100.0 - success))
+    infra_frame = pl.DataFrame(infra, schema={"time": INFRA_SCHEMA["time"], "component": pl.Utf8, "kpi_key": pl.Utf8,
+                                              "value": pl.Float64}).with_columns(
+        pl.lit("infra_pod").alias("family"), pl.lit(None, pl.Utf8).alias("node"),
+        *(pl.lit(None, pl.Utf8).alias(c) for c in ("instance", "device", "mountpoint", "type", "sql_type")),
+        pl.lit("nezha").alias("namespace"),
+    ).select(list(INFRA_SCHEMA))
+    apm_frame = pl.DataFrame(apm, schema={"time": APM_SCHEMA["time"], "object_id": pl.Utf8, "request": pl.Float64,
+                                          "rrt": pl.Float64, "rrt_max": pl.Float64, "error_ratio": pl.Float64})
+    apm_frame = apm_frame.with_columns(
+        pl.lit("pod").alias("object_type"), pl.col("request").alias("response"),
+        (pl.col("request") * pl.col("error_ratio") / 100.0).alias("error"),
+        *(pl.lit(None, pl.Float64).alias(c) for c in ("client_error", "server_error", "timeout", "client_error_ratio",
+                                                       "server_error_ratio")),
+    ).select(list(APM_SCHEMA))
+    return infra_frame, apm_frame
+
+
+def _number(text: str | None) -> float | None:
+    if text is None or text.strip() in ("", "null", "NaN", "nan"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _service_level(apm_pods: pl.DataFrame) -> pl.DataFrame:
+    """Service APM rows: the pods of a service summed (requests) and averaged (latency, error ratio)."""
+    if apm_pods.height == 0:
+        return empty_frame(APM_SCHEMA)
+    kpis = [c for c in APM_SCHEMA if c not in ("time", "object_type", "object_id")]
+    summed = {"request", "response", "error"}
+    return (
+        apm_pods.with_columns(pl.col("object_id").map_elements(service_of_pod, return_dtype=pl.Utf8))
+        .group_by("time", "object_id")
+        .agg([(pl.col(k).sum() if k in summed else pl.col(k).mean()).alias(k) for k in kpis])
+        .with_columns(pl.lit("service").alias("object_type"))
+        .select(list(APM_SCHEMA))
+        .sort("object_id", "time")
+    )
+
+
+# --------------------------------------------------------------------------- traces
+
+
+def _read_trace_file(raw: bytes) -> pl.DataFrame:
+    frame = pl.read_csv(io.BytesIO(raw), schema_overrides={"TraceID": pl.Utf8, "SpanID": pl.Utf8, "ParentID": pl.Utf8,
+                                                            "PodName": pl.Utf8, "OperationName": pl.Utf8,
+                                                            "StartTimeUnixNano": pl.Int64, "EndTimeUnixNano": pl.Int64,
+                                                            "Duration": pl.Int64})
+    needed = ["TraceID", "SpanID", "ParentID", "PodName", "OperationName", "StartTimeUnixNano", "Duration"]
+    absent = [c for c in needed if c not in frame.columns]
+    if absent:
+        raise ValueError(f"missing column(s) {absent}")
+    return frame.select(needed)
+
+
+def _spans(raw_spans: pl.DataFrame) -> pl.DataFrame:
+    """Nezha's flat spans -> SPAN_SCHEMA, with the kind and the peer inferred (see the module doc)."""
+    if raw_spans.height == 0:
+        return empty_frame(SPAN_SCHEMA)
+    spans = (
+        raw_spans.unique(subset=["TraceID", "SpanID"], keep="first", maintain_order=True)  # minute-file borders repeat spans
+        .select(
+            pl.col("TraceID").alias("trace_id"),
+            pl.col("SpanID").alias("span_id"),
+            pl.when(pl.col("ParentID").is_in(["root", ""])).then(None).otherwise(pl.col("ParentID")).alias("parent_span_id"),
+            pl.col("OperationName").alias("operation"),
+            pl.col("PodName").map_elements(service_of_pod, return_dtype=pl.Utf8).alias("service"),
+            pl.col("PodName").alias("pod"),
+            pl.lit(None, pl.Utf8).alias("node"),
+            (pl.col("StartTimeUnixNano") // 1000).cast(pl.Datetime("us", "UTC")).alias("start"),
+            pl.col("Duration").alias("duration_us"),
+        )
+    )
+    parents = spans.select("trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("service").alias("parent_service"))
+    linked = spans.join(parents, on=["trace_id", "parent_span_id"], how="left")
+    crossing = linked.filter(pl.col("parent_service").is_not_null() & (pl.col("parent_service") != pl.col("service")))
+    # A parent with a child in another service is the client side of that call.
+    callers = crossing.group_by("trace_id", "parent_span_id").agg(pl.col("service").first().alias("callee")).rename(
+        {"parent_span_id": "span_id"})
+    known = {s.lower(): s for s in spans["service"].unique().to_list() if s}
+    named = pl.col("operation").str.extract(_GRPC_SERVICE.pattern, 1).str.to_lowercase()
+    out = (
+        linked.join(callers, on=["trace_id", "span_id"], how="left")
+        .with_columns(named.replace_strict(known, default=None, return_dtype=pl.Utf8).alias("_named"))
+        .with_columns(
+            pl.when(pl.col("callee").is_not_null()).then(pl.lit("client"))
+            .when(pl.col("parent_span_id").is_null() | (pl.col("parent_service") != pl.col("service"))).then(pl.lit("server"))
+            .when(pl.col("_named").is_not_null() & (pl.col("_named") != pl.col("service"))).then(pl.lit("client"))
+            .otherwise(pl.lit("internal")).alias("span_kind"),
+        )
+        .with_columns(
+            pl.when(pl.col("span_kind") == "client").then(pl.coalesce("callee", "_named")).alias("peer_service"),
+            pl.lit(None, pl.Int64).alias("status_code"),
+            pl.lit(False).alias("is_error"),
+        )
+    )
+    return out.select(list(SPAN_SCHEMA)).cast(SPAN_SCHEMA)
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def _read_log_file(raw: bytes) -> pl.DataFrame:
+    frame = pl.read_csv(io.BytesIO(raw), infer_schema=False)
+    needed = ["TimeUnixNano", "PodName", "Log"]
+    absent = [c for c in needed if c not in frame.columns]
+    if absent:
+        raise ValueError(f"missing column(s) {absent}")
+    node = pl.col("Node") if "Node" in frame.columns else pl.lit(None, pl.Utf8)
+    # Log holds the container runtime's JSON ({"log": "<line>\n", "stream", "time"}); the line is what was written.
+    message = pl.col("Log").str.json_path_match("$.log").str.strip_chars_end("\n")
+    return frame.select(
+        (pl.col("TimeUnixNano").cast(pl.Int64) // 1000).cast(pl.Datetime("us", "UTC")).alias("time"),
+        pl.lit("nezha").alias("namespace"),
+        pl.col("PodName").alias("pod"),
+        pl.col("PodName").map_elements(service_of_pod, return_dtype=pl.Utf8).alias("service"),
+        node.alias("node"),
+        pl.coalesce(message, pl.col("Log")).alias("message"),
+    ).unique(keep="first", maintain_order=True)
+
+
+# --------------------------------------------------------------------------- days and cases
+
+
+def days_of(source: Source, *, system: str) -> list[str]:
+    """The days of ``system`` the repository holds (told apart by the pods in their fault lists)."""
+    days = []
+    for day in source.listdir("rca_data") or sorted({n for n in _subdirs(source, "rca_data")}):
+        raw = source.read(f"rca_data/{day}/{day}-fault_list.json")
+        if raw is None:
+            continue
+        faults = _faults(raw, path=f"rca_data/{day}/{day}-fault_list.json")
+        if faults and system_of_pod(faults[0]["inject_pod"]) == system:
+            days.append(day)
+    return days
+
+
+def _subdirs(source: Source, folder: str) -> list[str]:
+    if source.git_dir is None:
+        path = source.root / folder
+        return sorted(p.name for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
+    source.listdir(folder)  # fills the tree
+    assert source._tree is not None
+    prefix = folder.rstrip("/") + "/"
+    return sorted({key[len(prefix):].split("/")[0] for key in source._tree if key.startswith(prefix)})
+
+
+def _faults(raw: bytes, *, path: str) -> list[dict[str, str]]:
+    try:
+        grouped = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise NezhaError(f"{path}: not JSON: {exc}") from exc
+    faults = []
+    for hour in sorted(grouped):
+        for entry in grouped[hour]:
+            absent = [k for k in ("inject_time", "inject_pod", "inject_type") if k not in entry]
+            if absent:
+                raise NezhaError(f"{path}: hour {hour}: injection lacks field(s) {absent}")
+            faults.append({k: str(entry[k]) for k in ("inject_time", "inject_pod", "inject_type")})
+    return sorted(faults, key=lambda f: f["inject_time"])
+
+
+def _each_file(source: Source, folder: str, issues: list[Issue]) -> Iterator[tuple[str, bytes]]:
+    for name in source.listdir(folder):
+        path = f"{folder}/{name}"
+        raw = source.read(path)
+        if raw is None:
+            issues.append(Issue(path=path, reason="named in the repository but absent from this snapshot", lost=False))
+            continue
+        yield path, raw
+
+
+def read_day(source: Source, *, day: str) -> NezhaDay:
+    """Every telemetry file of one day, as canonical frames; absent and bad files become issues."""
+    issues: list[Issue] = []
+    fault_path = f"rca_data/{day}/{day}-fault_list.json"
+    raw_faults = source.read(fault_path)
+    if raw_faults is None:
+        raise NezhaError(f"{source.root}: {fault_path} is absent: not a Nezha day")
+    faults = _faults(raw_faults, path=fault_path)
+
+    infra_parts, apm_parts = [], []
+    for path, raw in _each_file(source, f"rca_data/{day}/metric", issues):
+        if not path.endswith("_metric.csv"):
+            continue  # dependency.csv, source_50.csv, ...: call graph and edge latency, which the traces also give
+        try:
+            infra_part, apm_part = _read_metric_file(raw, name=path)
+        except (ValueError, UnicodeDecodeError, csv.Error) as exc:
+            issues.append(Issue(path=path, reason=str(exc), lost=True))
+            continue
+        infra_parts.append(infra_part)
+        apm_parts.append(apm_part)
+
+    span_parts = []
+    for path, raw in _each_file(source, f"rca_data/{day}/trace", issues):
+        try:
+            span_parts.append(_read_trace_file(raw))
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            issues.append(Issue(path=path, reason=str(exc), lost=True))
+
+    log_parts = []
+    for path, raw in _each_file(source, f"rca_data/{day}/log", issues):
+        try:
+            log_parts.append(_read_log_file(raw))
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            issues.append(Issue(path=path, reason=str(exc), lost=True))
+
+    apm_pods = pl.concat(apm_parts) if apm_parts else empty_frame(APM_SCHEMA)
+    return NezhaDay(
+        day=day,
+        spans=_spans(pl.concat(span_parts)) if span_parts else empty_frame(SPAN_SCHEMA),
+        logs=pl.concat(log_parts).cast(LOG_SCHEMA) if log_parts else empty_frame(LOG_SCHEMA),
+        apm=pl.concat([apm_pods, _service_level(apm_pods)]),
+        infra=pl.concat(infra_parts) if infra_parts else empty_frame(INFRA_SCHEMA),
+        faults=faults,
+        issues=issues,
+    )
+
+
+def cases_of(day: NezhaDay, *, system: str, java_services: frozenset[str]) -> tuple[list[dict], list[dict]]:
+    """``input.json`` entries and ground-truth records (2025 format) for the injections of a day."""
+    cases, truths = [], []
+    for index, fault in enumerate(day.faults):
+        start = datetime.strptime(fault["inject_time"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        end = start + timedelta(minutes=CASE_MINUTES)
+        kind = fault["inject_type"]
+        if kind not in FAULT_TYPES:
+            raise NezhaError(f"rca_data/{day.day}/{day.day}-fault_list.json: unknown inject_type {kind!r}")
+        pod = fault["inject_pod"]
+        service = service_of_pod(pod)
+        fault_type = _JAVA_EXCEPTION if kind == "exception" and service in java_services else FAULT_TYPES[kind]
+        uuid = _case_uuid(system, day.day, index)
+        stamp = (start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        cases.append({"Anomaly Description": f"The system experienced an anomaly from {stamp[0]} to {stamp[1]}. "
+                                             "Please infer the possible cause.", "uuid": uuid})
+        truths.append({
+            "fault_category": FAULT_CATEGORIES[fault_type], "fault_type": fault_type, "instance_type": "service",
+            # One replica a service: the pod and its service name the same fault.
+            "service": service, "instance": [service, pod], "source": "", "destination": "",
+            "start_time": stamp[0], "end_time": stamp[1], "uuid": uuid,
+            "key_observations": [], "key_metrics": _KEY_METRICS[fault_type], "fault_description": [fault_type],
+            "nezha_inject_type": kind,
+        })
+    return cases, truths
