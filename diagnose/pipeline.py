@@ -23,12 +23,14 @@ from diagnose.reading import (
 from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
 from index.models import Candidate, ModalityStatus, WindowQueryResult
+from index.query import ScoredWindow
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, SignatureMatch
 from rca.challenge import RuleVersion, rule_version
 from rca.errors import BackendError, NoCandidates, RcaError
 from rca.llm.base import LLMBackend
 from rca.settings import Settings
+from rca.system import system_from_settings
 from rca.taxonomy import applicable_fault_types, fault_types_named, service_of
 from rca.timeutil import format_utc
 
@@ -36,9 +38,12 @@ log = logging.getLogger(__name__)
 
 
 class EvidenceSource(Protocol):
-    """Where candidates come from (the evidence index in production)."""
+    """Where candidates come from (the evidence index in production): one scoring of a window
+    (``score``), read by the ranking, the agent tools and the case report alike."""
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult: ...
+
+    def score(self, *, start: datetime, end: datetime) -> ScoredWindow: ...
 
 
 class KnowledgeSource(Protocol):
@@ -355,6 +360,7 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
         runbook_matches=matches, reading=reading_text(reading) if settings.diagnose.show_rules_reading else None,
         choices=choices,
         distinctions=open_distinctions(choices, knowledge, limit=settings.diagnose.max_distinctions) if choices else (),
+        system=system_from_settings(settings),
     )
     return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
                         sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings, reading=reading,

@@ -14,6 +14,7 @@ from diagnose.templates import render
 from index.models import Candidate, EvidenceItem
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
+from rca.system import SystemSpec, spec_for
 from rca.taxonomy import applicable_fault_types
 
 # Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
@@ -44,9 +45,13 @@ def catalogue_line(entry: CatalogueEntry) -> str:
     return f"- {entry.fault_type} | {'/'.join(entry.levels)} | {', '.join(entry.key_metrics)} | {entry.reason_template}"
 
 
-def static_system_prompt(catalogue: Sequence[CatalogueEntry]) -> str:
-    """The system message (``diagnose/prompts/system.md``): instructions and the fault catalogue."""
-    return render("system", catalogue="\n".join(catalogue_line(entry) for entry in catalogue))
+def static_system_prompt(catalogue: Sequence[CatalogueEntry], *, system: SystemSpec | None = None) -> str:
+    """The system message (``diagnose/prompts/system.md``): the system's paragraph, instructions and
+    the fault catalogue, less the fault types that can hit nothing in this system (no JVM, no storage)."""
+    spec = spec_for(system)
+    possible = set(spec.possible_fault_types())
+    return render("system", catalogue="\n".join(catalogue_line(e) for e in catalogue if e.fault_type in possible),
+                  **spec.prompt_values())
 
 
 def _abnormal_pods(candidate: Candidate) -> list[str]:
@@ -155,14 +160,15 @@ def build_prompt(
     reading: str | None = None,
     choices: Mapping[str, Sequence[str]] | None = None,
     distinctions: Sequence[str] = (),
+    system: SystemSpec | None = None,
 ) -> Prompt:
     """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate.
 
     ``choices`` (component -> its open fault types) narrows the question at the end of the
     prompt to the rules' close calls; every candidate's evidence is still shown.
     """
-    system = static_system_prompt(catalogue)
-    budget = max_tokens - approx_tokens(system)
+    system_text = static_system_prompt(catalogue, system=system)
+    budget = max_tokens - approx_tokens(system_text)
     full_evidence = max((len(c.evidence) for c in candidates), default=0)
     evidence_per_candidate = min(full_evidence, 4)
     sop_chars = 350
@@ -183,11 +189,11 @@ def build_prompt(
             evidence_per_candidate -= 1
         else:
             break  # cannot shrink further; the usage record will show the overrun
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": system_text}, {"role": "user", "content": user}]
     dropped_evidence = sum(max(0, len(c.evidence) - evidence_per_candidate) for c in candidates)
     return Prompt(
         messages=messages,
-        approx_tokens=approx_tokens(system) + approx_tokens(user),
+        approx_tokens=approx_tokens(system_text) + approx_tokens(user),
         dropped_evidence=dropped_evidence,
         dropped_sops=len(sops) - len(sop_list),
     )

@@ -95,6 +95,8 @@ class SystemSpec(BaseModel):
     runtimes: dict[str, str] = Field(default_factory=dict)
     storage_calls: tuple[tuple[str, str], ...] = ()
     call_chains: tuple[str, ...] = ()
+    # Known background noise and other facts the model should read before the evidence.
+    prompt_notes: tuple[str, ...] = ()
     metric_components: dict[str, str] = Field(default_factory=dict)
     node_pattern: str = DEFAULT_NODE_PATTERN
     node_description: str = ""
@@ -202,23 +204,26 @@ class SystemSpec(BaseModel):
     # ----------------------------------------------------------------- prompts
 
     def prompt_paragraph(self) -> str:
-        """The system paragraph of a prompt, rendered from the spec alone (no other system named)."""
-        lines = [f"The system is {self.name}." + (f" {self.description.strip()}" if self.description.strip() else "")]
-        lines.append(f"Services: {', '.join(self.services)}.")
-        if self.stateful:
-            lines.append(f"Stateful components (own storage): {', '.join(self.stateful)}.")
+        """The system paragraph of a prompt (``$system``), rendered from the spec alone: name,
+        description (else the services and stateful components), nodes, call chains and notes."""
+        description = self.description.strip()
+        lines = [f"System: {self.name}." + (f" {description}" if description else "")]
+        # The description is the user's own summary of the components; the lists are the fallback
+        # (every prompt token counts on a 4k-context local model).
+        if not description:
+            lines.append(f"Services: {', '.join(self.services)}.")
+            if self.stateful:
+                lines.append(f"Stateful components: {', '.join(self.stateful)}.")
         if self.node_description:
             lines.append(f"Kubernetes nodes: {self.node_description}.")
-        example = next((s for s in self.services if s not in self.client_only), self.services[0])
-        lines.append(f"Pods are named after their service ({example}-<suffix>).")
         if self.call_chains:
-            lines.append("A fault propagates UP the call graph; representative call chains: "
-                         + "; ".join(self.call_chains) + ".")
+            lines.append(f"Call chains (a fault propagates UP them): {'; '.join(self.call_chains)}.")
+        lines.extend(self.prompt_notes)
         return "\n".join(lines)
 
-    def call_chain_text(self) -> str:
-        """The call chains as one parenthesised example (empty when the description gives none)."""
-        return "; ".join(self.call_chains)
+    def prompt_values(self) -> dict[str, str]:
+        """Values a prompt template may use: ``$system`` (the paragraph) and ``$system_name``."""
+        return {"system": self.prompt_paragraph(), "system_name": self.name}
 
 
 # --------------------------------------------------------------------------- loading
@@ -334,6 +339,7 @@ def spec_from_toml(raw: Mapping[str, Any], *, source: str) -> SystemSpec:
             runtimes=runtimes,
             storage_calls=tuple((a, b) for a, b in storage),
             call_chains=tuple(" -> ".join(p.strip() for p in str(c).split("->")) for c in chains),
+            prompt_notes=tuple(str(n) for n in system.get("notes", [])),
             metric_components=metric_components,
             node_pattern=node_pattern,
             node_description=nodes.get("description", ""),

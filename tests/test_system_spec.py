@@ -123,3 +123,26 @@ def test_settings_choose_the_file(tmp_path: Path) -> None:
     assert system_from_settings(settings).name == "TrainTicket"
     with pytest.raises(SystemSpecError, match="not found"):
         load_system(tmp_path / "nope.toml")
+
+
+def test_the_system_prompt_names_only_the_users_system(tmp_path: Path) -> None:
+    from diagnose.prompt import static_system_prompt
+    from knowledge.documents import SHIPPED_DOCS_DIR, load_documents
+    from knowledge.retrieval import fault_catalogue
+
+    spec = load_system(write(tmp_path, TRAINTICKET.replace('stateful = ["ts-mysql"]', "stateful = []")
+                             .replace('storage = [["ts-order-service", "ts-mysql"]]', "")
+                             .replace(" -> ts-mysql", "")))
+    catalogue = fault_catalogue(load_documents(SHIPPED_DOCS_DIR), source="shipped")
+    text = static_system_prompt(catalogue, system=spec)
+    head, _, listed = text.partition("Fault catalogue")
+    assert "TrainTicket" in head and "ts-ui-dashboard -> ts-travel-service -> ts-order-service" in head
+    # The SOP documents' own wording (knowledge/docs) still quotes HipsterShop examples in a few
+    # catalogue lines; everything the system description and the template say is the user's.
+    for hipster in ("hipstershop", "tidb", "redis-cart", "frontend", "checkoutservice", "adservice", "aiops-k8s"):
+        assert hipster not in head.lower()
+    for hipster in ("hipstershop", "tidb", "tikv", "redis-cart", "checkoutservice"):
+        assert hipster not in listed.lower()
+    assert "- io fault |" not in listed and "- jvm gc |" in listed  # no storage here; Java services are
+    assert "- io fault |" in static_system_prompt(catalogue)  # the bundled HipsterShop keeps all 18
+    assert all("io fault" not in spec.applicable_fault_types(c) for c in spec.components)
