@@ -13,6 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.table import Table
+
 from bench.intervals import bootstrap_interval
 from diagnose.cases import load_cases
 from index.params import IndexParams
@@ -85,3 +87,23 @@ def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: 
             chance={k: min(1.0, k * right / max(len(universe), 1)) for k in KS},
         ))
     return result
+
+
+def _cell(value: tuple[float, float, float]) -> str:
+    point, low, high = value
+    return f"{point:.2f} [{low:.2f}-{high:.2f}]"
+
+
+def index_table(evaluation: IndexEvaluation, *, title: str) -> Table:
+    """AC@k per fault type and overall, with 95% intervals and the chance floor."""
+    table = Table(title=title)
+    columns = ["fault type", "cases"] + [f"AC@{k} [95% CI]" for k in KS] + [f"chance@{k}" for k in KS]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "fault type" else "right")
+    for fault_type, cases in evaluation.by_type().items():
+        table.add_row(fault_type, str(len(cases)), *[_cell(evaluation.accuracy(cases, k)) for k in KS],
+                      *[f"{evaluation.chance(cases, k):.2f}" for k in KS])
+    everything = evaluation.cases
+    table.add_row("ALL", str(len(everything)), *[_cell(evaluation.accuracy(everything, k)) for k in KS],
+                  *[f"{evaluation.chance(everything, k):.2f}" for k in KS], style="bold")
+    return table

@@ -20,33 +20,12 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
-from bench.index_eval import KS, IndexEvaluation, evaluate_index
+from bench.index_eval import IndexEvaluation, evaluate_index, index_table
 from bench.pipeline import mixed_seed_ranges, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
 from index.params import IndexParams
 from rca.settings import load_settings
-
-
-def _cell(value: tuple[float, float, float]) -> str:
-    point, low, high = value
-    return f"{point:.2f} [{low:.2f}-{high:.2f}]"
-
-
-def report(evaluation: IndexEvaluation, *, title: str) -> Table:
-    table = Table(title=title)
-    columns = ["fault type", "cases"] + [f"AC@{k} [95% CI]" for k in KS] + [f"chance@{k}" for k in KS]
-    for column in columns:
-        table.add_column(column, justify="left" if column == "fault type" else "right")
-    groups = evaluation.by_type()
-    for fault_type, cases in groups.items():
-        table.add_row(fault_type, str(len(cases)), *[_cell(evaluation.accuracy(cases, k)) for k in KS],
-                      *[f"{evaluation.chance(cases, k):.2f}" for k in KS])
-    everything = evaluation.cases
-    table.add_row("ALL", str(len(everything)), *[_cell(evaluation.accuracy(everything, k)) for k in KS],
-                  *[f"{evaluation.chance(everything, k):.2f}" for k in KS], style="bold")
-    return table
 
 
 def main() -> int:
@@ -92,7 +71,7 @@ def main() -> int:
         evaluation.cases += evaluate_index(index_dir=index_dir, input_file=input_file, gt_file=gt_file,
                                            params=params, exclude_other_windows=not args.no_exclude_windows).cases
     seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
-    console.print(report(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
+    console.print(index_table(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
     if args.show_misses:
         for case in evaluation.misses():
             console.print(f"{case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")

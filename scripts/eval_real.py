@@ -1,0 +1,143 @@
+"""The diagnoser on real public fault data (Nezha, ESEC/FSE 2023): index, rules and model side by side.
+
+    scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22                # tuning set, rules only
+    scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --model        # + the configured LLM
+    scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-23 --evaluation --model
+    scripts/eval_real.py --nezha SRC --system trainticket --evaluation --model
+
+SRC is a clone or a bare git snapshot of github.com/IntelligentDDS/Nezha. Each (system, day)
+set is imported (``rca import nezha``) and indexed under --work-dir once and reused. Printed:
+the index's AC@1/AC@3 per fault type; the rules alone (index top-1 + its best SOP fit) scored
+like a submission; with --model the full path (the configured LLM) and the cases where the
+model and the rules differ. Every figure has a 95% bootstrap interval over cases.
+
+Protocol: OnlineBoutique 2022-08-22 is the tuning set. OnlineBoutique 2022-08-23 and every
+TrainTicket day are evaluation sets: run once at the end of a round, never tuned on; the
+script refuses them without --evaluation.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from bench.index_eval import evaluate_index, index_table
+from bench.pipeline import print_model_share, print_score_intervals
+from bench.report import model_share, score_file, score_intervals
+from diagnose.cases import load_cases
+from diagnose.pipeline import rules_only_answer
+from diagnose.service import Diagnoser
+from index.params import IndexParams
+from judge.render import print_challenge
+from rca.challenge import rule_version
+from rca.errors import RcaError
+from rca.settings import Settings, load_settings
+
+log = logging.getLogger("eval_real")
+
+TUNING_SETS = {("onlineboutique", "2022-08-22")}
+
+
+def _run(command: list[str]) -> None:
+    log.info("running %s", " ".join(command))
+    done = subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
+    if done.returncode not in (0, 3):  # 3: finished with data loss (files absent from a snapshot), still usable
+        raise SystemExit(f"{' '.join(command)} failed with status {done.returncode}")
+
+
+def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path) -> tuple[Path, Path]:
+    """Import and index one real set under ``work_dir`` (once; reruns reuse it)."""
+    name = f"{system}-{'_'.join(days) or 'all'}"
+    data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
+    rca = str(Path(sys.executable).with_name("rca"))
+    if not (data_dir / "groundtruth.jsonl").exists():
+        _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
+              *(arg for day in days for arg in ("--day", day))])
+    if not (index_dir / "manifest.json").exists():
+        _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
+    return data_dir, index_dir
+
+
+def rules_answers(settings: Settings, *, out: Path) -> Path:
+    """The rules alone for every case: one line per case, as a submission must have."""
+    rules = rule_version(settings.challenge.rules)
+    lines = []
+    with Diagnoser.from_settings(settings) as diagnoser:
+        for case in load_cases(settings.paths.input_file):
+            try:
+                prepared = diagnoser.prepare(case)
+            except RcaError as exc:
+                log.warning("%s: %s", case.uuid, exc)
+                continue
+            answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
+            lines.append(json.dumps(answer.to_submission(rules=rules), ensure_ascii=False))
+    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nezha", type=Path, required=True, help="clone or bare git snapshot of the Nezha repository")
+    parser.add_argument("--system", choices=("onlineboutique", "trainticket"), default="onlineboutique")
+    parser.add_argument("--day", action="append", default=[], help="day to evaluate (repeatable; default every day)")
+    parser.add_argument("--evaluation", action="store_true", help="allow an evaluation set (run once, at the end)")
+    parser.add_argument("--model", action="store_true", help="also run the full path with the configured LLM")
+    parser.add_argument("--work-dir", type=Path, default=Path("work/real"))
+    parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--show-misses", action="store_true", help="per-case misses (tuning sets only)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    tuning = bool(args.day) and all((args.system, day) in TUNING_SETS for day in args.day)
+    if not tuning and not args.evaluation:
+        parser.error("this is an evaluation set: run it once at the end of a round with --evaluation "
+                     f"(tuning set: {sorted(TUNING_SETS)})")
+    if args.show_misses and not tuning:
+        parser.error("--show-misses is for tuning sets: evaluation cases are not looked at one by one")
+
+    data_dir, index_dir = prepared_set(source=args.nezha, system=args.system, days=sorted(args.day),
+                                       work_dir=args.work_dir)
+    base = load_settings(config_path=args.config)
+    settings = base.model_copy(update={"paths": base.paths.model_copy(update={
+        "index_dir": index_dir, "input_file": data_dir / "input.json", "data_dir": data_dir,
+        "runs_dir": args.work_dir / "runs"})})
+    truth_file = data_dir / "groundtruth.jsonl"
+    console = Console(width=150)
+    label = f"{args.system} {', '.join(args.day) or 'all days'} ({'tuning' if tuning else 'evaluation'})"
+
+    evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json", gt_file=truth_file,
+                                params=IndexParams.from_settings(settings.index), exclude_other_windows=True)
+    console.print(index_table(evaluation, title=f"evidence index ranking, {label}"))
+    if args.show_misses:
+        for case in evaluation.misses():
+            console.print(f"  index miss {case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")
+
+    rules = rule_version(settings.challenge.rules)
+    rules_file = rules_answers(settings, out=data_dir.parent / "rules.jsonl")
+    report = score_file(truth_file=truth_file, result_file=rules_file, settings=settings)
+    console.print(f"[bold]rules only (no model), {label}[/bold]")
+    print_challenge(report, console)
+    print_score_intervals(score_intervals(report.cases, rules=rules), console,
+                          title="rules only, per fault type, 95% intervals (bootstrap over cases)")
+
+    if args.model:
+        result_file = data_dir.parent / "result.jsonl"
+        runs = settings.paths.runs_dir / result_file.stem
+        with Diagnoser.from_settings(settings) as diagnoser:
+            diagnoser.run(load_cases(settings.paths.input_file), out=result_file)
+        share = model_share(truth_file=truth_file, result_file=result_file, runs_dir=runs, settings=settings)
+        console.print(f"[bold]full path ({settings.llm.backend} model), {label}[/bold]")
+        print_challenge(share.model, console)
+        print_score_intervals(score_intervals(share.model.cases, rules=rules), console,
+                              title="model, per fault type, 95% intervals (bootstrap over cases)")
+        print_model_share(share, console)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
