@@ -1,0 +1,138 @@
+"""Jaeger query-API JSON (``GET /api/traces``, the UI's "download JSON") -> canonical spans.
+
+Shape: ``{"data": [{"traceID", "spans": [...], "processes": {"p1": {"serviceName", "tags"}}}]}``; a bare
+list of traces or one trace object is read too. Span fields are the release parquet's
+(``traceID``, ``spanID``, ``operationName``, ``references``, ``startTime`` and ``duration`` in µs,
+``tags``), with the process referenced by ``processID`` (or inline as ``process``); the tags are
+read by the parquet reader's rules (preprocess/formats/spans.py). Mapping: docs/formats/jaeger.md.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.rows import Rows
+from preprocess.formats.sources import IssueLog, json_document
+from preprocess.formats.spans import as_int, canonical_service, check_id, is_error, peer_service
+
+
+class _Bad(ValueError):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field, self.reason = field, reason
+
+
+def tags_of(items: Any) -> dict[str, str]:
+    """``[{key, type, value}]`` -> ``{key: value as string}``; JSON ``true`` reads as the parquet's ``'true'``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str) or item.get("value") is None:
+            continue
+        value = item["value"]
+        out[item["key"]] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+def _traces(document: Any) -> list[Any]:
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        return list(document["data"])
+    if isinstance(document, list):
+        return document
+    if isinstance(document, dict) and "spans" in document:
+        return [document]
+    raise _Bad("data", "not a Jaeger traces document (no 'data' list of traces)")
+
+
+def _integer(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _Bad(field, f"missing or non-integer {field}: {value!r}")
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise _Bad(field, f"{field} {value!r} is not an integer") from exc
+
+
+def span_row(span: dict[str, Any], process: dict[str, Any], rows: Rows) -> None:
+    """Append one Jaeger span (with its process) to ``rows``; ``_Bad`` names what is wrong."""
+    try:
+        trace_id = check_id(span.get("traceID"), digits=(16, 32))
+    except ValueError as exc:
+        raise _Bad("traceID", str(exc)) from exc
+    try:
+        span_id = check_id(span.get("spanID"), digits=(16,))
+    except ValueError as exc:
+        raise _Bad("spanID", str(exc)) from exc
+    parent = None
+    for ref in span.get("references") or []:
+        if isinstance(ref, dict) and ref.get("refType") == "CHILD_OF":
+            try:
+                parent = check_id(ref.get("spanID"), digits=(16,))
+            except ValueError as exc:
+                raise _Bad("references.spanID", str(exc)) from exc
+            break
+    if "startTime" not in span:
+        raise _Bad("startTime", "missing timestamp")
+    start = _integer(span.get("startTime"), "startTime")
+    duration = _integer(span.get("duration"), "duration")
+    operation = span.get("operationName")
+    if not isinstance(operation, str):
+        raise _Bad("operationName", "missing operation name")
+    tags = tags_of(span.get("tags"))
+    ptags = tags_of(process.get("tags"))
+    kind_tag = tags.get("span.kind")
+    kind = kind_tag.lower() if kind_tag is not None else None
+    status = as_int(tags.get("status.code"))
+    rows.append(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent, operation=operation,
+        service=canonical_service(process.get("serviceName")),
+        pod=ptags.get("name") or ptags.get("podName"), node=ptags.get("node_name") or ptags.get("nodeName"),
+        span_kind=kind,
+        peer_service=peer_service(kind=kind, rpc_service=tags.get("rpc.service"), peer=tags.get("peer.service"),
+                                  db_system=tags.get("db.system"), operation=operation),
+        start=start, duration_us=duration, status_code=status,
+        is_error=is_error(error_tag=tags.get("error"),
+                          status_error=(tags.get("otel.status_code") or "").upper() == "ERROR",
+                          status_code=status, http_status=as_int(tags.get("http.status_code"))),
+    )
+
+
+class JaegerReader:
+    """Jaeger query-API JSON -> canonical spans."""
+
+    name = "jaeger"
+    description = "Jaeger query-API JSON ({\"data\": [{traceID, spans, processes}]})"
+
+    def read(self, paths: Sequence[Path]) -> FormatResult:
+        if not paths:
+            raise FormatError("jaeger: no input files")
+        issues, rows, files = IssueLog(), Rows("spans"), []
+        for path in map(Path, paths):
+            document = json_document(path, issues=issues)
+            if document is None:
+                continue
+            try:
+                traces = _traces(document)
+            except _Bad as exc:
+                issues.add(path, exc.reason, field=exc.field)
+                continue
+            files.append(path)
+            for ti, trace in enumerate(traces):
+                if not isinstance(trace, dict):
+                    issues.add(path, "trace is not an object", where=f"data[{ti}]")
+                    continue
+                processes = trace.get("processes") if isinstance(trace.get("processes"), dict) else {}
+                for si, span in enumerate(trace.get("spans") or []):
+                    where = f"data[{ti}].spans[{si}]"
+                    if not isinstance(span, dict):
+                        issues.add(path, "span is not an object", where=where)
+                        continue
+                    process = span.get("process") or processes.get(span.get("processID"))
+                    try:
+                        if not isinstance(process, dict):
+                            raise _Bad("processID", f"process {span.get('processID')!r} not in the trace's processes")
+                        span_row(span, process, rows)
+                    except _Bad as exc:
+                        issues.add(path, exc.reason, where=where, field=exc.field)
+        return FormatResult(spans=rows.frame() if len(rows) else None, files=files, issues=issues.issues)

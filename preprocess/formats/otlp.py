@@ -1,0 +1,349 @@
+"""OpenTelemetry OTLP, as the Collector's ``file`` exporter writes it, -> canonical frames.
+
+Accepted (auto-detected per file, gzipped or not):
+
+* OTLP/JSON lines: one ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` /
+  ``ExportLogsServiceRequest`` per line (``resourceSpans`` / ``resourceMetrics`` / ``resourceLogs``),
+  or one such request pretty-printed over the whole file;
+* OTLP protobuf: the requests as binary messages, each prefixed by a 4-byte big-endian length
+  (the file exporter's ``format: proto``), by a varint length (``writeDelimitedTo``), or one bare
+  message. Decoded with the ``opentelemetry-proto`` package, then read by the same code as JSON.
+
+OTLP/JSON spells trace and span ids as hex (the OTLP spec), not the base64 that protobuf's
+``json_format`` writes; both are accepted (the length says which). The mapping is in
+docs/formats/otlp.md.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.metric_map import MetricRows
+from preprocess.formats.rows import Rows, service_of_pod
+from preprocess.formats.sources import IssueLog, read_bytes
+from preprocess.formats.spans import HEX, as_int, canonical_service, is_error, peer_service
+
+log = logging.getLogger(__name__)
+
+_KINDS: dict[int, str | None] = {0: None, 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
+_KIND_NAMES = {f"SPAN_KIND_{(v or 'unspecified').upper()}": k for k, v in _KINDS.items()}
+_STATUS_ERROR = 2  # Status.code STATUS_CODE_ERROR
+_POD_KEYS = ("k8s.pod.name", "podName")
+_NODE_KEYS = ("k8s.node.name", "node_name", "nodeName")
+_NAMESPACE_KEYS = ("k8s.namespace.name",)
+
+
+class BadField(ValueError):
+    """A record field that cannot be read; the record is skipped and the field named."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- OTLP/JSON values
+
+
+def any_value(value: Any) -> str | None:
+    """An OTLP ``AnyValue`` as the string a Jaeger tag would hold (``true``, ``200``, JSON for lists)."""
+    if not isinstance(value, dict) or not value:
+        return None
+    if "stringValue" in value:
+        return str(value["stringValue"])
+    if "boolValue" in value:
+        return "true" if value["boolValue"] else "false"
+    if "intValue" in value:
+        return str(int(value["intValue"]))
+    if "doubleValue" in value:
+        return repr(float(value["doubleValue"]))
+    if "bytesValue" in value:
+        return str(value["bytesValue"])
+    return json.dumps(_plain(value), sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    """Nested ``arrayValue`` / ``kvlistValue`` as plain JSON values."""
+    if "arrayValue" in value:
+        return [_plain(v) for v in value["arrayValue"].get("values", [])]
+    if "kvlistValue" in value:
+        return {kv.get("key"): _plain(kv.get("value") or {}) for kv in value["kvlistValue"].get("values", [])}
+    return any_value(value)
+
+
+def attributes(items: Any) -> dict[str, str]:
+    """``[{key, value: AnyValue}]`` -> ``{key: string}`` (null values dropped)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
+            text = any_value(item.get("value"))
+            if text is not None:
+                out[item["key"]] = text
+    return out
+
+
+def otlp_id(value: Any, *, field: str, size: int, required: bool = True) -> str | None:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex, from hex (OTLP/JSON) or base64 (json_format)."""
+    if value in (None, ""):
+        if required:
+            raise BadField(field, "missing id")
+        return None
+    if not isinstance(value, str):
+        raise BadField(field, f"id must be a string, got {type(value).__name__}")
+    if len(value) == 2 * size and HEX.match(value):
+        text = value.lower()
+    elif len(value) == 4 * ((size + 2) // 3):
+        try:
+            text = base64.b64decode(value, validate=True).hex()
+        except (binascii.Error, ValueError) as exc:
+            raise BadField(field, f"id {value!r} is neither {2 * size} hex digits nor base64") from exc
+        if len(text) != 2 * size:
+            raise BadField(field, f"id {value!r} decodes to {len(text) // 2} bytes, expected {size}")
+    else:
+        raise BadField(field, f"id {value!r} has {len(value)} characters, expected {2 * size} hex digits")
+    if set(text) == {"0"}:
+        raise BadField(field, "all-zero id is invalid")
+    return text
+
+
+def nanos(value: Any, *, field: str) -> int:
+    """A ``fixed64`` Unix-nanosecond time (a JSON string or number); missing or zero is an error."""
+    if value is None or value in ("", "0", 0):
+        raise BadField(field, "missing timestamp")
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise BadField(field, f"timestamp {value!r} is not an integer of nanoseconds") from exc
+    if number <= 0:
+        raise BadField(field, f"timestamp {value!r} is not positive")
+    return number
+
+
+def _enum(value: Any, *, names: dict[str, int], field: str) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value in names:
+        return names[value]
+    if value is None:
+        return 0
+    raise BadField(field, f"unknown enum value {value!r}")
+
+
+def _scoped(resource_item: dict[str, Any], *keys: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Scope entries under one resource entry; ``instrumentationLibrary*`` is the pre-1.0 spelling."""
+    for key in keys:
+        entries = resource_item.get(key)
+        if isinstance(entries, list):
+            yield from enumerate(e for e in entries if isinstance(e, dict))
+            return
+
+
+def _records(request: dict[str, Any], resource_key: str, scope_keys: tuple[str, str], record_key: str,
+             ) -> Iterator[tuple[str, dict[str, str], dict[str, Any]]]:
+    """``(where, resource attributes, record)`` of every record of a request."""
+    for ri, resource_item in enumerate(request.get(resource_key) or []):
+        if not isinstance(resource_item, dict):
+            continue
+        resource = attributes((resource_item.get("resource") or {}).get("attributes"))
+        for si, scope in _scoped(resource_item, *scope_keys):
+            for pi, record in enumerate(scope.get(record_key) or []):
+                if isinstance(record, dict):
+                    yield f"{resource_key}[{ri}].{scope_keys[0]}[{si}].{record_key}[{pi}]", resource, record
+
+
+def _first(attrs: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    return next((attrs[k] for k in keys if attrs.get(k)), None)
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class _Sink:
+    """Where the records of one read go, whatever the encoding of the file."""
+
+    def __init__(self) -> None:
+        self.issues = IssueLog()
+        self.spans = Rows("spans")
+        self.logs = Rows("logs")
+        self.metrics = MetricRows()
+
+    def request(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str = "") -> None:
+        """Every record of one export request; ``prefix`` places a binary message (``message[3].``)."""
+        handlers: list[Callable[..., None]] = []
+        if "resourceSpans" in request:
+            handlers.append(self._traces)
+        if "resourceMetrics" in request:
+            handlers.append(self._metrics)
+        if "resourceLogs" in request:
+            handlers.append(self._logs)
+        if not handlers:
+            self.issues.add(path, "not an OTLP export request (no resourceSpans, resourceMetrics or resourceLogs)",
+                            line=line, where=prefix.rstrip(".") or None, field="resourceSpans")
+        for handler in handlers:
+            handler(request, path=path, line=line, prefix=prefix)
+
+    def _traces(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str) -> None:
+        for where, resource, span in _records(request, "resourceSpans", ("scopeSpans", "instrumentationLibrarySpans"),
+                                              "spans"):
+            try:
+                self._span(span, resource)
+            except BadField as exc:
+                self.issues.add(path, exc.reason, line=line, where=prefix + where, field=exc.field)
+
+    def _span(self, span: dict[str, Any], resource: dict[str, str]) -> None:
+        trace_id = otlp_id(span.get("traceId"), field="traceId", size=16)
+        span_id = otlp_id(span.get("spanId"), field="spanId", size=8)
+        parent = otlp_id(span.get("parentSpanId"), field="parentSpanId", size=8, required=False)
+        start = nanos(span.get("startTimeUnixNano"), field="startTimeUnixNano")
+        end = nanos(span.get("endTimeUnixNano"), field="endTimeUnixNano")
+        if end < start:
+            raise BadField("endTimeUnixNano", "span ends before it starts")
+        kind_number = _enum(span.get("kind"), names=_KIND_NAMES, field="kind")
+        if kind_number not in _KINDS:
+            raise BadField("kind", f"unknown span kind {kind_number}")
+        kind = _KINDS[kind_number]
+        attrs = attributes(span.get("attributes"))
+        status = span.get("status") or {}
+        status_error = _enum(status.get("code"), names={"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1,
+                                                        "STATUS_CODE_ERROR": 2}, field="status.code") == _STATUS_ERROR
+        grpc_code = as_int(attrs.get("rpc.grpc.status_code") or attrs.get("status.code"))
+        http_status = as_int(attrs.get("http.status_code") or attrs.get("http.response.status_code"))
+        operation = span.get("name")
+        if not isinstance(operation, str):
+            raise BadField("name", "missing span name")
+        self.spans.append(
+            trace_id=trace_id, span_id=span_id, parent_span_id=parent, operation=operation,
+            service=canonical_service(resource.get("service.name")),
+            pod=_first(resource, _POD_KEYS), node=_first(resource, _NODE_KEYS), span_kind=kind,
+            peer_service=peer_service(kind=kind, rpc_service=attrs.get("rpc.service"), peer=attrs.get("peer.service"),
+                                      db_system=attrs.get("db.system"), operation=operation),
+            start=start // 1000, duration_us=(end - start) // 1000, status_code=grpc_code,
+            is_error=is_error(error_tag=attrs.get("error"), status_error=status_error, status_code=grpc_code,
+                              http_status=http_status),
+        )
+
+    def _logs(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str) -> None:
+        for where, resource, record in _records(request, "resourceLogs", ("scopeLogs", "instrumentationLibraryLogs"),
+                                                "logRecords"):
+            try:
+                stamp = record.get("timeUnixNano")
+                field = "timeUnixNano"
+                if stamp in (None, "", "0", 0):  # the collector fills observed time when the source had none
+                    stamp, field = record.get("observedTimeUnixNano"), "observedTimeUnixNano"
+                time_us = nanos(stamp, field=field) // 1000
+            except BadField as exc:
+                self.issues.add(path, exc.reason, line=line, where=prefix + where, field=exc.field)
+                continue
+            attrs = {**resource, **attributes(record.get("attributes"))}
+            body = record.get("body")
+            message = any_value(body) if body else None
+            pod = _first(attrs, _POD_KEYS)
+            self.logs.append(time=time_us, namespace=_first(attrs, _NAMESPACE_KEYS), pod=pod,
+                             service=service_of_pod(pod), node=_first(attrs, _NODE_KEYS), message=message)
+
+    def _metrics(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str) -> None:
+        for where, resource, metric in _records(request, "resourceMetrics",
+                                                ("scopeMetrics", "instrumentationLibraryMetrics"), "metrics"):
+            name = metric.get("name")
+            if not isinstance(name, str) or not name:
+                self.issues.add(path, "metric without a name", line=line, where=prefix + where, field="name")
+                continue
+            body_key = next((k for k in ("gauge", "sum") if isinstance(metric.get(k), dict)), None)
+            if body_key is None:
+                other = next((k for k in ("histogram", "exponentialHistogram", "summary") if k in metric), "no data")
+                # Not a loss of this tool's data: the canonical families hold single values only.
+                self.issues.add(path, f"{other} metric {name!r} not imported (only gauge and sum are)", line=line,
+                                where=prefix + where, field=other, lost=False)
+                continue
+            for di, point in enumerate(metric[body_key].get("dataPoints") or []):
+                point_where = f"{prefix}{where}.{body_key}.dataPoints[{di}]"
+                try:
+                    time_us = nanos(point.get("timeUnixNano"), field="timeUnixNano") // 1000
+                    value = _point_value(point)
+                except BadField as exc:
+                    self.issues.add(path, exc.reason, line=line, where=point_where, field=exc.field)
+                    continue
+                labels = {**resource, **attributes(point.get("attributes"))}
+                self.metrics.add(name=name, labels=labels, time_us=time_us, value=value, issues=self.issues, path=path,
+                                 line=line, where=point_where)
+
+    def result(self, files: list[Path]) -> FormatResult:
+        return FormatResult(
+            spans=self.spans.frame() if len(self.spans) else None,
+            logs=self.logs.frame() if len(self.logs) else None,
+            apm=self.metrics.apm_frame(), infra=self.metrics.infra_frame(),
+            files=files, issues=self.issues.issues,
+        )
+
+
+def _point_value(point: dict[str, Any]) -> float:
+    if "asDouble" in point:
+        try:
+            return float(point["asDouble"])  # "NaN", "Infinity" are the JSON spellings of the specials
+        except (TypeError, ValueError) as exc:
+            raise BadField("asDouble", f"value {point['asDouble']!r} is not a number") from exc
+    if "asInt" in point:
+        try:
+            return float(int(point["asInt"]))
+        except (TypeError, ValueError) as exc:
+            raise BadField("asInt", f"value {point['asInt']!r} is not an integer") from exc
+    raise BadField("asDouble", "data point without a value")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _json_requests(path: Path, data: bytes, sink: _Sink) -> None:
+    """One request per line; or, when the whole file is one object, that (pretty-printed) request."""
+    try:
+        whole = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        whole = None
+    if isinstance(whole, dict):
+        sink.request(whole, path=path, line=1)
+        return
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            request = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+            sink.issues.add(path, f"malformed OTLP/JSON line: {reason}", line=number)
+            continue
+        if not isinstance(request, dict):
+            sink.issues.add(path, f"expected a JSON object, got {type(request).__name__}", line=number)
+            continue
+        sink.request(request, path=path, line=number)
+
+
+class OtlpReader:
+    """OTLP traces, metrics and logs (JSON lines or protobuf, optionally gzipped) -> canonical frames."""
+
+    name = "otlp"
+    description = "OpenTelemetry OTLP (Collector file exporter): JSON lines or protobuf, gzip optional"
+
+    def read(self, paths: Sequence[Path]) -> FormatResult:
+        if not paths:
+            raise FormatError("otlp: no input files")
+        sink = _Sink()
+        files: list[Path] = []
+        for path in paths:
+            data = read_bytes(Path(path), issues=sink.issues)
+            if data is None:
+                continue
+            files.append(Path(path))
+            if data.lstrip()[:1] in (b"{", b""):
+                _json_requests(Path(path), data, sink)
+            else:
+                from preprocess.formats import otlp_proto  # the protobuf runtime only when a binary file comes
+
+                for number, request in otlp_proto.requests(Path(path), data, issues=sink.issues):
+                    sink.request(request, path=Path(path), line=None, prefix=f"message[{number}].")
+        return sink.result(files)

@@ -1,0 +1,114 @@
+"""Zipkin v2 JSON (``GET /api/v2/traces``, ``/api/v2/trace/{id}``, a span list) -> canonical spans.
+
+A file holds a list of spans, or a list of traces (lists of spans). Span fields: ``traceId``
+(16 or 32 hex digits), ``id``, ``parentId``, ``name``, ``kind`` (``CLIENT``/``SERVER``/...),
+``timestamp`` and ``duration`` in µs, ``localEndpoint.serviceName``, ``remoteEndpoint.serviceName``
+and string ``tags``. Zipkin has no process: pod and node come from tags (``k8s.pod.name``,
+``name``/``podName``; ``k8s.node.name``, ``node_name``/``nodeName``). Mapping: docs/formats/zipkin.md.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.rows import Rows
+from preprocess.formats.sources import IssueLog, json_document
+from preprocess.formats.spans import as_int, canonical_service, check_id, is_error, peer_service
+
+
+class _Bad(ValueError):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field, self.reason = field, reason
+
+
+def _spans(document: Any) -> Iterator[tuple[str, Any]]:
+    if not isinstance(document, list):
+        raise _Bad("[]", "not a Zipkin v2 document (a JSON list of spans or of traces)")
+    for i, item in enumerate(document):
+        if isinstance(item, list):
+            for j, span in enumerate(item):
+                yield f"[{i}][{j}]", span
+        else:
+            yield f"[{i}]", item
+
+
+def _id(span: dict[str, Any], key: str, digits: tuple[int, ...], *, required: bool = True) -> str | None:
+    if not required and span.get(key) in (None, ""):
+        return None
+    try:
+        return check_id(span.get(key), digits=digits)
+    except ValueError as exc:
+        raise _Bad(key, str(exc)) from exc
+
+
+def _micros(span: dict[str, Any], key: str, *, required: bool) -> int:
+    value = span.get(key)
+    if value is None:
+        if required:
+            raise _Bad(key, "missing timestamp" if key == "timestamp" else f"missing {key}")
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(key, f"{key} {value!r} is not an integer of microseconds")
+    return value
+
+
+def span_row(span: dict[str, Any], rows: Rows) -> None:
+    trace_id = _id(span, "traceId", (16, 32))
+    span_id = _id(span, "id", (16,))
+    parent = _id(span, "parentId", (16,), required=False)
+    start = _micros(span, "timestamp", required=True)
+    duration = _micros(span, "duration", required=False)  # Zipkin omits it for incomplete spans
+    tags = {str(k): str(v) for k, v in (span.get("tags") or {}).items()}
+    local = span.get("localEndpoint") or {}
+    remote = span.get("remoteEndpoint") or {}
+    kind = span["kind"].lower() if isinstance(span.get("kind"), str) else None
+    operation = span.get("name") if isinstance(span.get("name"), str) else ""
+    status = as_int(tags.get("rpc.grpc.status_code") or tags.get("status.code"))
+    rows.append(
+        trace_id=trace_id, span_id=span_id, parent_span_id=parent, operation=operation,
+        service=canonical_service(local.get("serviceName")),
+        pod=tags.get("k8s.pod.name") or tags.get("name") or tags.get("podName"),
+        node=tags.get("k8s.node.name") or tags.get("node_name") or tags.get("nodeName"),
+        span_kind=kind,
+        peer_service=peer_service(kind=kind, rpc_service=tags.get("rpc.service"),
+                                  peer=tags.get("peer.service") or remote.get("serviceName"),
+                                  db_system=tags.get("db.system"), operation=operation),
+        start=start, duration_us=duration, status_code=status,
+        # Zipkin marks a failed span with an "error" tag whose value is the message, not "true".
+        is_error=is_error(error_tag="true" if "error" in tags else None,
+                          status_error=(tags.get("otel.status_code") or "").upper() == "ERROR",
+                          status_code=status, http_status=as_int(tags.get("http.status_code"))),
+    )
+
+
+class ZipkinReader:
+    """Zipkin v2 JSON spans -> canonical spans."""
+
+    name = "zipkin"
+    description = "Zipkin v2 JSON (a list of spans with localEndpoint / remoteEndpoint)"
+
+    def read(self, paths: Sequence[Path]) -> FormatResult:
+        if not paths:
+            raise FormatError("zipkin: no input files")
+        issues, rows, files = IssueLog(), Rows("spans"), []
+        for path in map(Path, paths):
+            document = json_document(path, issues=issues)
+            if document is None:
+                continue
+            try:
+                spans = list(_spans(document))
+            except _Bad as exc:
+                issues.add(path, exc.reason, field=exc.field)
+                continue
+            files.append(path)
+            for where, span in spans:
+                try:
+                    if not isinstance(span, dict):
+                        raise _Bad("[]", "span is not an object")
+                    span_row(span, rows)
+                except _Bad as exc:
+                    issues.add(path, exc.reason, where=where, field=exc.field)
+        return FormatResult(spans=rows.frame() if len(rows) else None, files=files, issues=issues.issues)
