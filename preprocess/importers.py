@@ -18,6 +18,7 @@ import typer
 
 from preprocess import nezha
 from preprocess.dataset_writer import write_frames
+from preprocess.formats.cli import register as register_formats
 from rca.atomic import write_text_atomic
 from rca.clisupport import fail
 from rca.errors import RcaError
@@ -33,6 +34,9 @@ DATA_LOSS = 3
 @app.callback()
 def formats() -> None:
     """One sub-command per source format."""
+
+
+register_formats(app)  # otlp, jaeger, zipkin, prometheus, loki, ecs: preprocess/formats/cli.py
 
 
 def write_cases(out: Path, *, cases: list[dict], truths: list[dict]) -> None:
