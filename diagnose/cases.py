@@ -202,3 +202,101 @@ def input_case_windows(path: Path | None) -> list[tuple[datetime, datetime]]:
     except CaseError as exc:
         log.warning("no case windows to leave out of baselines: %s", exc)
         return []
+
+
+# --------------------------------------------------------------------------- cases as an SRE has them
+
+_DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+def _one_instant(text: str, *, where: str) -> datetime:
+    matches = list(_INSTANT.finditer(text.strip()))
+    if len(matches) != 1 or matches[0].group(0) != text.strip():
+        raise CaseError(f"{where}: {text!r} is not an ISO-8601 instant (e.g. 2025-06-22T04:18Z)")
+    try:
+        return _instant_from_match(matches[0])
+    except ValueError as exc:
+        raise CaseError(f"{where}: invalid instant {text!r}: {exc}") from exc
+
+
+def _case_for(start: datetime, end: datetime, *, uuid: str | None, summary: str, where: str) -> Case:
+    if end < start:
+        raise CaseError(f"{where}: end {end.isoformat()} precedes start {start.isoformat()}")
+    # The description carries the window in the release's own wording, so a Case built here
+    # reads like one of input.json wherever the description is shown or parsed again.
+    window = f"from {start.strftime('%Y-%m-%dT%H:%M:%SZ')} to {end.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    name = uuid or f"window-{start.strftime('%Y%m%dT%H%M%SZ')}-{end.strftime('%Y%m%dT%H%M%SZ')}"
+    description = f"{summary.strip()} The anomaly lasted {window}." if summary.strip() else \
+        f"An anomaly occurred {window}."
+    return Case(uuid=name, description=description, start=start, end=end)
+
+
+def case_from_window(text: str, *, uuid: str | None = None) -> Case:
+    """A case for an ISO-8601 interval ``START/END`` (``2025-06-22T04:18Z/2025-06-22T04:21Z``).
+
+    The uuid defaults to ``window-<start>-<end>`` (compact UTC), stable for the same window.
+    """
+    start_text, sep, end_text = text.partition("/")
+    if not sep:
+        raise CaseError(f"--window {text!r}: expected START/END, e.g. 2025-06-22T04:18Z/2025-06-22T04:21Z")
+    start = _one_instant(start_text, where="--window start")
+    end = _one_instant(end_text, where="--window end")
+    return _case_for(start, end, uuid=uuid, summary="", where=f"--window {text!r}")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``15m``, ``2h``, ``1h30m``, ``90s``, ``1d`` as a positive timedelta."""
+    match = _DURATION.match(text.strip().lower())
+    if not text.strip() or match is None or not any(match.groupdict().values()):
+        raise CaseError(f"--since {text!r}: expected a duration such as 15m, 2h, 1h30m or 90s")
+    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
+    span = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+    if span <= timedelta(0):
+        raise CaseError(f"--since {text!r}: the duration must be positive")
+    return span
+
+
+def case_since(duration: str, *, until: datetime) -> Case:
+    """A case for the last ``duration`` before ``until`` (the newest telemetry, or now)."""
+    end = as_utc(until).replace(microsecond=0)
+    return _case_for(end - parse_duration(duration), end, uuid=None, summary="", where=f"--since {duration!r}")
+
+
+def read_alerts(path: Path) -> CaseFile:
+    """An alert file: a JSON list of ``{"id", "start", "end", "summary"}`` (instants ISO-8601, UTC
+    when naive), as an SRE's alerting exports them. Bad alerts fail alone, like bad cases."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaseError(f"{path}: cannot read alert file: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise _json_error(path, exc) from exc
+    if not isinstance(data, list):
+        raise CaseError(f"{path}: expected a JSON list of alerts {{id, start, end, summary}}, got {type(data).__name__}")
+    cases: list[Case] = []
+    bad: dict[str, str] = {}
+    for i, obj in enumerate(data):
+        where = f"{path}: alert {i}"
+        raw_id = obj.get("id") if isinstance(obj, dict) else None
+        name = str(raw_id).strip() if raw_id not in (None, "") else f"alert {i}"
+        try:
+            if not isinstance(obj, dict):
+                raise CaseError(f"{where}: expected an object with id, start, end, summary")
+            for field in ("id", "start", "end"):
+                if obj.get(field) in (None, ""):
+                    raise CaseError(f"{where}: missing field {field!r}")
+            summary = obj.get("summary") or ""
+            if not isinstance(summary, str):
+                raise CaseError(f"{where}: field 'summary' must be a string")
+            case = _case_for(_one_instant(str(obj["start"]), where=f"{where}.start"),
+                             _one_instant(str(obj["end"]), where=f"{where}.end"),
+                             uuid=name, summary=summary, where=where)
+            if any(c.uuid == case.uuid for c in cases):
+                raise CaseError(f"{where}: duplicate id {case.uuid}")
+        except CaseError as exc:
+            bad.setdefault(name, str(exc))
+            continue
+        cases.append(case)
+    log.info("loaded %d alerts from %s%s", len(cases), path, f" ({len(bad)} unusable)" if bad else "")
+    return CaseFile(path=path, cases=cases, bad=bad)

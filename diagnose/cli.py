@@ -1,6 +1,9 @@
 """``diagnose`` / ``rca diagnose``: answer cases with the LLM over indexed evidence.
 
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
+    diagnose --window 2025-06-22T04:18Z/2025-06-22T04:21Z     # an incident window, no case file
+    diagnose --since 15m                                       # the last 15 minutes of the newest telemetry
+    rca diagnose --alerts alerts.json [--uuid ID]              # [{id, start, end, summary}, ...]
     diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -25,6 +29,7 @@ from rca.errors import RcaError
 from rca.llm.base import LLMError
 from rca.logsetup import configure_logging
 from rca.settings import Settings
+from rca.timeutil import as_utc
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,12 @@ def rca_diagnose(
     ctx: typer.Context,
     uuid: list[str] | None = typer.Option(None, "--uuid", "-u", help="Case uuid (repeatable)."),
     all_cases: bool = typer.Option(False, "--all", help="Every case of the input file."),
+    window: str | None = typer.Option(
+        None, "--window", help="Diagnose this UTC window START/END (e.g. 2025-06-22T04:18Z/2025-06-22T04:21Z)."),
+    since: str | None = typer.Option(
+        None, "--since", help="Diagnose the last DURATION (15m, 1h30m) before the newest indexed telemetry (else now)."),
+    alerts: Path | None = typer.Option(
+        None, "--alerts", help="Alert file: a JSON list of {id, start, end, summary}; every alert, or those named by --uuid."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
     data_dir: Path | None = typer.Option(
@@ -80,7 +91,9 @@ def rca_diagnose(
                          "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
-    cases, unusable = _select_cases(settings, uuid or [], all_cases)
+    cases, unusable = _select_cases(settings, uuid or [], all_cases, window=window, since=since, alerts=alerts)
+    # An alert file's windows are the other incidents to leave out of each baseline (as input.json's are).
+    case_windows = [(c.start, c.end) for c in cases] if alerts is not None else None
     for name, problem in unusable.items():
         log.error("case %s cannot be diagnosed: %s", name, problem)
     if detect:
@@ -94,7 +107,7 @@ def rca_diagnose(
             raise typer.Exit(1)
         return
     try:
-        _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json)
+        _, failed = run(settings, cases, out=out, print_prompt=print_prompt, as_json=as_json, case_windows=case_windows)
     except LLMError as exc:
         fail(f"LLM backend failed: {exc}")
     except RcaError as exc:
@@ -110,14 +123,33 @@ def rca_diagnose(
         raise typer.Exit(1)
 
 
-def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
-    """The cases to run and, by name, the requested ones that are unusable (no window ...)."""
-    from diagnose.cases import CaseError, read_cases
+def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, window: str | None = None,
+                  since: str | None = None, alerts: Path | None = None):
+    """The cases to run and, by name, the requested ones that are unusable (no window ...).
 
-    if bool(uuids) == all_cases:
-        fail("give --uuid X (repeatable) or --all, not both" if all_cases else "give --uuid X (repeatable) or --all")
+    Cases come from one source: ``--window``, ``--since``, ``--alerts`` or the input file
+    (``--uuid``/``--all``); the answers and run records have the same shape whichever it is.
+    """
+    from diagnose.cases import CaseError, case_from_window, case_since, read_alerts, read_cases
+
+    sources = [name for name, given in (("--window", window), ("--since", since), ("--alerts", alerts)) if given]
+    if len(sources) > 1:
+        fail(f"give one of {', '.join(sources)}")
     try:
-        case_file = read_cases(settings.paths.input_file)
+        if window is not None or since is not None:
+            if uuids or all_cases:
+                fail(f"{sources[0]} names its own case; leave out --uuid/--all")
+            if window is not None:
+                return [case_from_window(window)], {}
+            return [case_since(since or "", until=_newest_telemetry(settings.paths.index_dir))], {}
+        if alerts is not None:
+            case_file = read_alerts(alerts)
+            all_cases = all_cases or not uuids  # an alert file alone means every alert
+        else:
+            if bool(uuids) == all_cases:
+                fail("give --uuid X (repeatable) or --all, not both" if all_cases
+                     else "give --uuid X (repeatable), --all, --window START/END, --since 15m or --alerts FILE")
+            case_file = read_cases(settings.paths.input_file)
     except CaseError as exc:
         fail(str(exc))
     if all_cases:
@@ -125,15 +157,49 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool):
     by_uuid = {c.uuid: c for c in case_file.cases}
     unknown = [u for u in uuids if u not in by_uuid and u not in case_file.bad]
     if unknown:
-        fail(f"unknown uuid {', '.join(unknown)} in {settings.paths.input_file}")
+        fail(f"unknown uuid {', '.join(unknown)} in {case_file.path}")
     return [by_uuid[u] for u in uuids if u in by_uuid], {u: case_file.bad[u] for u in uuids if u in case_file.bad}
 
 
-def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool) -> tuple[list, dict[str, str]]:
-    """Diagnose ``cases``; returns the case records (none with ``print_prompt``) and failures by uuid."""
+def _newest_telemetry(index_dir: Path) -> datetime:
+    """The newest instant the evidence index holds (``--since`` counts back from it), else now.
+
+    Why not always now: an SRE replaying yesterday's data, or an index built nightly, would
+    otherwise ask for minutes the index has not seen.
+    """
+    import polars as pl
+
+    from index.store import day_path, load_manifest
+
+    try:
+        days = sorted({key.split("/", 1)[0] for key in load_manifest(index_dir).partitions})
+    except RcaError as exc:
+        log.warning("no index manifest to date --since from (%s); counting back from now", exc)
+        days = []
+    for day in reversed(days):
+        newest: datetime | None = None
+        for table in sorted(day_path(index_dir, day).glob("*.parquet")):
+            lazy = pl.scan_parquet(table)
+            if "time" not in lazy.collect_schema():
+                continue
+            value = lazy.select(pl.col("time").max()).collect().item()
+            if isinstance(value, datetime) and (newest is None or as_utc(value) > newest):
+                newest = as_utc(value)
+        if newest is not None:
+            log.info("--since counts back from the newest indexed telemetry, %s", newest.isoformat())
+            return newest
+    log.info("--since counts back from now: the index at %s holds no telemetry", index_dir)
+    return datetime.now(UTC)
+
+
+def run(settings: Settings, cases, *, out: Path | None, print_prompt: bool, as_json: bool,
+        case_windows: list[tuple[datetime, datetime]] | None = None) -> tuple[list, dict[str, str]]:
+    """Diagnose ``cases``; returns the case records (none with ``print_prompt``) and failures by uuid.
+
+    ``case_windows``: incident windows left out of each other's baselines (None: the input file's)."""
     from diagnose.service import Diagnoser
 
-    with Diagnoser.from_settings(settings) as diagnoser:
+    with Diagnoser.from_settings(settings, case_windows=case_windows) as diagnoser:
         if print_prompt:
             for case in cases:
                 _print_prompt(diagnoser.prepare(case), as_json=as_json)
