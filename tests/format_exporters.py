@@ -279,3 +279,20 @@ def ecs_lines(logs: pl.DataFrame, *, nested: bool = True) -> list[str]:
                    "kubernetes.node.name": row["node"], "kubernetes.namespace": row["namespace"]}
         lines.append(json.dumps({"_index": "filebeat", "_source": doc}))
     return lines
+
+
+# --------------------------------------------------------------------------- the simulator's telemetry
+
+FAMILIES = {"spans": "trace", "logs": "log", "apm": "apm", "infra": "infra"}
+
+
+def simulated_frames(out: Path, *, cases: int = 2, seed: int = 7) -> dict[str, pl.DataFrame]:
+    """Simulate a small release into ``out`` and read it back with preprocess.readers (canonical frames)."""
+    from preprocess import layout
+    from preprocess.readers import read_day
+    from simulate.simulator import SimulationOptions, simulate
+
+    simulate(SimulationOptions(out_dir=out, cases=cases, seed=seed))
+    days = [p for p in sorted(out.iterdir()) if layout.is_day_dir(p)]
+    return {name: pl.concat([read_day(d, family, report_missing=False).frame for d in days])
+            for name, family in FAMILIES.items()}

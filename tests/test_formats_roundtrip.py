@@ -11,28 +11,16 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from preprocess import layout
 from preprocess.formats import FormatResult, make_reader
-from preprocess.readers import read_day
 from tests import format_exporters as ex
-
-FAMILIES = {"spans": "trace", "logs": "log", "apm": "apm", "infra": "infra"}
 
 
 @pytest.fixture(scope="module")
 def original(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
     """Canonical frames of a two-case simulated release, as preprocess.readers reads them."""
-    from simulate.simulator import SimulationOptions, simulate
-
-    out = tmp_path_factory.mktemp("sim")
-    simulate(SimulationOptions(out_dir=out, cases=2, seed=7))
-    days = [p for p in sorted(out.iterdir()) if layout.is_day_dir(p)]
-    frames: dict[str, pl.DataFrame] = {}
-    for name, family in FAMILIES.items():
-        parts = [read_day(d, family, report_missing=False).frame for d in days]
-        frames[name] = pl.concat(parts)
-        assert frames[name].height > 0, name
-    frames["sim_dir"] = pl.DataFrame({"path": [str(out)]})
+    frames = ex.simulated_frames(tmp_path_factory.mktemp("sim"))
+    for name, frame in frames.items():
+        assert frame.height > 0, name
     return frames
 
 
