@@ -27,6 +27,7 @@ class LazyCommand:
 LAZY_COMMANDS: dict[str, LazyCommand] = {
     "simulate": LazyCommand("simulate.cli", "app", "Simulate telemetry in the release layout, with faults and truth."),
     "import": LazyCommand("preprocess.importers", "app", "Import telemetry from other formats (nezha, ...) into the canonical layout."),
+    "system": LazyCommand("preprocess.system_cli", "app", "The system description: infer one from data, or show one."),
     "preprocess": LazyCommand("index.cli", "app", "Preprocess raw telemetry into the evidence index (the nightly job)."),
     "kb": LazyCommand("knowledge.cli", "app", "SOP knowledge base: documents, validation, Chroma index, search."),
     "judge": LazyCommand("judge.cli", "app", "Score result files (challenge rules or the QA judge)."),

@@ -1,0 +1,307 @@
+"""Draft a system description (``rca/system.py``'s TOML) from a dataset in the canonical layout.
+
+    rca system infer --data-dir D --out system.toml
+
+What the data shows is learned: services (span services, APM objects, log pods), pods and
+their services, pod -> node placement, the call graph (cross-service parent/child spans and
+client spans' peers), storage components (client-span peers named like a database or cache
+that never serve a span themselves) and runtimes where the data gives them away (JVM metric
+names or Java stack traces -> java; Python tracebacks, Go panics, Node.js and .NET stack
+frames). The result is a commented TOML for a person to review; ``rca.system.load_system``
+loads it as it is.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from preprocess import layout
+from preprocess.readers import read_day
+from rca.errors import DataError
+from rca.system import SystemSpec, bundled_system
+
+log = logging.getLogger(__name__)
+
+# A client-span peer that never serves a span and is named like one of these is storage.
+_STORAGE_WORDS = re.compile(r"redis|mysql|mariadb|postgres|mongo|tidb|tikv|cassandra|memcache|elastic|etcd|db\b|sql")
+# Stack-trace and metric signatures of a runtime, strongest first.
+_RUNTIME_LOG_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("java", re.compile(r"\bjava\.(lang|io|util|net)\.|\n?\s+at [a-z][\w$]*(\.[\w$]+)+\([\w$]+\.java:\d+\)|Exception in thread \"")),
+    ("python", re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\.py\", line \d+")),
+    ("go", re.compile(r"\bgoroutine \d+ \[|\bpanic: |\.go:\d+\b")),
+    ("nodejs", re.compile(r"\bat .+ \(?/[^)]*\.js:\d+:\d+\)?|node_modules/")),
+    ("csharp", re.compile(r"\bSystem\.[A-Z]\w*Exception\b|\.cs:line \d+")),
+)
+_JVM_METRIC = re.compile(r"jvm|java_lang|gc_pause|garbage_collect", re.IGNORECASE)
+
+
+class InferError(DataError):
+    """A dataset from which no system description can be drafted; the message names the directory."""
+
+
+@dataclass
+class InferredSystem:
+    """What the data shows, before it is written out for review."""
+
+    services: list[str] = field(default_factory=list)
+    stateful: list[str] = field(default_factory=list)
+    client_only: list[str] = field(default_factory=list)
+    pods: dict[str, str] = field(default_factory=dict)  # pod -> service
+    placement: dict[str, list[str]] = field(default_factory=dict)  # pod -> nodes it ran on
+    nodes: list[str] = field(default_factory=list)
+    edges: list[tuple[str, str]] = field(default_factory=list)  # (caller, callee), by call count
+    runtimes: dict[str, str] = field(default_factory=dict)
+    runtime_evidence: dict[str, str] = field(default_factory=dict)
+    days: list[str] = field(default_factory=list)
+
+
+def _frames(data_dir: Path, days: list[str], family: str) -> pl.DataFrame | None:
+    frames = []
+    for day in days:
+        result = read_day(layout.day_dir(data_dir, day), family, skip_unreadable=True, report_missing=False)
+        if result.frame.height:
+            frames.append(result.frame)
+    return pl.concat(frames, how="vertical_relaxed") if frames else None
+
+
+def _call_edges(spans: pl.DataFrame) -> Counter[tuple[str, str]]:
+    """Cross-service calls: parent span's service -> child span's service, and client span -> its peer."""
+    calls: Counter[tuple[str, str]] = Counter()
+    parents = spans.select(pl.col("trace_id"), pl.col("span_id").alias("parent_span_id"),
+                           pl.col("service").alias("caller"))
+    joined = spans.join(parents, on=["trace_id", "parent_span_id"], how="inner")
+    for caller, callee, n in joined.filter(pl.col("caller") != pl.col("service")).group_by(
+            ["caller", "service"]).len().iter_rows():
+        calls[(caller, callee)] += n
+    peers = spans.filter(pl.col("peer_service").is_not_null() & (pl.col("peer_service") != pl.col("service")))
+    for caller, callee, n in peers.group_by(["service", "peer_service"]).len().iter_rows():
+        calls[(caller, callee)] += n
+    return calls
+
+
+def _runtime_from_logs(logs: pl.DataFrame, spec: SystemSpec) -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
+    for pod, message in logs.select("pod", "message").drop_nulls().iter_rows():
+        service = spec.service_of(pod)
+        if service in found:
+            continue
+        for runtime, sign in _RUNTIME_LOG_SIGNS:
+            match = sign.search(message)
+            if match:
+                found[service] = (runtime, f"log of {pod}: {match.group(0).strip()[:60]!r}")
+                break
+    return found
+
+
+def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemSpec | None = None) -> InferredSystem:
+    """Learn a system's shape from the days of ``data_dir`` (all present by default).
+
+    ``spec`` supplies only the pod-name rules used to group pods into services (default: the
+    bundled generic rules, which know StatefulSet and Deployment names).
+    """
+    data_dir = Path(data_dir)
+    spec = spec or bundled_system()
+    if not data_dir.is_dir():
+        raise InferError(f"{data_dir}: no such data directory")
+    chosen = days or layout.list_days(data_dir)
+    if not chosen:
+        raise InferError(f"{data_dir}: no day directories (YYYY-MM-DD) to learn from")
+    out = InferredSystem(days=list(chosen))
+    services: Counter[str] = Counter()
+    pods: dict[str, str] = {}
+    placement: dict[str, set[str]] = {}
+    nodes: set[str] = set()
+    calls: Counter[tuple[str, str]] = Counter()
+
+    spans = _frames(data_dir, chosen, "trace")
+    serving: set[str] = set()
+    if spans is not None:
+        services.update(dict(spans.group_by("service").len().drop_nulls().iter_rows()))
+        serving = set(spans.filter(pl.col("span_kind") != "client")["service"].drop_nulls().to_list())
+        for pod, service, node in spans.select("pod", "service", "node").unique().drop_nulls(["pod"]).iter_rows():
+            pods.setdefault(pod, service or spec.service_of(pod))
+            if node:
+                placement.setdefault(pod, set()).add(node)
+                nodes.add(node)
+        calls = _call_edges(spans)
+
+    logs = _frames(data_dir, chosen, "log")
+    from_logs: dict[str, tuple[str, str]] = {}
+    if logs is not None:
+        for pod, node in logs.select("pod", "node").unique().drop_nulls(["pod"]).iter_rows():
+            pods.setdefault(pod, spec.service_of(pod))
+            if node:
+                placement.setdefault(pod, set()).add(node)
+                nodes.add(node)
+        from_logs = _runtime_from_logs(logs, spec)
+
+    apm = _frames(data_dir, chosen, "apm")
+    if apm is not None:
+        for kind, name in apm.select("object_type", "object_id").unique().drop_nulls().iter_rows():
+            if kind == "pod":
+                pods.setdefault(name, spec.service_of(name))
+            else:
+                services[name] += 0
+
+    infra = _frames(data_dir, chosen, "infra")
+    from_metrics: dict[str, str] = {}
+    if infra is not None:
+        nodes.update(infra["node"].drop_nulls().unique().to_list())
+        for component in infra["component"].drop_nulls().unique().to_list():
+            if spec.is_node(component) or component in nodes:
+                continue
+            if spec.level_of(component) == "pod":
+                pods.setdefault(component, spec.service_of(component))
+            else:
+                services[component] += 0  # a component without pods (the release's TiDB families)
+        for component, kpi in infra.select("component", "kpi_key").unique().drop_nulls().iter_rows():
+            if _JVM_METRIC.search(kpi) and not spec.is_node(component):
+                from_metrics.setdefault(spec.service_of(component), f"metric {kpi} of {component}")
+
+    for service in pods.values():
+        services[service] += 0
+    for caller, callee in calls:
+        services[caller] += 0
+        services[callee] += 0
+    # Seen only as the peer of client spans: the service never emits a span of its own (its pods
+    # may still log and report metrics).
+    peers_only = ({callee for (_, callee) in calls} - serving) if spans is not None else set()
+    out.stateful = sorted(s for s in services if _STORAGE_WORDS.search(s))
+    out.client_only = sorted(s for s in peers_only if s not in out.stateful)
+    out.services = sorted(s for s in services if s not in out.stateful and s not in nodes and not spec.is_node(s))
+    out.pods = dict(sorted(pods.items()))
+    out.placement = {pod: sorted(found) for pod, found in sorted(placement.items())}
+    out.nodes = sorted(nodes)
+    out.edges = [edge for edge, _ in calls.most_common()]
+    for service, evidence in from_metrics.items():
+        out.runtimes[service], out.runtime_evidence[service] = "java", evidence
+    for service, (runtime, evidence) in from_logs.items():
+        if service not in out.runtimes:
+            out.runtimes[service], out.runtime_evidence[service] = runtime, evidence
+    if not out.services:
+        raise InferError(f"{data_dir}: days {', '.join(chosen)} show no service (no spans, logs, APM or pods)")
+    log.info("inferred %d services, %d stateful, %d pods, %d nodes, %d call edges from %s",
+             len(out.services), len(out.stateful), len(out.pods), len(out.nodes), len(out.edges), data_dir)
+    return out
+
+
+def node_pattern(nodes: list[str]) -> str:
+    """A regex matching the node names seen, digits generalised (``aiops-k8s-03`` -> ``aiops-k8s-\\d+``)."""
+    # Only a trailing number is a node's ordinal; digits inside a word ("k8s") are part of the name.
+    shapes = sorted({re.escape(re.sub(r"\d+$", "", name)) + (r"\d+" if re.search(r"\d$", name) else "")
+                     for name in nodes})
+    return "^(" + "|".join(shapes) + ")$" if shapes else r"^$"
+
+
+def _chains(edges: list[tuple[str, str]], *, limit: int = 3) -> list[str]:
+    """Up to ``limit`` longest simple call paths from the roots (services nobody calls)."""
+    callees: dict[str, list[str]] = {}
+    for caller, callee in edges:
+        callees.setdefault(caller, []).append(callee)
+    called = {callee for _, callee in edges}
+    roots = [caller for caller in callees if caller not in called] or list(callees)[:1]
+    paths: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        nexts = [c for c in callees.get(path[-1], []) if c not in path]
+        if not nexts:
+            if len(path) > 1:
+                paths.append(path)
+            return
+        for callee in nexts:
+            walk([*path, callee])
+
+    for root in roots:
+        walk([root])
+    paths.sort(key=len, reverse=True)
+    chosen: list[list[str]] = []
+    for path in paths:
+        # Prefer chains that end somewhere new, so the few shown cover more of the graph.
+        if all(path[-1] != other[-1] for other in chosen):
+            chosen.append(path)
+        if len(chosen) == limit:
+            break
+    return [" -> ".join(path) for path in chosen]
+
+
+def _node_description(nodes: list[str]) -> str:
+    return ", ".join(nodes) if len(nodes) <= 3 else f"{nodes[0]}, {nodes[1]}, ... {nodes[-1]} ({len(nodes)} nodes)"
+
+
+def _s(value: str) -> str:
+    return json.dumps(value)  # a TOML basic string (JSON escapes are TOML escapes for these names)
+
+
+def _list(values: list[str]) -> str:
+    return "[" + ", ".join(_s(v) for v in values) + "]"
+
+
+def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
+    """The inferred description as a commented TOML that ``rca.system.load_system`` reads."""
+    lines = [
+        f"# System description drafted by `rca system infer` from {data_dir} (days {', '.join(inferred.days)}).",
+        "# Review it: every list below is what the data showed, not what the system is. Fill in the",
+        "# description, check stateful/client_only, add runtimes the data did not reveal, and trim",
+        "# the call chains to the few a person would draw. docs/system.md explains each field.",
+        "",
+        "[system]",
+        f"name = {_s(name)}",
+        "# One paragraph for the prompts: what the system is and runs on.",
+        f"description = {_s(f'{name}: {len(inferred.services)} services on Kubernetes.')}",
+        "# Zone that day directories and hour files are named in (contents are UTC).",
+        'timezone = "Asia/Shanghai"',
+        "",
+        "[services]",
+        "# Every service seen in spans, APM objects or log pods.",
+        f"app = {_list(inferred.services)}",
+        "# Components named like a database or cache: can be answers, take I/O faults.",
+        f"stateful = {_list(inferred.stateful)}",
+        "# Peers seen only as client spans of their callers.",
+        f"client_only = {_list(inferred.client_only)}",
+        "",
+        "[runtimes]",
+        "# Only where the data gave it away; JVM faults are offered only for java services.",
+    ]
+    for service, runtime in sorted(inferred.runtimes.items()):
+        lines.append(f"# {inferred.runtime_evidence.get(service, '')}")
+        lines.append(f"{_s(service)} = {_s(runtime)}")
+    storage = [(a, b) for a, b in inferred.edges if b in inferred.stateful]
+    lines += [
+        "",
+        "[calls]",
+        "# Calls into storage (the ranker adds them when traces do not show them).",
+        "storage = [" + ", ".join(f"[{_s(a)}, {_s(b)}]" for a, b in storage) + "]",
+        "# Representative call chains for the prompt (callers first).",
+        f"chains = {_list(_chains(inferred.edges))}",
+        "# Every cross-service call seen, most frequent first (for review; not read):",
+    ]
+    lines += [f"#   {a} -> {b}" for a, b in inferred.edges]
+    lines += [
+        "",
+        "[nodes]",
+        f"# Seen: {', '.join(inferred.nodes) or 'none'}",
+        f"pattern = '{node_pattern(inferred.nodes)}'",
+        "# How the prompt names them.",
+        f"description = {_s(_node_description(inferred.nodes))}",
+        "",
+        "[pods]",
+        "# Pod name -> service: ordered regexes, the first match's `service` group wins (the defaults",
+        "# know Deployment `svc-<hash>-<id>` and StatefulSet `svc-N` names). Pods seen, with their nodes:",
+    ]
+    lines += [f"#   {pod} -> {service} on {', '.join(inferred.placement.get(pod, [])) or '?'}"
+              for pod, service in inferred.pods.items()]
+    lines.append("patterns = [" + ", ".join(f"'{p}'" for p in bundled_system().pod_patterns) + "]")
+    lines += [
+        "",
+        "# [traces] tells the readers how a client span names its peer (rpc_service / operation",
+        "# regexes, db_system and service_aliases tables); see rca/system.toml for HipsterShop's.",
+        "# [faults] may narrow where a fault type can happen, e.g. \"io fault\" = { levels = [\"pod\"], requires = \"storage\" }.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""``rca system``: draft a system description from data, or check one.
+
+    rca system infer --data-dir D --out system.toml [--name NAME] [--day YYYY-MM-DD ...]
+    rca system show [--file system.toml]      # what the tool reads from it (default: [system] file)
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from rca.atomic import write_text_atomic
+from rca.clisupport import build_settings, fail
+from rca.errors import RcaError
+from rca.system import load_system
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(help="The system description: infer one from data, or show what one says.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command("infer")
+def infer_command(
+    ctx: typer.Context,
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Dataset in the canonical layout (config paths.data_dir)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the drafted TOML (for review)."),
+    name: str = typer.Option("my-system", "--name", help="The system's name in prompts."),
+    day: list[str] | None = typer.Option(None, "--day", help="Learn from this day only (repeatable; default every day)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+) -> None:
+    """Learn services, pods, placement, call graph, storage and runtimes from telemetry; write a commented TOML."""
+    from preprocess.infer_system import infer_system, render_toml
+
+    settings = build_settings(ctx, overrides={"paths": {"data_dir": data_dir}})
+    source = settings.paths.data_dir
+    if out.exists() and not force:
+        fail(f"{out} exists; pass --force to overwrite it")
+    try:
+        inferred = infer_system(source, days=day or None)
+        text = render_toml(inferred, data_dir=source, name=name)
+        write_text_atomic(out, text)
+        spec = load_system(out)  # what we write must load: a draft that does not is a bug here
+    except RcaError as exc:
+        fail(str(exc))
+    typer.echo(f"{out}: {len(spec.services)} services, {len(spec.stateful)} stateful, {len(inferred.pods)} pods, "
+               f"{len(inferred.nodes)} nodes, {len(inferred.edges)} call edges; review it, then set [system] file")
+
+
+@app.command("show")
+def show_command(
+    ctx: typer.Context,
+    file: Path | None = typer.Option(None, "--file", help="A system description (default: [system] file, else the bundled one)."),
+) -> None:
+    """Load a description (errors name the file and field) and print what the prompts will say."""
+    settings = build_settings(ctx, overrides={"system": {"file": file}})
+    try:
+        spec = load_system(settings.system.file)
+    except RcaError as exc:
+        fail(str(exc))
+    typer.echo(f"{spec.source}: {spec.name}, {len(spec.services)} services, {len(spec.stateful)} stateful, "
+               f"fault types possible: {len(spec.possible_fault_types())}")
+    typer.echo(spec.prompt_paragraph())

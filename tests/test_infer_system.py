@@ -1,0 +1,76 @@
+"""`rca system infer`: a system description drafted from a simulated dataset recovers the simulator's system."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+from preprocess.infer_system import InferError, infer_system, node_pattern, render_toml
+from rca.system import load_system
+from simulate.simulator import SimulationOptions, simulate
+from simulate.topology import APP_SERVICES, CLIENT_ONLY_SERVICES, TEMPLATES
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("infer") / "data"
+    simulate(SimulationOptions(out_dir=out, cases=1, seed=5, scale="small"))
+    return out
+
+
+def _simulator_edges() -> set[tuple[str, str]]:
+    """(caller, callee) of every call the simulator's request templates make."""
+    edges = set()
+    for template in TEMPLATES:
+        for node in template.nodes:
+            if node.kind != "client":
+                continue
+            # The redis client span is reported by the cache itself; its caller is the parent span's service.
+            caller = template.nodes[node.parent].service if node.service == "redis" else node.service
+            edges.add((caller, node.callee))
+    return edges
+
+
+def test_infer_recovers_the_simulated_system(dataset: Path) -> None:
+    inferred = infer_system(dataset)
+    assert set(inferred.services) == set(APP_SERVICES)
+    assert set(inferred.stateful) == {"redis-cart", "tidb-tidb", "tidb-pd", "tidb-tikv"}
+    assert set(inferred.client_only) == set(CLIENT_ONLY_SERVICES)
+    assert set(inferred.edges) == _simulator_edges()
+    assert inferred.runtimes.get("adservice") == "java"  # its Java stack traces in the logs
+    assert inferred.pods["checkoutservice-1"] == "checkoutservice"
+    assert all(inferred.placement[pod] for pod in ("frontend-0", "cartservice-2"))
+    assert "aiops-k8s-01" in inferred.nodes
+
+
+def test_the_written_description_loads_and_says_the_same(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "system.toml"
+    result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out), "--name", "Shop"])
+    assert result.exit_code == 0, result.output
+    spec = load_system(out)
+    assert spec.name == "Shop" and set(spec.services) == set(APP_SERVICES)
+    assert ("cartservice", "redis-cart") in spec.storage_calls
+    assert spec.is_node("aiops-k8s-05") and spec.is_node("k8s-master2") and not spec.is_node("frontend-0")
+    assert spec.service_of("frontend-2") == "frontend"
+    assert spec.call_chains and all(" -> " in chain for chain in spec.call_chains)
+    assert "jvm gc" in spec.applicable_fault_types("adservice") and "jvm gc" not in spec.applicable_fault_types("frontend")
+    assert render_toml(infer_system(dataset), data_dir=dataset, name="Shop") == out.read_text(encoding="utf-8")
+    again = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out)])
+    assert again.exit_code == 2 and "--force" in again.output
+
+
+def test_node_pattern_generalises_only_the_ordinal() -> None:
+    import re
+
+    pattern = re.compile(node_pattern(["aiops-k8s-01", "k8s-master1", "worker-a"]))
+    assert pattern.match("aiops-k8s-17") and pattern.match("k8s-master3") and pattern.match("worker-a")
+    assert not pattern.match("aiops-k9s-01")
+
+
+def test_an_empty_directory_is_named(tmp_path: Path) -> None:
+    with pytest.raises(InferError, match=str(tmp_path)):
+        infer_system(tmp_path)
