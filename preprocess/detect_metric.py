@@ -161,11 +161,13 @@ def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
     )
 
 
-def robust_location_scale(values: np.ndarray, *, ordered: bool = False) -> tuple[float, float]:
+def robust_location_scale(values: np.ndarray, *, ordered: bool = False, spread_floor: bool = True) -> tuple[float, float]:
     """Median and a floored MAD scale (σ-consistent).
 
     The floor keeps a near-constant baseline (e.g. zero errors) from turning any
     single blip into an infinite z: 5 % of the level, or half the baseline's spread.
+    Without ``spread_floor`` the spread is left out: a reference pooled from other
+    incidents' minutes has outliers by design, and their spread would hide any change.
     With ``ordered`` (values in time order) a slow drift does not widen the scale: the
     MAD is capped at twice the noise seen minute to minute (MAD of first differences),
     so a diurnal ramp in the baseline does not hide a step in the window.
@@ -176,7 +178,7 @@ def robust_location_scale(values: np.ndarray, *, ordered: bool = False) -> tuple
         step_noise = 1.4826 * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2.0)
         if step_noise > 0:
             mad = min(mad, 2.0 * step_noise)
-    spread = float(np.std(values))
+    spread = float(np.std(values)) if spread_floor else 0.0
     scale = max(mad, 0.05 * abs(median), 0.5 * spread, 1e-6)
     # A flat zero baseline (error counters): one unit is the smallest meaningful change.
     if median == 0.0 and mad == 0.0 and spread == 0.0:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import networkx as nx
@@ -86,6 +86,17 @@ class TraceParams:
     min_latency_ratio: float = 1.3  # window p95 / baseline p95 a latency anomaly needs
     min_error_rate_increase: float = 0.05  # error-rate rise an error anomaly needs
     min_callees: int = 2  # callees one caller pod must fail towards to fan out
+    # A cause at the source (DNS, its network) hits every callee alike: a callee whose z is
+    # below this share of the caller's strongest one is noise beside one broken callee.
+    fanout_min_share: float = 0.25
+    # Some sources record traces only around incidents (Nezha keeps the minutes after each
+    # injection): an edge with fewer than min_baseline_minutes recorded baseline minutes is
+    # judged against every recorded minute of the history_minutes before the window and the
+    # after_minutes after it instead (other incidents included: each touches few edges, and
+    # the median holds against a minority of bad minutes).
+    min_baseline_minutes: int = 3
+    history_minutes: int = 360
+    after_minutes: int = 60
 
 
 def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
@@ -208,8 +219,10 @@ def caller_fanout(
     relaying = set(frame.get_column("caller").unique())
     frame = (frame.join(shared, on=["callee", "signal"])
              .filter((pl.col("callers") == 1) & ~pl.col("callee").is_in(list(relaying))))
+    strongest = pl.col("z").max().over("caller", "caller_pod", "signal")
     fanout = (
-        frame.sort("z", descending=True)
+        frame.filter(pl.col("z") >= params.fanout_min_share * strongest)
+        .sort("z", descending=True)
         .group_by("caller", "caller_pod", "signal")
         .agg(pl.col("callee").unique(maintain_order=True).alias("callees"), pl.col("z").max(), pl.col("onset").min())
         .filter(pl.col("callees").list.len() >= params.min_callees)
@@ -234,12 +247,21 @@ def _edge_anomalies(
     sub = _pool(drop_spans(stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans), key)
     if sub.height == 0:
         return []
+    history = _history(stats, key=key, window_start=window_start, end=end, params=params)
     window_start_us = epoch_us(window_start)
+    # Minutes in which the tracer recorded anything at all. Some sources keep traces only
+    # around incidents, or lose files: a minute with no span anywhere is unrecorded, not a
+    # minute in which every call stopped, and it counts neither as baseline nor as window.
+    recorded = sub.group_by("time").agg(pl.col("count").sum()).filter(pl.col("count") > 0).get_column("time")
+    window_recorded = int((recorded >= window_start).sum())
+    if window_recorded == 0:
+        return []
+    baseline_minutes = max(1.0, min(clean_minutes(baseline_start, window_start, spans),
+                                    float((recorded < window_start).sum())))
+    window_minutes = max(1.0, min((end - window_start).total_seconds() / 60 + 1, float(window_recorded)))
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"),
         pl.col("callee_node").drop_nulls().last())
-    baseline_minutes = max(1.0, clean_minutes(baseline_start, window_start, spans))
-    window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
     events: list[dict] = []
     for row in grouped.iter_rows(named=True):
         times = np.array(row["time_us"], dtype=np.int64)
@@ -247,9 +269,22 @@ def _edge_anomalies(
         errors = np.array(row["errors"], dtype=float)
         p95 = np.array(row["p95_us"], dtype=float)
         in_window = times >= window_start_us
-        base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
         edge = {k: row[k] for k in key} | {"callee_node": row["callee_node"]}
-        expected_calls = base_calls * window_minutes / baseline_minutes
+        edge_baseline_minutes = baseline_minutes
+        from_history = False
+        older = history.get(tuple(row[k] for k in key))
+        if int((~in_window).sum()) < params.min_baseline_minutes and older is not None:
+            # A thin baseline: the edge's recorded history stands in for it.
+            base_counts, base_errors, base_p95 = older
+            times = np.concatenate([np.full(len(base_counts), window_start_us - 1, dtype=np.int64), times[in_window]])
+            counts = np.concatenate([base_counts, counts[in_window]])
+            errors = np.concatenate([base_errors, errors[in_window]])
+            p95 = np.concatenate([base_p95, p95[in_window]])
+            in_window = times >= window_start_us
+            edge_baseline_minutes = float(len(base_counts))
+            from_history = True
+        base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
+        expected_calls = base_calls * window_minutes / max(1.0, edge_baseline_minutes)
         # Ten expected calls and none or almost none seen: not a quiet minute, a stop.
         if expected_calls >= min_expected_calls and win_calls < 0.1 * expected_calls:
             events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
@@ -258,7 +293,7 @@ def _edge_anomalies(
         if in_window.sum() == 0 or (~in_window).sum() < 3:
             continue
         first_in_window = int(np.flatnonzero(in_window)[0])
-        median, scale = robust_location_scale(p95[~in_window], ordered=True)
+        median, scale = robust_location_scale(p95[~in_window], ordered=not from_history, spread_floor=not from_history)
         window_p95 = float(np.median(p95[in_window]))
         latency_z = (window_p95 - median) / scale
         if latency_z >= params.min_z and median > 0 and window_p95 / median >= params.min_latency_ratio:
@@ -278,6 +313,21 @@ def _edge_anomalies(
                                            threshold=base_rate + 0.5 * (win_rate - base_rate),
                                            fallback=first_in_window)})
     return events
+
+
+def _history(stats: pl.DataFrame, *, key: tuple[str, ...], window_start: datetime, end: datetime,
+             params: TraceParams) -> dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per edge, the (count, errors, p95) of its recorded minutes around the window but not in it."""
+    lo = window_start - timedelta(minutes=params.history_minutes)
+    hi = end + timedelta(minutes=params.after_minutes)
+    around = stats.filter(pl.col("time").is_between(lo, hi) & ~pl.col("time").is_between(window_start, end))
+    if around.height == 0:
+        return {}
+    pooled = _pool(around, key).filter(pl.col("count") > 0).sort("time")
+    grouped = pooled.group_by(*key, maintain_order=True).agg(pl.col("count"), pl.col("errors"), pl.col("p95_us"))
+    return {tuple(row[k] for k in key): (np.array(row["count"], dtype=float), np.array(row["errors"], dtype=float),
+                                          np.array(row["p95_us"], dtype=float))
+            for row in grouped.iter_rows(named=True)}
 
 
 def _pool(stats: pl.DataFrame, key: tuple[str, ...]) -> pl.DataFrame:
@@ -339,7 +389,10 @@ class TraceDetector:
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
-        return []  # the baseline and the window are all it reads
+        """The history that stands in for a thin baseline (traces recorded only around incidents)."""
+        window_start = start.replace(second=0, microsecond=0)
+        return [(window_start - timedelta(minutes=self.params.history_minutes),
+                 end + timedelta(minutes=self.params.after_minutes))]
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
