@@ -15,6 +15,7 @@ from diagnose.cases import Case
 from diagnose.service import Diagnoser
 from diagnose.tools import Toolbox, case_toolbox
 from knowledge.documents import SopDocument, docs_dir, load_documents
+from rca.errors import InputError
 from rca.settings import Settings
 from rca.taxonomy import FAULT_TYPES, canonical_fault_type
 
@@ -67,7 +68,7 @@ class SopSections:
 def case_tools(diagnoser: Diagnoser, case: Case) -> Toolbox:
     """Issue 14's observation tools over ``case``'s window (raw telemetry of the diagnoser's data dir)."""
     if diagnoser.telemetry is None:
-        raise ValueError("the diagnoser was built without raw telemetry; the observation tools need it")
+        raise InputError("the diagnoser was built without raw telemetry; the observation tools need it")
     return case_toolbox(case, telemetry=diagnoser.telemetry, evidence=diagnoser.evidence,
-                        knowledge=diagnoser.knowledge, baseline_minutes=diagnoser.settings.index.baseline_minutes,
+                        knowledge=diagnoser.knowledge,
                         max_chars=diagnoser.settings.diagnose.observation_chars)

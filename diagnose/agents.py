@@ -136,7 +136,6 @@ def open_investigation(case: Case, *, settings: Settings, evidence: EvidenceSour
     if not ranked:
         raise NoCandidates(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
     toolbox = case_toolbox(case, telemetry=telemetry, evidence=evidence, knowledge=knowledge,
-                           baseline_minutes=settings.index.baseline_minutes,
                            max_chars=settings.diagnose.observation_chars, sop_k=settings.knowledge.top_k, ranked=ranked)
     return toolbox, list(ranked)
 

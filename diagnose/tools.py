@@ -5,10 +5,12 @@
     toolbox.call("get_metrics", {"component": "cartservice"})   # -> observation text (never raises)
     toolbox.names                                       # ["get_metrics", "get_logs", ...]
 
-Tools: ``get_metrics`` / ``get_logs`` / ``get_traces`` summarise the raw telemetry of the case
-window against the fault-free baseline before it (read once per case through
-``preprocess.readers``); ``get_candidates`` is the evidence index's ranking; ``search_sops``
-the knowledge base. Every observation is bounded (``max_chars``) and its first line is the
+Tools: ``get_metrics`` reads the metric events of the evidence index's one scoring of the
+window (``index.query.ScoredWindow``: the configured ``IndexParams``, other incidents left
+out of the baseline), the same events the ranking and the case report read; ``get_logs`` /
+``get_traces`` summarise the raw telemetry of the case window against that scoring's baseline
+(read once per case through ``preprocess.readers``) with the trace detector's thresholds;
+``get_candidates`` is the evidence index's ranking; ``search_sops`` the knowledge base. Every observation is bounded (``max_chars``) and its first line is the
 strongest finding, led by the KPI, log keyword or call edge, so a trace step can quote it.
 
 A bad call never raises: unknown tools, unknown or missing arguments and component names
@@ -23,7 +25,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -31,8 +33,9 @@ import polars as pl
 
 from diagnose.cases import Case
 from index.models import Candidate
+from index.query import ScoredWindow
 from preprocess.detect_log import extract_and_mask, template_keyword
-from preprocess.detect_metric import metric_series, score_metric_window
+from preprocess.detect_metric import metric_series
 from preprocess.detect_trace import call_edges
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.errors import RcaError
@@ -310,20 +313,42 @@ class RawTelemetry:
         return read_traces(self.data_dir, start=start, end=end).frame
 
 
+class EvidenceLike(Protocol):
+    """The evidence index of a case: its one scoring of a window, and the ranking made from it."""
+
+    def query(self, *, start: datetime, end: datetime, top_k: int) -> Any: ...
+
+    def score(self, *, start: datetime, end: datetime) -> ScoredWindow: ...
+
+
 @dataclass
 class CaseWindow:
-    """One incident window and its baseline, with the telemetry frames read once and cached."""
+    """One incident window: the index's scoring of it, and its raw telemetry frames read once and cached.
+
+    The baseline is the scoring's own (it reaches past other incidents' windows), so the raw
+    summaries compare the same minutes the index did.
+    """
 
     start: datetime
     end: datetime
-    baseline_start: datetime
+    evidence: EvidenceLike
     telemetry: TelemetrySource
     _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
+    _scored: ScoredWindow | None = None
 
     @classmethod
-    def of(cls, case: Case, *, telemetry: TelemetrySource, baseline_minutes: int) -> CaseWindow:
-        baseline_start = case.start.replace(second=0, microsecond=0) - timedelta(minutes=baseline_minutes)
-        return cls(start=case.start, end=case.end, baseline_start=baseline_start, telemetry=telemetry)
+    def of(cls, case: Case, *, telemetry: TelemetrySource, evidence: EvidenceLike) -> CaseWindow:
+        return cls(start=case.start, end=case.end, evidence=evidence, telemetry=telemetry)
+
+    @property
+    def scored(self) -> ScoredWindow:
+        if self._scored is None:
+            self._scored = self.evidence.score(start=self.start, end=self.end)
+        return self._scored
+
+    @property
+    def baseline_start(self) -> datetime:
+        return self.scored.baseline_start
 
     def _frame(self, name: str, read: Callable[..., pl.DataFrame]) -> pl.DataFrame:
         if name not in self._cache:
@@ -358,9 +383,9 @@ class CaseWindow:
 
 
 def _belongs(column: str, component: str) -> pl.Expr:
-    """Rows of ``component``: itself, or its pods when it is a service."""
+    """Rows of ``component``: itself, or its pods when it is a service (``rca.taxonomy.service_of``)."""
     col = pl.col(column)
-    return (col == component) | (col.str.replace(r"-\d+$", "") == component)
+    return (col == component) | (col.map_elements(service_of, return_dtype=pl.Utf8, skip_nulls=True) == component)
 
 
 def _limit(args: dict[str, Any]) -> int:
@@ -386,15 +411,17 @@ class MetricsTool:
 
     def run(self, args: dict[str, Any]) -> Observation:
         w = self.window
-        series = w.series()
+        scored = w.scored
+        series = scored.core["metric"]
         if series.height == 0:
-            raise ToolError(f"no metric rows for {w.label}")
+            raise ToolError(f"no metric rows in the evidence index for {w.label}")
+        events = scored.events["metric"]
         component = args.get("component")
         if component:
-            series = series.filter(_belongs("component", component) | (pl.col("component") == component))
+            series = series.filter(_belongs("component", component))
             if series.height == 0:
                 return _nothing(f"{component}: no metric series in the data")
-        events = score_metric_window(series, start=w.start, end=w.end, baseline_start=w.baseline_start)
+            events = events.filter(_belongs("component", component))
         checked = series.select("component", "kind", "kpi").unique().height
         if events.height == 0:
             return _nothing(f"{component or 'all components'}: no KPI deviates from the baseline "
@@ -517,7 +544,9 @@ class TracesTool:
             score = max(math.log(max(ratio, 1e-9)), 0.0) + 5 * max(w_rate - b_rate, 0.0) + (3.0 if stopped else 0.0)
             rows.append((score, row, b_rate, w_rate, ratio, stopped))
         rows.sort(key=lambda r: -r[0])
-        changed = [r for r in rows if r[0] >= math.log(1.3) or r[5]]
+        trace = w.scored.params.trace  # the detector's own thresholds: a change it would not call is not one here
+        changed = [r for r in rows if r[0] >= math.log(trace.min_latency_ratio)
+                   or r[3] - r[2] >= trace.min_error_rate_increase or r[5]]
         lines = []
         for _, row, b_rate, w_rate, ratio, stopped in changed[: _limit(args)]:
             edge = f"{row['caller']}->{row['callee']}"
@@ -532,10 +561,6 @@ class TracesTool:
                             f"({len(rows)} edges checked)")
         lines.append(f"({len(changed)} of {len(rows)} edges changed; {w.label})")
         return Observation(text="\n".join(lines), lead=lines[0])
-
-
-class EvidenceLike(Protocol):
-    def query(self, *, start: datetime, end: datetime, top_k: int) -> Any: ...
 
 
 class CandidatesTool:
@@ -600,7 +625,6 @@ def case_toolbox(
     telemetry: TelemetrySource,
     evidence: EvidenceLike,
     knowledge: KnowledgeLike,
-    baseline_minutes: int,
     max_chars: int = DEFAULT_MAX_CHARS,
     sop_k: int = 2,
     ranked: Sequence[Candidate] | None = None,
@@ -609,7 +633,7 @@ def case_toolbox(
 
     ``ranked``: the index's candidates when the caller has queried them already.
     """
-    window = CaseWindow.of(case, telemetry=telemetry, baseline_minutes=baseline_minutes)
+    window = CaseWindow.of(case, telemetry=telemetry, evidence=evidence)
     candidates = CandidatesTool(window, evidence, ranked=ranked)
 
     def components() -> list[str]:

@@ -3,12 +3,14 @@
 ``query_window`` loads, for every registered detector (``preprocess.detect.DETECTORS``),
 the feature tables covering [start - baseline, end] (one or two CST day partitions), runs
 its ``score`` against the neighbouring baseline, and ranks candidates (``index.rank``).
-Every knob comes in one ``IndexParams``.
+Every knob comes in one ``IndexParams``. ``score_window`` is the scoring half alone: the case
+report and the agent tools read its events instead of scoring the window again.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from index.models import ModalityStatus, WindowQueryResult
 from index.params import IndexParams
 from index.rank import rank_candidates
 from index.status import window_status
+from index.store import Manifest
 from preprocess.baseline import drop_spans, extended_start, merged_spans, spans_before
 from preprocess.detect import make_detectors
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA
@@ -29,27 +32,37 @@ from rca.timeutil import as_utc
 log = logging.getLogger(__name__)
 
 
-def query_window(
+@dataclass(frozen=True)
+class ScoredWindow:
+    """One incident window scored by every detector under one ``IndexParams``.
+
+    The one scoring path: the ranking (``query_window``), the case report and the agent tools
+    all read these events, so a setting that moves one moves them all.
+    """
+
+    start: datetime
+    end: datetime
+    scored_end: datetime  # ``end``, or later for a brief window (``params.brief_window_minutes``)
+    baseline_start: datetime  # reaches back past excluded incidents (``params.max_baseline_reach_minutes``)
+    excluded: list[tuple[datetime, datetime]]  # other incidents' minutes left out of the baseline
+    params: IndexParams
+    features: dict[str, pl.DataFrame]  # feature table name -> rows read for the window
+    core: dict[str, pl.DataFrame]  # metric / log / trace -> per-minute rows of [baseline_start, scored_end]
+    events: dict[str, pl.DataFrame]  # event kind (metric, log, trace, fanout, ...) -> the detector's events
+    history: dict[str, int]  # modality -> baseline minutes with data
+    missing: dict[str, list[str]]  # detector (modality) -> its absent partitions
+    manifest: Manifest
+
+
+def score_window(
     index_dir: Path,
     *,
     start: datetime,
     end: datetime,
-    top_k: int = 10,
     params: IndexParams = IndexParams(),
     exclude_windows: Sequence[tuple[datetime, datetime]] = (),
-) -> WindowQueryResult:
-    """Ranked candidates for the incident window [start, end] (UTC).
-
-    ``params.baseline_minutes`` of data before ``start`` are the fault-free reference; a window
-    shorter than ``params.brief_window_minutes`` is scored over that many minutes from its start
-    (a pod kill's evidence comes just after its one second). ``exclude_windows`` are other
-    incidents' windows known to the caller (the case windows of its input file: input, not
-    ground truth): their minutes (and ``params.exclude_margin_minutes`` after each) are left
-    out of the baseline, which reaches further back to keep its length. Each candidate carries
-    up to ``params.max_evidence`` lines, one of each kind of signal first. What the index lacks
-    for the window is in ``data_status`` (index/status.py), including a thin baseline (no
-    history before the window); no candidates at all come with ``empty_reason``.
-    """
+) -> ScoredWindow:
+    """Every detector's events for the window [start, end] (UTC); see ``query_window`` for the window rules."""
     start, end = as_utc(start), as_utc(end)
     if end < start:
         raise ValueError(f"window end {end.isoformat()} precedes start {start.isoformat()}")
@@ -94,8 +107,42 @@ def query_window(
     if history["metric"] < params.thin_baseline_minutes and events["log"].height:
         # Without history every log template of the window would look new: only bursts against a history count.
         events["log"] = events["log"].filter(pl.col("direction") != "new")
-    series, counts, edges = core["metric"], core["log"], core["trace"]
-    placement = features["metric_placement"]
+    return ScoredWindow(start=start, end=end, scored_end=scored_end, baseline_start=baseline_start,
+                        excluded=list(spans), params=params, features=features, core=core, events=events,
+                        history=history, missing=missing, manifest=manifest)
+
+
+def query_window(
+    index_dir: Path,
+    *,
+    start: datetime,
+    end: datetime,
+    top_k: int = 10,
+    params: IndexParams = IndexParams(),
+    exclude_windows: Sequence[tuple[datetime, datetime]] = (),
+) -> WindowQueryResult:
+    """Ranked candidates for the incident window [start, end] (UTC).
+
+    ``params.baseline_minutes`` of data before ``start`` are the fault-free reference; a window
+    shorter than ``params.brief_window_minutes`` is scored over that many minutes from its start
+    (a pod kill's evidence comes just after its one second). ``exclude_windows`` are other
+    incidents' windows known to the caller (the case windows of its input file: input, not
+    ground truth): their minutes (and ``params.exclude_margin_minutes`` after each) are left
+    out of the baseline, which reaches further back to keep its length. Each candidate carries
+    up to ``params.max_evidence`` lines, one of each kind of signal first. What the index lacks
+    for the window is in ``data_status`` (index/status.py), including a thin baseline (no
+    history before the window); no candidates at all come with ``empty_reason``.
+    """
+    scored = score_window(index_dir, start=start, end=end, params=params, exclude_windows=exclude_windows)
+    return rank_window(scored, top_k=top_k)
+
+
+def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
+    """Ranked candidates from a scored window (``query_window`` without the scoring)."""
+    start, end, params, history, missing, events = (scored.start, scored.end, scored.params, scored.history,
+                                                     scored.missing, scored.events)
+    series, counts, edges = scored.core["metric"], scored.core["log"], scored.core["trace"]
+    placement = scored.features["metric_placement"]
     candidates = rank_candidates(
         events=events, graph=call_graph(edges), placement=placement,
         known_pods=_known_pods(series, counts, edges, placement), top_k=top_k, max_evidence=params.max_evidence,
@@ -105,7 +152,7 @@ def query_window(
         status.model_copy(update={"baseline_minutes": history[status.modality],
                                   "baseline_thin": status.state != "no_data"
                                   and history[status.modality] < params.thin_baseline_minutes})
-        for status in window_status(manifest=manifest, start=start, end=end, frames={
+        for status in window_status(manifest=scored.manifest, start=start, end=end, frames={
             "metric": (series, missing.get("metric", [])), "log": (counts, missing.get("log", [])),
             "trace": (edges, missing.get("trace", []))})]
     empty_reason = None if candidates else _empty_reason(data_status, events)

@@ -53,7 +53,9 @@ class KnowledgeBase:
             chroma = open_collection(client, name=collection, embedder=embedder)
             return cls(docs_dir=docs_dir, collection=chroma, embedder=embedder, client=client)
         except BaseException:
-            client.close()  # nobody else holds it: a failed open must not leak the store's handles
+            # nobody else holds it: a failed open must not leak the store's handles. (chromadb's
+            # ClientAPI type omits the close() every concrete 1.x client has.)
+            client.close()  # type: ignore[attr-defined]
             raise
 
     @classmethod
@@ -64,7 +66,7 @@ class KnowledgeBase:
     def close(self) -> None:
         """Release the Chroma client (idempotent); the object cannot retrieve afterwards."""
         if self._client is not None:
-            self._client.close()
+            self._client.close()  # type: ignore[attr-defined]  # see open()
             self._client = None
 
     def __enter__(self) -> KnowledgeBase:

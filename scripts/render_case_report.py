@@ -22,7 +22,7 @@ from PIL import Image
 from diagnose.cases import load_cases
 from diagnose.record import RunRecord
 from diagnose.report.browser import screenshot
-from diagnose.report.case import write_case_report
+from diagnose.report.case import report_scorer, write_case_report
 from diagnose.service import Diagnoser
 from index.build import run_nightly
 from rca.logsetup import configure_logging
@@ -62,8 +62,7 @@ def main() -> None:
     record = RunRecord.load(record_path)
     log.info("%s answered %s by %s", case.uuid, (record.answer or {}).get("component"), record.usage.model)
 
-    page = write_case_report(record, index_dir=settings.paths.index_dir,
-                             baseline_minutes=settings.index.baseline_minutes, out=work / f"{case.uuid}.html")
+    page = write_case_report(record, scorer=report_scorer(settings), out=work / f"{case.uuid}.html")
     full = screenshot(page, out=work / f"{case.uuid}.png", width=1280, height=6000)
     with Image.open(full) as image:
         top = image.crop((0, 0, image.width, min(image.height, args.crop_height or image.height)))

@@ -8,9 +8,11 @@ from typing import Any
 import polars as pl
 
 from index.models import Candidate, ModalityStatus, WindowQueryResult
+from index.params import IndexParams
+from index.query import ScoredWindow
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
-from preprocess.detect_metric import SERIES_SCHEMA
+from preprocess.detect_metric import SERIES_SCHEMA, score_metric_window
 from preprocess.schema import LOG_SCHEMA, SPAN_SCHEMA
 from rca.llm.base import LLMReply
 from rca.taxonomy import FAULT_TYPES
@@ -37,10 +39,26 @@ class RecordedBackend:
 
 
 class StaticEvidence:
-    def __init__(self, candidates: list[Candidate], data_status: list[ModalityStatus] | None = None) -> None:
+    """Fixed candidates; ``score`` runs the index's metric scorer over ``MemoryTelemetry``'s series
+    (what the evidence index would have scored for the window)."""
+
+    def __init__(self, candidates: list[Candidate], data_status: list[ModalityStatus] | None = None,
+                 params: IndexParams | None = None) -> None:
         self.candidates = candidates
         self.data_status = data_status or []
+        self.params = params or IndexParams()
         self.queries: list[tuple[datetime, datetime]] = []
+        self.scorings: list[tuple[datetime, datetime]] = []
+
+    def score(self, *, start: datetime, end: datetime) -> ScoredWindow:
+        self.scorings.append((start, end))
+        baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=self.params.baseline_minutes)
+        series = MemoryTelemetry().metric_series(start=baseline_start, end=end)
+        events = {"metric": score_metric_window(series, start=start, end=end, baseline_start=baseline_start,
+                                                params=self.params.metric)}
+        return ScoredWindow(start=start, end=end, scored_end=end, baseline_start=baseline_start, excluded=[],
+                            params=self.params, features={}, core={"metric": series}, events=events,
+                            history={}, missing={}, manifest=None)
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
         self.queries.append((start, end))

@@ -23,18 +23,18 @@ def _toolbox(**kwargs) -> tuple[Toolbox, MemoryTelemetry]:
         EvidenceItem(modality="metric", key="pod_cpu_usage", component="cartservice-0",
                      text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0, signal="level")])
     toolbox = case_toolbox(_case(), telemetry=telemetry, evidence=StaticEvidence([candidate]), knowledge=StaticKnowledge(),
-                           baseline_minutes=30, **kwargs)
+                           **kwargs)
     return toolbox, telemetry
 
 
-def test_metrics_lead_with_the_changed_kpi_and_read_telemetry_once():
+def test_metrics_lead_with_the_changed_kpi_of_the_index_scoring():
     toolbox, telemetry = _toolbox()
     first = toolbox.invoke("get_metrics", {})
     assert first.ok
     assert first.lead.startswith("pod_cpu_usage up 5.0x on cartservice-0")
     assert "frontend-0" not in first.text  # unchanged series are not findings
     toolbox.call("get_metrics", {"component": "cartservice"})
-    assert telemetry.reads.count("metrics") == 1
+    assert telemetry.reads.count("metrics") <= 1  # only to list the components: the findings are the index scoring
 
 
 def test_logs_and_traces_summaries():

@@ -23,9 +23,11 @@ from diagnose.cases import load_cases
 from diagnose.record import RunRecord
 from diagnose.report.browser import CHROMIUM, dump_dom, screenshot
 from diagnose.report.case import render_case_page, write_case_report
+from diagnose.report.evidence import load_case_evidence
 from diagnose.report.plots import ink_fraction
 from diagnose.service import Diagnoser
 from diagnose.sources import IndexEvidence
+from diagnose.tools import RawTelemetry, case_toolbox
 from index.build import run_nightly
 from index.params import IndexParams
 from rca.settings import load_settings
@@ -56,6 +58,10 @@ def diagnosed(tmp_path_factory) -> tuple[Path, RunRecord]:
                                      "reason": f"{fault_type}: latency and errors start on {top}"}))
     diagnoser.diagnose_adhoc(case)
     return root, RunRecord.load(root / "runs" / "adhoc" / f"{case.uuid}.json")
+
+
+def _scorer(index_dir: Path) -> IndexEvidence:
+    return IndexEvidence(index_dir, params=IndexParams(), require=False)
 
 
 class _Page(HTMLParser):
@@ -94,7 +100,7 @@ WIDTH = 1280
 @needs_chromium
 def test_case_page_renders_offline_with_every_figure(diagnosed, tmp_path: Path) -> None:
     root, record = diagnosed
-    page = write_case_report(record, index_dir=root / "index", baseline_minutes=30, out=tmp_path / "case.html")
+    page = write_case_report(record, scorer=_scorer(root / "index"), out=tmp_path / "case.html")
 
     # The DOM Chromium built with every host unresolvable and a dead proxy.
     probe = tmp_path / "probe.html"
@@ -133,6 +139,34 @@ def test_case_page_renders_offline_with_every_figure(diagnosed, tmp_path: Path) 
     assert ink_fraction(shot.read_bytes(), background=(246, 248, 250)) > 0.3
 
 
+def test_a_setting_moves_the_ranking_the_tools_and_the_report_together(diagnosed) -> None:
+    """Issue 28.1: one scoring path. Deafening the metric and trace detectors (``[index.metric]``,
+    ``[index.trace]``) takes their evidence out of the ranking, the agent tools and the page at once."""
+    root, record = diagnosed
+    case = load_cases(root / "data" / "input.json")[0]
+
+    def look(index: dict) -> tuple[list, str, str, list]:
+        settings = load_settings(environ={}, overrides={"index": index, "paths": {
+            "index_dir": root / "index", "input_file": root / "data" / "input.json", "data_dir": root / "data"}})
+        evidence = IndexEvidence.from_settings(settings)
+        ranked = evidence.query(start=case.start, end=case.end, top_k=5).candidates
+        tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge())
+        page = load_case_evidence(record, scorer=evidence)
+        modalities = sorted({item.modality for c in ranked for item in c.evidence})
+        return modalities, tools.invoke("get_metrics", {}), tools.invoke("get_traces", {}), page.degraded_edges
+
+    modalities, metrics, traces, degraded = look({})
+    assert {"metric", "trace"} <= set(modalities)
+    assert not metrics.empty and not traces.empty and degraded
+
+    deaf = {"metric": {"min_z": 1000}, "trace": {"min_latency_ratio": 1000, "min_error_rate_increase": 1.0}}
+    modalities, metrics, traces, degraded = look(deaf)
+    assert not {"metric", "trace"} & set(modalities)
+    assert metrics.empty and "no KPI deviates" in metrics.text
+    assert traces.empty and "no call edge changed" in traces.text
+    assert all(edge.vanished for edge in degraded)
+
+
 def test_page_tells_what_is_missing(diagnosed, tmp_path: Path) -> None:
     root, record = diagnosed
     index = tmp_path / "index"
@@ -140,7 +174,7 @@ def test_page_tells_what_is_missing(diagnosed, tmp_path: Path) -> None:
     for table in ("trace_edges", "log_counts"):
         for path in index.rglob(f"{table}.parquet"):
             path.unlink()
-    html = render_case_page(record, index_dir=index, baseline_minutes=30)
+    html = render_case_page(record, scorer=_scorer(index))
     assert "No trace data in the index for this window" in html
     assert "No bursting or new log templates" in html
     assert "trace_edges" in html and "log_counts" in html  # listed under missing data
@@ -148,7 +182,7 @@ def test_page_tells_what_is_missing(diagnosed, tmp_path: Path) -> None:
 
     failed = record.model_copy(update={"status": "failed", "error": "model reply invalid", "answer": None,
                                        "decision": None, "agreed_with_index": None})
-    html = render_case_page(failed, index_dir=tmp_path / "no-index", baseline_minutes=30)
+    html = render_case_page(failed, scorer=_scorer(tmp_path / "no-index"))
     assert "model reply invalid" in html and "No metric data in the index" in html
 
 
@@ -200,7 +234,7 @@ def test_diagnose_report_dir_writes_the_pages(diagnosed, tmp_path: Path, monkeyp
     reply = json.dumps({"component": record.answer["component"], "fault_type": record.decision["fault_type"],
                         "reason": "recorded reply for the CLI test"})
 
-    def from_settings(cls, settings):
+    def from_settings(cls, settings, **_):  # case_windows: this index has one case
         evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
         return cls(settings=settings, evidence=evidence, knowledge=StaticKnowledge(), llm=RecordedBackend([reply]))
 

@@ -1,8 +1,9 @@
 """The case page: one self-contained HTML file per diagnosed case, and an index page per batch.
 
-    html = render_case_page(record, index_dir=I, baseline_minutes=30)
-    write_case_report(record, index_dir=I, baseline_minutes=30, out=Path("reports/<uuid>.html"))
-    write_batch_report(records, index_dir=I, baseline_minutes=30, out_dir=Path("reports"))
+    scorer = report_scorer(settings)                  # the index, scored as the diagnoser scores it
+    html = render_case_page(record, scorer=scorer)
+    write_case_report(record, scorer=scorer, out=Path("reports/<uuid>.html"))
+    write_batch_report(records, scorer=scorer, out_dir=Path("reports"))
 
 Pages come from the Jinja templates in ``templates/``; figures are inline PNG data URIs and
 the CSS is inline, so a page opens offline and can be mailed as one file. A modality with
@@ -23,9 +24,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from diagnose.record import RunRecord
 from diagnose.report import plots
 from diagnose.report.evidence import (
-    ERROR_RISE,
-    LATENCY_CHANGE,
     CaseEvidence,
+    WindowScorer,
     chosen_component,
     load_case_evidence,
     record_candidates,
@@ -86,8 +86,7 @@ def _page_context(record: RunRecord, evidence: CaseEvidence, figures: dict[str, 
             "label": "answer" if component == chosen else f"runner-up {position}",
             "figures": [f for f in figures["series"] if f.name in names],
         })
-    degraded = [e for e in evidence.graph_edges if e.calls and (
-        (e.latency_ratio or 0) >= LATENCY_CHANGE or e.error_rate - e.baseline_error_rate >= ERROR_RISE)]
+    degraded = [e for e in evidence.degraded_edges if e.calls]
     vanished = [e for e in evidence.graph_edges if e.vanished]
     missing = list(dict.fromkeys(record.missing + evidence.missing))
     decision = record.decision or {}
@@ -112,28 +111,35 @@ def _page_context(record: RunRecord, evidence: CaseEvidence, figures: dict[str, 
     }
 
 
-def render_case_page(record: RunRecord, *, index_dir: Path, baseline_minutes: int) -> str:
+def report_scorer(settings: Settings) -> WindowScorer:
+    """The configured index with the configured ``[index]`` parameters and the input file's case
+    windows excluded: the diagnoser's own scoring. A missing index scores to no rows (the page says so)."""
+    from diagnose.sources import IndexEvidence
+
+    return IndexEvidence.from_settings(settings, require=False)
+
+
+def render_case_page(record: RunRecord, *, scorer: WindowScorer) -> str:
     """The HTML of one case's page (self-contained)."""
-    evidence = load_case_evidence(record, index_dir=index_dir, baseline_minutes=baseline_minutes)
+    evidence = load_case_evidence(record, scorer=scorer)
     figures = case_figures(record, evidence)
     return _environment().get_template("case.html.j2").render(**_page_context(record, evidence, figures))
 
 
-def write_case_report(record: RunRecord, *, index_dir: Path, baseline_minutes: int, out: Path) -> Path:
+def write_case_report(record: RunRecord, *, scorer: WindowScorer, out: Path) -> Path:
     """Render and write one case's page atomically; returns ``out``."""
-    html = render_case_page(record, index_dir=index_dir, baseline_minutes=baseline_minutes)
+    html = render_case_page(record, scorer=scorer)
     write_bytes_atomic(out, html.encode("utf-8"))
     log.info("case report %s -> %s", record.uuid, out)
     return out
 
 
-def write_batch_report(records: Sequence[RunRecord], *, index_dir: Path, baseline_minutes: int, out_dir: Path) -> Path:
+def write_batch_report(records: Sequence[RunRecord], *, scorer: WindowScorer, out_dir: Path) -> Path:
     """One page per case plus ``index.html`` linking them; returns the index page's path."""
     out_dir = Path(out_dir)
     rows: list[dict[str, Any]] = []
     for number, record in enumerate(records, start=1):
-        page = write_case_report(record, index_dir=index_dir, baseline_minutes=baseline_minutes,
-                                 out=out_dir / f"{record.uuid}.html")
+        page = write_case_report(record, scorer=scorer, out=out_dir / f"{record.uuid}.html")
         log.info("report %d/%d: %s", number, len(records), page.name)
         rows.append({"record": record, "page": page.name, "chosen": chosen_component(record),
                      "fault_type": (record.decision or {}).get("fault_type")})
@@ -167,5 +173,4 @@ def write_reports_for_cases(uuids: Sequence[str], *, runs_dir: Path, settings: S
             records.append(RunRecord.load(path))
         else:
             log.warning("%s: no run record, no page for %s", path, uuid)
-    return write_batch_report(records, index_dir=settings.paths.index_dir,
-                              baseline_minutes=settings.index.baseline_minutes, out_dir=out_dir)
+    return write_batch_report(records, scorer=report_scorer(settings), out_dir=out_dir)

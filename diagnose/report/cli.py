@@ -30,14 +30,12 @@ def case_command(
     screenshot: Path | None = typer.Option(None, "--screenshot", help="Also write a PNG of the page (headless Chromium)."),
 ) -> None:
     """One case's page from its run record."""
-    from diagnose.report.case import write_case_report
+    from diagnose.report.case import report_scorer, write_case_report
 
     settings = build_settings(ctx, {"paths": {"index_dir": index_dir}})
     try:
         record = RunRecord.load(run_record)
-        page = write_case_report(record, index_dir=settings.paths.index_dir,
-                                 baseline_minutes=settings.index.baseline_minutes,
-                                 out=out or run_record.with_suffix(".html"))
+        page = write_case_report(record, scorer=report_scorer(settings), out=out or run_record.with_suffix(".html"))
     except (RecordError, IndexStoreError) as exc:
         fail(str(exc))
     typer.echo(str(page))
@@ -53,7 +51,7 @@ def batch_command(
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
 ) -> None:
     """A page per run record in a directory, plus an index page."""
-    from diagnose.report.case import write_batch_report
+    from diagnose.report.case import report_scorer, write_batch_report
 
     settings = build_settings(ctx, {"paths": {"index_dir": index_dir}})
     if not runs_dir.is_dir():
@@ -62,8 +60,7 @@ def batch_command(
         records = RunRecord.load_dir(runs_dir)
         if not records:
             fail(f"{runs_dir}: no run records (*.json)")
-        index = write_batch_report(records, index_dir=settings.paths.index_dir,
-                                   baseline_minutes=settings.index.baseline_minutes, out_dir=out_dir)
+        index = write_batch_report(records, scorer=report_scorer(settings), out_dir=out_dir)
     except (RecordError, IndexStoreError) as exc:
         fail(str(exc))
     typer.echo(str(index))

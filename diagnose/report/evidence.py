@@ -1,16 +1,18 @@
-"""What the case page shows, read from a run record and the evidence index of its window.
+"""What the case page shows, read from a run record and the evidence index's scoring of its window.
 
-The run record says what was decided and on which candidates; the index partitions of
-[window start - baseline, window end] give the series, call edges and log counts to draw.
-A modality without rows is reported as missing (the page says so), never invented.
+The run record says what was decided and on which candidates; the index's one scoring of the
+window (``index.query.ScoredWindow``: the configured ``IndexParams``, other incidents left out
+of the baseline) gives the series, call edges and log counts to draw and the events that mark
+them, so the page moves with the ranking when a setting changes. A modality without rows is
+reported as missing (the page says so), never invented.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -18,19 +20,23 @@ import polars as pl
 from diagnose.record import RunRecord
 from diagnose.report.plots import GraphEdge, GraphNode, SeriesPanel, TemplateCounts
 from diagnose.report.units import display_unit, kpi_unit
-from index import store
 from index.models import Candidate, EvidenceItem
-from preprocess.detect_log import LOG_COUNT_SCHEMA, LogDetector, score_log_window, template_keyword
-from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA, robust_location_scale, score_metric_window
-from preprocess.detect_trace import EDGE_STATS_SCHEMA
+from index.query import ScoredWindow
+from preprocess.detect_log import template_keyword
+from preprocess.detect_metric import robust_location_scale
+from preprocess.detect_trace import TraceParams
 from rca.taxonomy import is_node, service_of
 from rca.timeutil import as_utc, parse_utc
 
 log = logging.getLogger(__name__)
 
 BAND_SIGMAS = 3.0  # the baseline band drawn around the median: ± this many robust σ
-LATENCY_CHANGE = 1.5  # p95 ratio from which a call edge counts as slowed down
-ERROR_RISE = 0.05  # error-share increase from which a call edge counts as failing
+
+
+class WindowScorer(Protocol):
+    """The evidence index's one scoring of a window (``diagnose.sources.IndexEvidence``)."""
+
+    def score(self, *, start: datetime, end: datetime) -> ScoredWindow: ...
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class CaseEvidence:
     series: dict[str, list[SeriesPanel]] = field(default_factory=dict)  # candidate -> panels
     graph_nodes: list[GraphNode] = field(default_factory=list)
     graph_edges: list[GraphEdge] = field(default_factory=list)
+    degraded_edges: list[GraphEdge] = field(default_factory=list)  # slowed or failing by the trace detector's thresholds
     logs: list[LogBurst] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what the index lacks for this window, at render time
 
@@ -72,26 +79,18 @@ def chosen_component(record: RunRecord) -> str | None:
 def load_case_evidence(
     record: RunRecord,
     *,
-    index_dir: Path,
-    baseline_minutes: int,
+    scorer: WindowScorer,
     runner_ups: int = 3,
     series_per_component: int = 3,
     series_per_runner_up: int = 2,
     max_templates: int = 5,
 ) -> CaseEvidence:
     """Series of the chosen component and ``runner_ups`` others, the window's call graph and log bursts."""
-    start, end = parse_utc(record.window["start"]), parse_utc(record.window["end"])
-    baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=baseline_minutes)
-    index_dir = Path(index_dir)
-    store.load_manifest(index_dir)  # a foreign schema version fails here, clearly
-    series, missing_metric = store.load_table(index_dir, table="metric_series", start=baseline_start, end=end,
-                                              schema=SERIES_SCHEMA)
-    counts, missing_log = store.load_table(index_dir, table="log_counts", start=baseline_start, end=end,
-                                           schema=LOG_COUNT_SCHEMA)
-    edges, missing_trace = store.load_table(index_dir, table="trace_edges", start=baseline_start, end=end,
-                                            schema=EDGE_STATS_SCHEMA)
+    scored = scorer.score(start=parse_utc(record.window["start"]), end=parse_utc(record.window["end"]))
+    start, end, baseline_start = scored.start, scored.end, scored.baseline_start
+    series, counts, edges = scored.core["metric"], scored.core["log"], scored.core["trace"]
     evidence = CaseEvidence(window=(start, end), baseline_start=baseline_start,
-                            missing=missing_metric + missing_log + missing_trace)
+                            missing=[m for absent in scored.missing.values() for m in absent])
     for modality, frame in (("metric", series), ("log", counts), ("trace", edges)):
         if frame.height == 0:
             evidence.missing.append(f"{modality}: no rows for {baseline_start:%H:%M}..{end:%H:%M} UTC")
@@ -101,20 +100,17 @@ def load_case_evidence(
     shown = ([c for c in candidates if c.component == chosen] + [c for c in candidates if c.component != chosen])
     shown = shown[: 1 + runner_ups]
     if series.height:
-        events = score_metric_window(series, start=start, end=end, baseline_start=baseline_start)
         for candidate in shown:
             evidence.series[candidate.component] = _series_panels(
-                candidate, series=series, events=events, start=start,
+                candidate, series=series, events=scored.events["metric"], start=start,
                 limit=series_per_component if candidate.component == chosen else series_per_runner_up)
-    evidence.graph_nodes, evidence.graph_edges = _call_graph(
+    evidence.graph_nodes, evidence.graph_edges, evidence.degraded_edges = _call_graph(
         edges, start=start, baseline_start=baseline_start, chosen=chosen, candidates=candidates,
-        placement=_placement(index_dir, start=start, end=end) if chosen and is_node(chosen) else None)
+        placement=scored.features.get("metric_placement") if chosen and is_node(chosen) else None,
+        thresholds=scored.params.trace)
     if counts.height:
-        templates, _ = store.load_feature(index_dir, LogDetector.feature_tables[1], start=start, end=end,
-                                          baseline_start=baseline_start)
-        evidence.logs = _log_bursts(counts, templates, start=start, end=end,
-                                    baseline_start=baseline_start, components=[c.component for c in shown],
-                                    limit=max_templates)
+        evidence.logs = _log_bursts(counts, scored.events["log"], end=end, baseline_start=baseline_start,
+                                    components=[c.component for c in shown], limit=max_templates)
     return evidence
 
 
@@ -165,11 +161,13 @@ def _short_note(text: str) -> str:
 
 def _call_graph(
     edges: pl.DataFrame, *, start: datetime, baseline_start: datetime, chosen: str | None,
-    candidates: Sequence[Candidate], placement: pl.DataFrame | None,
-) -> tuple[list[GraphNode], list[GraphEdge]]:
-    """Service-level edges of the window against the baseline, and each service's role on the page."""
+    candidates: Sequence[Candidate], placement: pl.DataFrame | None, thresholds: TraceParams,
+) -> tuple[list[GraphNode], list[GraphEdge], list[GraphEdge]]:
+    """Service-level edges of the window against the baseline, each service's role on the page, and the degraded edges.
+
+    An edge is drawn degraded by the trace detector's own thresholds (``thresholds``)."""
     if edges.height == 0:
-        return [], []
+        return [], [], []
     window_start = start.replace(second=0, microsecond=0)
     in_window = pl.col("time") >= window_start
     weighted_p95 = ((pl.col("p95_us") * pl.col("count")).sum() / pl.col("count").sum())  # call-weighted minutes
@@ -194,8 +192,8 @@ def _call_graph(
 
     root = service_of(chosen) if chosen else None
     names = sorted({e.caller for e in graph_edges} | {e.callee for e in graph_edges})
-    degraded = [e for e in graph_edges if e.vanished or (e.latency_ratio or 0) >= LATENCY_CHANGE
-                or e.error_rate - e.baseline_error_rate >= ERROR_RISE]
+    degraded = [e for e in graph_edges if e.vanished or (e.latency_ratio or 0) >= thresholds.min_latency_ratio
+                or e.error_rate - e.baseline_error_rate >= thresholds.min_error_rate_increase]
     # Victims feel the fault: they call (directly or not) into a degraded edge, or their own edge degraded
     # while they are not the chosen component.
     victims = {e.caller for e in degraded} | {e.callee for e in degraded}
@@ -216,19 +214,15 @@ def _call_graph(
         nodes.append(GraphNode(name=chosen, role="root", detail="node"))
         # A node is not on the call path: draw it hosting the services with pods on it.
         graph_edges += [GraphEdge(caller=chosen, callee=s, calls=0) for s in hosted if s in names]
-    return nodes, graph_edges
-
-
-def _placement(index_dir: Path, *, start: datetime, end: datetime) -> pl.DataFrame:
-    return store.load_intervals(index_dir, table="metric_placement", start=start, end=end, schema=PLACEMENT_SCHEMA)
+    return nodes, graph_edges, degraded
 
 
 def _log_bursts(
-    counts: pl.DataFrame, templates: pl.DataFrame, *, start: datetime, end: datetime, baseline_start: datetime,
+    counts: pl.DataFrame, events: pl.DataFrame, *, end: datetime, baseline_start: datetime,
     components: Sequence[str], limit: int,
 ) -> list[LogBurst]:
-    """Bursting / new templates, those of the shown candidates first, with per-minute counts."""
-    events = score_log_window(counts, templates, start=start, end=end, baseline_start=baseline_start)
+    """Bursting / new templates of the index's log events, those of the shown candidates first, with per-minute counts."""
+    events = events.filter(pl.col("template_id") >= 0)  # a silent stream has no template to draw
     if events.height == 0:
         return []
     families = {service_of(c) for c in components} | set(components)
