@@ -237,7 +237,7 @@ def zipkin_document(spans: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def prometheus_query_range(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> dict[str, Any]:
-    result = [{"metric": {"__name__": name, **labels},
+    result: list[dict[str, Any]] = [{"metric": {**labels, "__name__": name},
                "values": [[t / 1_000_000, repr(float(v))] for t, v in sorted(points)]}
               for name, labels, points in metric_series(apm=apm, infra=infra)]
     return {"status": "success", "data": {"resultType": "matrix", "result": result}}

@@ -122,13 +122,14 @@ class JaegerReader:
                 if not isinstance(trace, dict):
                     issues.add(path, "trace is not an object", where=f"data[{ti}]")
                     continue
-                processes = trace.get("processes") if isinstance(trace.get("processes"), dict) else {}
+                found = trace.get("processes")
+                processes: dict[str, Any] = found if isinstance(found, dict) else {}
                 for si, span in enumerate(trace.get("spans") or []):
                     where = f"data[{ti}].spans[{si}]"
                     if not isinstance(span, dict):
                         issues.add(path, "span is not an object", where=where)
                         continue
-                    process = span.get("process") or processes.get(span.get("processID"))
+                    process = span.get("process") or processes.get(str(span.get("processID")))
                     try:
                         if not isinstance(process, dict):
                             raise _Bad("processID", f"process {span.get('processID')!r} not in the trace's processes")

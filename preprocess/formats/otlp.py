@@ -96,7 +96,9 @@ def otlp_id(value: Any, *, field: str, size: int, required: bool = True) -> str 
         return None
     if not isinstance(value, str):
         raise BadField(field, f"id must be a string, got {type(value).__name__}")
-    if len(value) == 2 * size and HEX.match(value):
+    if len(value) == 2 * size:
+        if not HEX.match(value):
+            raise BadField(field, f"id {value!r} is not hexadecimal")
         text = value.lower()
     elif len(value) == 4 * ((size + 2) // 3):
         try:
