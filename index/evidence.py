@@ -84,6 +84,9 @@ def _render(item: EvidenceItem, *, max_chars: int) -> str:
         suffix = f" x{item.count} ({change}) on {item.component}"
         return template_keyword(item.example, max_chars=max_chars - len(suffix)) + suffix
     edge = f"{item.caller}->{item.callee}"
+    if item.signal == "calls_dropped":
+        others = f" +{item.more_callees} more" if item.more_callees else ""
+        return f"{edge}{others}: calls from {item.component} dropped, its callees starved, from {when}"
     if item.signal == "fanout":
         others = f" +{item.more_callees} more" if item.more_callees else ""
         return (f"{edge}{others}: {item.fanout_signal} on calls from {item.component} (z={item.z:.1f}) "
@@ -110,7 +113,8 @@ def metric_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
         evidence = _evidence(modality="metric", signal="silent" if direction == "silent" else "level", key=kpi,
                              component=component, direction=direction, magnitude=round(row["z"], 2), z=row["z"],
                              ratio=row["ratio"], value=row["window_value"], onset=row["onset"])
-        symptom = row["kind"] in _SYMPTOM_KINDS or kpi in _SYMPTOM_KPIS
+        # Latency of any series is what a caller feels too (a pod's client-side latency is its callees').
+        symptom = row["kind"] in _SYMPTOM_KINDS or kpi in _SYMPTOM_KPIS or "latency" in kpi
         role = "local" if direction == "silent" or not symptom else "symptom"
         items.append((component, Item(evidence, strength(row["z"]), role)))
     return items
@@ -181,3 +185,11 @@ def trace_items(events: pl.DataFrame, *, propagation: dict[str, float], fanout_c
             node_evidence = evidence.model_copy(update={"component": row["callee_node"]})
             items.append((row["callee_node"], Item(node_evidence, 0.3 * item.strength, "symptom")))
     return items
+
+
+def dropped_calls_item(*, caller: str, callees: list[str], z: float, onset: datetime | None) -> Item:
+    """A caller that stopped making some of its calls: its callees' lost traffic is its evidence."""
+    evidence = _evidence(modality="trace", signal="calls_dropped", key=f"{caller}->{callees[0]}", component=caller,
+                         direction="down", magnitude=round(z, 2), z=z, onset=onset, caller=caller, callee=callees[0],
+                         more_callees=len(callees) - 1)
+    return Item(evidence=evidence, strength=strength(z), role="local")

@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 # metric: level (moved up or down) | silent; log: burst | new_template | silent;
 # trace: latency | errors | calls_stopped (on a call edge) | fanout (a caller pod failing
 # towards several callees at once).
-EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped", "fanout", "burst", "new_template"]
+EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped", "calls_dropped", "fanout", "burst",
+                         "new_template"]
 
 
 class EvidenceItem(BaseModel):

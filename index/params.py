@@ -43,6 +43,12 @@ class RankWeights:
     late_onset_minutes: int = 8  # an anomaly starting this long after the window opened ...
     late_onset_weight: float = 0.6  # ... keeps this share of its strength (a consequence or a coincidence)
     fanout_victim_weight: float = 0.3  # callee edge evidence kept when the caller pod fans out failures
+    # A caller that stops making some of its calls (a bad release returning early, an
+    # exception before the downstream call) starves its callees: when at least
+    # ``dropped_callees`` of a caller's callees lose traffic (requests, network, syscalls or
+    # their incoming calls) while the caller's own demand holds, the drop is the caller's
+    # evidence and the callees keep ``starved_weight`` of theirs.
+    dropped_callees: int = 2
     # A service is listed right after its highest-ranked pod (index.rank._service_follows_pod):
     # a service-wide fault often stands out on one pod only.
     service_follows_pod: bool = True

@@ -30,6 +30,7 @@ Every constant is a field of ``index.params.RankWeights``, passed in.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,7 @@ from datetime import datetime, timedelta
 import networkx as nx
 import polars as pl
 
-from index.evidence import Item, fanout_items, log_items, metric_items, trace_items
+from index.evidence import Item, dropped_calls_item, fanout_items, log_items, metric_items, trace_items
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_trace import propagation_scores
@@ -50,7 +51,7 @@ from rca.taxonomy import STORAGE_CALLS, is_node, service_of
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
 _KPI_FAMILIES: tuple[tuple[str, str], ...] = (
-    ("error", "errors"), ("timeout", "errors"), ("rrt", "latency"), ("duration", "latency"),
+    ("error", "errors"), ("timeout", "errors"), ("rrt", "latency"), ("duration", "latency"), ("latency", "latency"),
     ("request", "traffic"), ("response", "traffic"), ("qps", "traffic"), ("network", "network"),
     ("disk", "disk"), ("fs_", "disk"), ("filesystem", "filesystem"), ("memory", "memory"),
     ("MemAvailable", "memory"), ("cpu", "cpu"),
@@ -145,6 +146,8 @@ def rank_candidates(
                        + fanout_items(fanout_events)):
         add(name, item)
 
+    for name, item in _dropped_calls(components, graph=graph, weights=weights):
+        add(name, item)
     _discount_starved(components, graph=graph, weights=weights)
     cause = _service_cause(components, pods_by_service)
     factors = _propagation_factors(graph, cause, weights=weights)
@@ -310,6 +313,55 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
             # Starved as a whole, or this call edge stopped because its caller did.
             if (not is_node(name) and service_of(name) in starved) or (item.caller is not None and item.caller in dead):
                 item.strength *= weights.starved_weight
+
+
+def _lost_traffic(item: Item) -> bool:
+    """Evidence that less work reached a component: its traffic fell, or calls into it stopped."""
+    evidence = item.evidence
+    if evidence.modality == "trace":
+        return evidence.signal == "calls_stopped"
+    if evidence.modality != "metric" or evidence.direction not in ("down", "silent"):
+        return False
+    return kpi_family(evidence.key) in ("traffic", "network") or "syscall" in evidence.key
+
+
+def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph,
+                   weights: RankWeights) -> list[tuple[str, Item]]:
+    """Callers whose callees lost traffic together while the callers' own demand held.
+
+    Traffic travels down the call graph: when a caller stops making some of its calls (a bad
+    release that returns early, an exception thrown before the downstream call) several of
+    its callees see their requests fall with nothing wrong in them. The fall is the caller's
+    evidence; the callees keep ``starved_weight`` of it (their own resource evidence stays).
+    """
+    lost: dict[str, list[Item]] = defaultdict(list)
+    for name, comp in components.items():
+        if not is_node(name):
+            lost[service_of(name)].extend(i for i in comp.items if _lost_traffic(i))
+    found: list[tuple[str, Item]] = []
+    starved: set[str] = set()
+    for caller in sorted(graph.nodes):
+        # The caller's own demand fell too (its requests, or calls into it): a victim further
+        # down, not the source. Its network and syscalls fall with the calls it stops making.
+        if any(i.evidence.modality == "trace" or kpi_family(i.evidence.key) == "traffic" for i in lost.get(caller, [])):
+            continue
+        callees = sorted((c for c in graph.successors(caller) if c != caller and lost.get(c)),
+                         key=lambda c: -max(i.strength for i in lost[c]))
+        if len(callees) < weights.dropped_callees:
+            continue
+        # Strength of the weakest of the strongest drops: a drop shared by several callees.
+        drops = [max(i.strength for i in lost[c]) for c in callees[:weights.dropped_callees]]
+        z = 4.0 * (math.exp(min(drops)) - 1.0)  # back from strength to the z it stands for
+        onsets = [i.evidence.onset for c in callees for i in lost[c] if i.evidence.onset is not None]
+        found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z,
+                                                 onset=min(onsets) if onsets else None)))
+        starved.update(callees)
+    for name, comp in components.items():
+        if not is_node(name) and service_of(name) in starved:
+            for item in comp.items:
+                if _lost_traffic(item):
+                    item.strength *= weights.starved_weight
+    return found
 
 
 def _local_score(component: _Component | None) -> float:

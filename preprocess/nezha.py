@@ -214,6 +214,9 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
         apm["rrt_max"].append(None if latency_max is None else latency_max * 1e6)
         # A pod that serves nothing reports 0 % success: that is no traffic, not all errors.
         apm["error_ratio"].append(None if success is None or not workload else max(0.0, 100.0 - success))
+    if all(rate == 100.0 for rate in apm["error_ratio"] if rate is not None):
+        # A success rate of 0 % in every minute is a pod the mesh never measured (adservice's gRPC), not all errors.
+        apm["error_ratio"] = [None] * len(apm["error_ratio"])
     infra_frame = pl.DataFrame(infra, schema={"time": INFRA_SCHEMA["time"], "component": pl.Utf8, "kpi_key": pl.Utf8,
                                               "value": pl.Float64}).with_columns(
         pl.lit("infra_pod").alias("family"), pl.lit(None, pl.Utf8).alias("node"),
