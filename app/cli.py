@@ -3,10 +3,16 @@
 Sub-commands are imported only when one is run: ``rca --help`` lists them from the table
 below without importing polars, ruptures or chromadb (3.5 s of imports before), and a
 broken optional piece names itself instead of breaking every command.
+
+``rca`` is the one command; the ``diagnose`` and ``judge`` console scripts are aliases of
+``rca diagnose`` and ``rca judge qa`` (``ALIASES``) that take the same options, the root
+ones (``--config``, ``-v``, ``-q``) included, wherever they are written.
 """
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +101,41 @@ def _register() -> None:
 def main() -> None:
     _register()
     app()
+
+
+# Console script -> the rca sub-command it stands for.
+ALIASES: dict[str, tuple[str, ...]] = {"diagnose": ("diagnose",), "judge": ("judge", "qa")}
+_ROOT_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"})
+
+
+def alias_args(name: str, argv: Sequence[str]) -> list[str]:
+    """``rca`` arguments for the alias ``name`` called with ``argv``: the root options move in
+    front of the sub-command (where ``rca`` reads them), everything else follows it."""
+    root: list[str] = []
+    rest: list[str] = []
+    items = iter(argv)
+    for arg in items:
+        if arg in _ROOT_FLAGS:
+            root.append(arg)
+        elif arg == "--config":
+            root += [arg, next(items, "")]
+        elif arg.startswith("--config="):
+            root.append(arg)
+        else:
+            rest.append(arg)
+    return [*root, *ALIASES[name], *rest]
+
+
+def _alias(name: str) -> Callable[[], None]:
+    def run() -> None:
+        app(args=alias_args(name, sys.argv[1:]), prog_name="rca")  # usage lines name the real command
+
+    run.__doc__ = f"Console script ``{name}``: ``rca {' '.join(ALIASES[name])}``."
+    return run
+
+
+diagnose_main = _alias("diagnose")
+judge_main = _alias("judge")
 
 
 if __name__ == "__main__":

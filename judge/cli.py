@@ -9,8 +9,7 @@ import typer
 from rich.console import Console
 
 from judge.groundtruth import InputFileError
-from rca.clisupport import build_settings, fail, state
-from rca.logsetup import configure_logging
+from rca.clisupport import build_settings, fail
 from rca.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -110,24 +109,17 @@ def _run_qa(settings: Settings, *, directory: Path, reference: Path, answers: Pa
         log.info("report written to %s", output)
 
 
-# The QA judge's options, shared by `rca judge qa` and the standalone `judge` command.
-_DIR_OPTION = typer.Option(..., "--dir", "-d", help=_DIR_HELP)
-_REF_OPTION = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP)
-_ANS_OPTION = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP)
-_OUT_OPTION = typer.Option(None, "--output", "-o", help=_OUT_HELP)
-_CACHE_OPTION = typer.Option(None, "--cache-dir", help=_CACHE_HELP)
-
-
 @app.command("qa")
 def qa_command(
     ctx: typer.Context,
-    directory: Path = _DIR_OPTION,
-    reference: Path = _REF_OPTION,
-    answers: Path = _ANS_OPTION,
-    output: Path | None = _OUT_OPTION,
-    cache_dir: Path | None = _CACHE_OPTION,
+    directory: Path = typer.Option(..., "--dir", "-d", help=_DIR_HELP),
+    reference: Path = typer.Option(Path("ground_truth.jsonl"), "--reference", "-r", help=_REF_HELP),
+    answers: Path = typer.Option(Path("result.jsonl"), "--answers", "-a", help=_ANS_HELP),
+    output: Path | None = typer.Option(None, "--output", "-o", help=_OUT_HELP),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help=_CACHE_HELP),
 ) -> None:
-    """Keyword + similarity QA judge (same as the standalone ``judge`` command)."""
+    """Score answers against reference answers: 0.6 x keyword hits + 0.4 x embedding similarity
+    (the ``judge`` console script is this command)."""
     _run_qa(build_settings(ctx), directory=directory, reference=reference, answers=answers,
             output=output, cache_dir=cache_dir)
 
@@ -139,28 +131,3 @@ def _register_server() -> None:
 
 
 _register_server()
-
-_standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-
-@_standalone.command()
-def judge_qa(
-    ctx: typer.Context,
-    directory: Path = _DIR_OPTION,
-    reference: Path = _REF_OPTION,
-    answers: Path = _ANS_OPTION,
-    output: Path | None = _OUT_OPTION,
-    cache_dir: Path | None = _CACHE_OPTION,
-    config: Path | None = typer.Option(None, "--config", help="TOML config file (default: config/config.toml if present)."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output."),
-) -> None:
-    """Score answers against reference answers: 0.6 x keyword hits + 0.4 x embedding similarity."""
-    configure_logging(verbose)
-    state(ctx).config_path = config
-    _run_qa(build_settings(ctx), directory=directory, reference=reference, answers=answers,
-            output=output, cache_dir=cache_dir)
-
-
-def qa_main() -> None:
-    """Entry point of the ``judge`` console script."""
-    _standalone()

@@ -22,5 +22,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev,distributed]"
+.venv/bin/python -m pip install --quiet -e ".[dev,distributed,server,report]"
 echo "aiops-rca installed in .venv"

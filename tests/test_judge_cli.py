@@ -78,9 +78,3 @@ def test_qa_command_with_cached_keywords(tmp_path: Path, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert report["score"] == pytest.approx(0.6 * 0.5 + 0.4 * 1.0)
-
-
-def test_standalone_judge_bad_config_fails_cleanly(tmp_path: Path) -> None:
-    result = runner.invoke(judge_cli._standalone, ["-d", str(tmp_path), "--config", str(tmp_path / "missing.toml")])
-    assert result.exit_code == 2
-    assert "config file not found" in result.output
