@@ -1,11 +1,20 @@
-"""Prompt assembly: static instructions and SOP catalogue first, case evidence last.
+"""Prompt assembly: a byte-stable static prefix first, a compact per-case tail after it.
 
-The static block is byte-identical across cases so llama.cpp / vLLM reuse its KV cache
-(prefix caching); only the tail after it is new for each case. The whole prompt is kept
-under ``max_prompt_tokens`` by dropping the least important evidence first.
+The system message (instructions, how a case reads, the fault catalogue) is byte-identical
+for every case, so llama.cpp / vLLM keep its KV cache and evaluate only the case part
+(``ServerTimings.prompt_cached`` shows it). The case part is the only prompt text paid for on
+every call, so it has a designed budget (``CASE_TOKENS``): one line per candidate and
+modality, rounded numbers, no repeated prose (the format is explained once, in the prefix).
+When a case runs over, the least important text goes first: runbook excerpts, look-alike
+notes, then evidence items per candidate.
+
+Seconds a case, embedded 1.5B on 2 cores (prefill ~60 tok/s, decode ~11 tok/s, docs/models.md):
+``CASE_TOKENS`` 330 / 60 ~ 5.5 s worst case, a typical ~220-token case ~3.7 s, plus ~30 reply
+tokens / 11 ~ 2.7 s.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +26,21 @@ from knowledge.signatures import SignatureMatch
 from rca.system import SystemSpec, spec_for
 from rca.taxonomy import applicable_fault_types
 
-# Conservative characters-per-token for English/KPI text with Qwen's tokenizer; the
-# real count comes back in the usage of each call and is recorded.
+# Conservative characters-per-token for English/KPI text with Qwen's tokenizer (measured
+# ~3.9); the real count comes back in the usage of each call and is recorded.
 CHARS_PER_TOKEN = 3.3
+
+# The per-case budget, in approximate tokens of the user message: what the server evaluates
+# on every call once the static prefix is cached (see the module docstring for the seconds).
+CASE_TOKENS = 330
+# Evidence items a candidate shows at most (grouped into one line per modality).
+EVIDENCE_PER_CANDIDATE = 4
+# Runbook excerpt characters per retrieved SOP in the case part; 0 leaves them out (the
+# catalogue in the prefix and the look-alike notes carry the runbooks' knowledge).
+SOP_CHARS = 0
+# The model's reason: a few words (the answer's reason is led by a code-built head and the
+# trace is built by code), so it costs few decode steps.
+REASON_MAX_CHARS = 60
 
 # Per candidate: fault types whose SOP signals best fit that candidate's own evidence.
 RunbookMatches = dict[str, list[SignatureMatch]]
@@ -46,8 +67,13 @@ def catalogue_line(entry: CatalogueEntry) -> str:
 
 
 def static_system_prompt(catalogue: Sequence[CatalogueEntry], *, system: SystemSpec | None = None) -> str:
-    """The system message (``diagnose/prompts/system.md``): the system's paragraph, instructions and
-    the fault catalogue, less the fault types that can hit nothing in this system (no JVM, no storage)."""
+    """The system message (``diagnose/prompts/system.md``): the system's paragraph, instructions,
+    how a case reads, and the fault catalogue, less the fault types that can hit nothing in this
+    system (no JVM, no storage).
+
+    It depends on nothing case-specific, so it is byte-identical for every case of a run: the
+    prefix the server keeps cached.
+    """
     spec = spec_for(system)
     possible = set(spec.possible_fault_types())
     return render("system", catalogue="\n".join(catalogue_line(e) for e in catalogue if e.fault_type in possible),
@@ -82,23 +108,68 @@ def shown_evidence(candidate: Candidate, max_items: int) -> list[EvidenceItem]:
     return [items[i] for i in sorted(chosen)]
 
 
-def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch]) -> str:
-    head = f"{rank}. {candidate.component} ({candidate.level}) anomaly score {candidate.score:.2f}"
-    if matches:
-        best = matches[0]
-        head += f"; best SOP fit: {best.fault_type} {len(best.matched)}/{best.expected}"
+_Z_SCORE = re.compile(r"\s*\(z=[^)]*\)|, z=[-\d.]+")
+_RATIO = re.compile(r"\b(\d+(?:\.\d+)?(?:e[+-]?\d+)?)x\b")
+_SCIENTIFIC = re.compile(r"\b\d+(?:\.\d+)?e\+\d+\b")
+
+
+def _round_ratio(match: re.Match[str]) -> str:
+    value = float(match.group(1))
+    return f"{value:.0f}x" if value >= 10 else f"{value:.1f}x"
+
+
+def compact_evidence(text: str, *, own: str) -> str:
+    """An evidence line without what the prompt says elsewhere: the z-score (the order already
+    ranks), the candidate's own name (the line sits under it), and ratios rounded (``2.9e+02x``
+    -> ``290x``, ``39.8x`` -> ``40x``)."""
+    text = _Z_SCORE.sub("", text)
+    text = re.sub(rf" on {re.escape(own)}(?= |$)", "", text)
+    text = _RATIO.sub(_round_ratio, text)
+    return _SCIENTIFIC.sub(lambda m: f"{float(m.group(0)):.0f}", text).strip()
+
+
+def _fits(matches: Sequence[SignatureMatch]) -> str:
+    """The best fit with the signals seen (and against), the others as counts only."""
+    return "; ".join([matches[0].render()] + [f"{m.fault_type} {len(m.matched)}/{m.expected}" for m in matches[1:]])
+
+
+def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch], *,
+                     in_question: bool = True) -> str:
+    """A candidate in the case: a head line, its fits, one line per modality of evidence.
+
+    A candidate out of the question (not a contender) is context only: one line with its best
+    fit and strongest evidence item, so it costs a tenth of the tokens.
+    """
+    head = f"{rank}. {candidate.component} {candidate.level}, score {candidate.score:.1f}"
     pods = _abnormal_pods(candidate)
     if pods:
-        head += f"; abnormal pods: {', '.join(pods)}"
-    lines = [head] + [f"   - {item.modality}: {item.text}" for item in shown_evidence(candidate, max_items)]
+        head += f", pods: {', '.join(pods)}"
+    if not in_question:
+        best = f"; fits {matches[0].fault_type} {len(matches[0].matched)}/{matches[0].expected}" if matches else ""
+        strongest = candidate.evidence[:1]
+        shown = f"; {strongest[0].modality}: {compact_evidence(strongest[0].text, own=candidate.component)}" if strongest else ""
+        return head + best + shown
+    lines = [head]
     if matches:
-        lines.append("   SOP signals seen: " + "; ".join(m.render() for m in matches))
+        lines.append(" fits: " + _fits(matches))
+    by_modality: dict[str, list[str]] = {}
+    for item in shown_evidence(candidate, max_items):
+        by_modality.setdefault(item.modality, []).append(compact_evidence(item.text, own=candidate.component))
+    lines += [f" {modality}: {'; '.join(texts)}" for modality, texts in by_modality.items()]
     return "\n".join(lines)
 
 
-def _summary_line(candidate: Candidate, matches: Sequence[SignatureMatch]) -> str:
-    fit = f"{matches[0].fault_type} fits {len(matches[0].matched)}/{matches[0].expected}" if matches else "no fault type fits"
-    return f"- {candidate.component}: anomaly score {candidate.score:.2f}, {fit}"
+def _open_types(name: str, types: Sequence[str]) -> str:
+    """A contender's open fault types; every type it can suffer said in two words instead of listed."""
+    if len(types) > 3 and set(types) == set(applicable_fault_types(name)):
+        return "any type"
+    return ", ".join(types)
+
+
+def _short_window(window: str) -> str:
+    """``2025-06-06T01:10:04Z to 2025-06-06T01:26:04Z`` -> ``01:10-01:26``; other shapes unchanged."""
+    found = re.findall(r"T(\d\d:\d\d)", window)
+    return f"{found[0]}-{found[1]}" if len(found) == 2 else window
 
 
 def case_prompt_text(
@@ -115,35 +186,30 @@ def case_prompt_text(
     choices: Mapping[str, Sequence[str]] | None = None,
     distinctions: Sequence[str] = (),
 ) -> str:
-    blocks = [f"Incident {uuid}, window {window} (UTC)."]
+    """The case part of the prompt; ``uuid`` is not shown (it tells the model nothing)."""
+    blocks = [f"Window {_short_window(window)}."]
     if missing:
         blocks.append("Missing data: " + "; ".join(missing))
     # Runbook text goes before the candidates: a small model leans on whatever it read
     # last, and the last thing it reads should be this incident's own evidence.
     if sops and sop_chars > 0:
-        blocks.append("Runbook excerpts retrieved for this evidence (background, not evidence):")
-        blocks.extend(f"[{s.title}] {s.excerpt[:sop_chars].strip()}" for s in sops)
-    blocks.append("Candidates, ranked by anomaly strength and call-graph position, with their evidence:")
+        blocks.append("Runbooks (background, not evidence):")
+        blocks.extend(f"[{s.title}] {' '.join(s.excerpt[:sop_chars].split())}" for s in sops)
     matches = runbook_matches or {}
-    blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, [])) for i, c in enumerate(candidates))
-    # The last lines a small model reads weigh most: end on one line per candidate.
-    blocks.append("In short:")
-    blocks.extend(_summary_line(c, matches.get(c.component, [])) for c in candidates)
+    blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, []),
+                                   in_question=not choices or c.component in choices)
+                  for i, c in enumerate(candidates))
     if reading:
         blocks.append(reading)
     if choices:
-        blocks.append("The evidence cannot yet separate these; decide between them:")
-        blocks.extend(f"- {name}: {' or '.join(types)}" for name, types in choices.items())
+        blocks.append("open: " + "; ".join(f"{name}: {_open_types(name, types)}" for name, types in choices.items()))
         if distinctions:
-            blocks.append("How the runbooks tell these apart (check them against the evidence lines above):")
+            blocks.append("notes:")
             blocks.extend(f"- {line}" for line in distinctions)
         names = ", ".join(choices)
     else:
         names = ", ".join(c.component for c in candidates)
-    blocks.append(
-        f"Choose the root-cause component among: {names}. The reason is your own short sentence about this "
-        "incident: fault type, then the anomalous KPI or log keyword. Reply with the JSON object only."
-    )
+    blocks.append(f"Root cause among: {names}.")
     return "\n".join(blocks)
 
 
@@ -160,31 +226,38 @@ def build_prompt(
     reading: str | None = None,
     choices: Mapping[str, Sequence[str]] | None = None,
     distinctions: Sequence[str] = (),
+    case_tokens: int = CASE_TOKENS,
+    sop_chars: int = SOP_CHARS,
     system: SystemSpec | None = None,
 ) -> Prompt:
-    """Fit the case into ``max_tokens``: shrink SOP excerpts, then evidence lines per candidate.
+    """Fit the case part into ``case_tokens`` (and the whole prompt into ``max_tokens``): drop
+    runbook excerpts, then look-alike notes, then evidence items per candidate.
 
     ``choices`` (component -> its open fault types) narrows the question at the end of the
     prompt to the rules' close calls; every candidate's evidence is still shown.
     """
     system_text = static_system_prompt(catalogue, system=system)
-    budget = max_tokens - approx_tokens(system_text)
+    budget = min(case_tokens, max_tokens - approx_tokens(system_text))
     full_evidence = max((len(c.evidence) for c in candidates), default=0)
-    evidence_per_candidate = min(full_evidence, 4)
-    sop_chars = 350
-    sop_list = list(sops)
+    evidence_per_candidate = min(full_evidence, EVIDENCE_PER_CANDIDATE)
+    sop_list = list(sops) if sop_chars > 0 else []
+    notes = list(distinctions)
     while True:
         user = case_prompt_text(
             uuid=uuid, window=window, candidates=candidates, sops=sop_list,
             evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
-            runbook_matches=runbook_matches, reading=reading, choices=choices, distinctions=distinctions,
+            runbook_matches=runbook_matches, reading=reading, choices=choices, distinctions=notes,
         )
         if approx_tokens(user) <= budget:
             break
-        if sop_chars > 200 and sop_list:
-            sop_chars -= 200
-        elif sop_list:
+        if sop_list:
             sop_list.pop()
+        elif len(notes) > 1:
+            notes.pop()  # one note stays while evidence can still shrink: it answers the open question
+        elif evidence_per_candidate > 3:
+            evidence_per_candidate -= 1
+        elif notes:
+            notes.pop()
         elif evidence_per_candidate > 1:
             evidence_per_candidate -= 1
         else:
@@ -211,7 +284,7 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
     ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
     ``fault_types`` narrows a candidate's types further (the open ones, ``diagnose.reading``).
     """
-    reason = {"type": "string", "minLength": 5, "maxLength": 160}
+    reason = {"type": "string", "minLength": 5, "maxLength": REASON_MAX_CHARS}
     fields = ["component", "fault_type", "reason"] if with_reason else ["component", "fault_type"]
     fields += list(extra or {})
     branches = [

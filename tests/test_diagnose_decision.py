@@ -350,7 +350,7 @@ def test_the_runbooks_distinctions_between_open_fault_types_close_the_prompt() -
     assert record.to_record().choices["emailservice"] == ["cpu stress", "memory stress"]
     user = backend.requests[0]["messages"][1]["content"]
     note = "- memory stress rather than cpu stress: pod_memory_working_set_bytes moves instead of CPU."
-    assert note in user and user.index("decide between them") < user.index(note)
+    assert note in user and user.index("open: ") < user.index(note)
     quiet = RecordedBackend([_reply()])
     diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"max_distinctions": 0}}),
                   llm=quiet, evidence=StaticEvidence(_candidates()), knowledge=knowledge)

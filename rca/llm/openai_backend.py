@@ -16,7 +16,7 @@ from typing import Any, Literal
 import openai
 from openai.types.chat import ChatCompletion
 
-from rca.llm.base import LLMError, LLMReply
+from rca.llm.base import LLMError, LLMReply, ServerTimings
 from rca.settings import LLMSettings
 
 log = logging.getLogger(__name__)
@@ -211,10 +211,16 @@ class OpenAIBackend:
             log.warning("endpoint %s: reply truncated at max_tokens (%d chars)", self.base_url, len(text))
         usage = response.usage
         extra: dict[str, Any] = {"attempts": attempts, "usage_reported": usage is not None}
-        # llama.cpp reports its own prefill/generation timings; kept for benchmarks.
+        # llama.cpp reports its own prefill/generation timings and how much of the prompt came
+        # from its KV cache; kept raw and parsed, for the run record and the benchmarks.
         server_timings = (response.model_extra or {}).get("timings")
         if server_timings is not None:
             extra["server_timings"] = server_timings
+        timings = ServerTimings.parse(server_timings)
+        if timings is not None:
+            log.debug("endpoint %s: %d prompt tokens evaluated, %d from cache, prefill %.2f s, decode %.2f s "
+                      "(%d tokens)", self.base_url, timings.prompt_evaluated, timings.prompt_cached,
+                      timings.prefill_s, timings.decode_s, timings.generated)
         if usage is None:
             log.warning("endpoint %s returned no token usage; recording 0 tokens", self.base_url)
         return LLMReply(
@@ -225,6 +231,7 @@ class OpenAIBackend:
             latency_s=latency_s,
             finish_reason=choice.finish_reason,
             extra=extra,
+            server_timings=timings,
         )
 
 
