@@ -53,6 +53,8 @@ def run_command(
     out: Path = typer.Option(..., "--out", help="Results directory (results.sqlite, index/, runs/, report/)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated: detection,localisation,analysis,mitigation."),
     agents: str | None = typer.Option(None, "--agents", help="Comma-separated, of: chance,index-top1,index-sop,diagnoser,react,diagnoser-react,diagnoser-team (default: the first five)."),
+    agent: list[str] = typer.Option([], "--agent", help="An external agent class, package.module:Class, with "
+                                    "AIOpsLab's contract (async get_action(state) -> str); repeatable; runs beside --agents."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Step limit per session (default 8; quick 6)."),
     repeat: int = typer.Option(1, "--repeat", help="Run every session K times (results average)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the chance agent and the simulated cloud."),
@@ -72,7 +74,7 @@ def run_command(
         data = quick_dataset(out) if quick and dataset is None else dataset
         assert data is not None
         options = RunOptions(dataset=data, out=out, tasks=_split(tasks) or RunOptions.__dataclass_fields__["tasks"].default_factory(),
-                             agents=_split(agents) or RunOptions.__dataclass_fields__["agents"].default_factory(),
+                             agents=(_split(agents) or RunOptions.__dataclass_fields__["agents"].default_factory()) + agent,
                              max_steps=max_steps or (QUICK["max_steps"] if quick else 8), repeat=repeat, seed=seed,
                              judge_trajectories=judge_trajectories)
         store = run_benchmark(settings, options)

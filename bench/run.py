@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench.agents import CaseView, ChanceAgent, DiagnoserAgent, IndexAgent, ReactAgent
 from bench.cloud import SimCloud
+from bench.external import ExternalAgent, is_external, load_agent_class
 from bench.interface import Agent, CloudTools, SessionTools, Toolbox
 from bench.observe import SopSections, case_tools
 from bench.problems import CaseTruth, Problem, load_dataset
@@ -49,9 +50,13 @@ class RunOptions:
     judge_trajectories: bool = False
 
     def __post_init__(self) -> None:
-        unknown = [a for a in self.agents if a not in AGENTS]
+        unknown = [a for a in self.agents if a not in AGENTS and not is_external(a)]
         if unknown:
-            raise InputError(f"--agents: unknown {', '.join(unknown)}; valid: {', '.join(AGENTS)}")
+            raise InputError(f"--agents: unknown {', '.join(unknown)}; valid: {', '.join(AGENTS)} "
+                             f"or an external package.module:Class (--agent)")
+        for spec in self.agents:
+            if is_external(spec):
+                load_agent_class(spec)  # fails before any session runs
         bad = [t for t in self.tasks if t not in TASKS]
         if bad:
             raise InputError(f"--tasks: unknown {', '.join(bad)}; valid: {', '.join(TASKS)}")
@@ -86,6 +91,8 @@ class AgentFactory:
 
     def make(self, name: str, *, repeat: int) -> Agent:
         d = self.diagnoser
+        if is_external(name):
+            return ExternalAgent(load_agent_class(name))
         if name == "chance":
             return ChanceAgent(seed=self.seed * 1000 + repeat)
         if name == "index-top1":
