@@ -11,7 +11,7 @@ optionally inside a fenced block (AIOpsLab's ```` ``` ```` form) or after ``Acti
 Arguments are a JSON object (never Python keyword syntax); a reply that does not parse,
 an unknown tool and bad arguments all come back as an observation that lists the valid
 choices. Observation tools come from a ``Toolbox`` (``describe() -> str``,
-``call(name, args) -> str``, ``names``; ``diagnose.tools.Toolbox`` once it lands); this
+``call(name, args) -> str``, ``names``; ``diagnose.tools.Toolbox``); this
 module adds the mitigation actions (``CloudTools``) and ``submit``.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from bench.cloud import ActionError, SimCloud
+from diagnose.tools import bound  # the one clipping rule for observations
 from rca.errors import InputError
 
 MAX_OBSERVATION_CHARS = 4000  # an agent must never receive megabytes
@@ -69,7 +70,7 @@ def parse_action(reply: str) -> Action:
     text = text.strip()
     open_at, close_at = text.find("("), text.rfind(")")
     if open_at <= 0 or close_at < open_at:
-        raise ActionSyntaxError(f"could not read an action in {_clip(reply, 200)!r}. {SYNTAX_HELP}")
+        raise ActionSyntaxError(f"could not read an action in {bound(reply, 200)!r}. {SYNTAX_HELP}")
     name = text[:open_at].strip().splitlines()[-1].strip() if text[:open_at].strip() else ""
     if not name.isidentifier():
         raise ActionSyntaxError(f"{name!r} is not a tool name. {SYNTAX_HELP}")
@@ -83,10 +84,6 @@ def parse_action(reply: str) -> Action:
     if not isinstance(args, dict):
         raise ActionSyntaxError(f"arguments of {name} must be a JSON object, got {type(args).__name__}. {SYNTAX_HELP}")
     return Action(name, args)
-
-
-def _clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 40] + f"\n... [{len(text) - limit + 40} characters cut]"
 
 
 @dataclass(frozen=True)
@@ -180,6 +177,6 @@ class SessionTools:
         if owner is None:
             return f"unknown tool {name!r}; valid tools: {', '.join(self.names)}"
         try:
-            return _clip(owner.call(name, args))
+            return bound(owner.call(name, args), MAX_OBSERVATION_CHARS)
         except (ValueError, LookupError, TypeError) as exc:  # a tool's own bad-input error: the agent may retry
             return f"{name} failed: {exc}"

@@ -77,3 +77,13 @@ def test_knowledge_base_closes_and_loads_the_model_once(tmp_path: Path, caplog: 
     assert len(loads) <= 1  # none when an earlier test of this process loaded it already
     assert first._client is None and second._client is None
     first.close()  # idempotent
+
+
+def test_one_clipping_helper_for_observations() -> None:
+    from bench import interface
+    from diagnose.tools import bound
+
+    assert not hasattr(interface, "_clip") and interface.bound is bound
+    long = "\n".join(f"line {k}" for k in range(2000))
+    assert len(interface.SessionTools([], submit_doc="").call("x", {})) < interface.MAX_OBSERVATION_CHARS
+    assert bound(long, interface.MAX_OBSERVATION_CHARS).endswith("more lines cut)")
