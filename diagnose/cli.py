@@ -64,7 +64,7 @@ def rca_diagnose(
     backend: str | None = typer.Option(None, "--backend", help="embedded | openai."),
     model: str | None = typer.Option(None, "--model", help="Model: embedded name (qwen2.5-coder-1.5b/0.5b) or endpoint model."),
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (openai backend)."),
-    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Parallel cases (remote backends only)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Cases in the model at once (embedded: server slots; remote: requests)."),
     report: bool = typer.Option(False, "--report", help="Write an HTML case page per case (to --report-dir)."),
     report_dir: Path | None = typer.Option(None, "--report-dir", help="Case pages + index.html here (implies --report; default <runs_dir>/reports)."),
     config: Path | None = typer.Option(None, "--config", help="TOML config file."),

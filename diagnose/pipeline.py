@@ -381,10 +381,13 @@ def diagnose_case(
     llm: LLMBackend,
     evidence: EvidenceSource,
     knowledge: KnowledgeSource,
+    prepared: PreparedCase | None = None,
 ) -> CaseRecord:
+    """``prepared``: the case already prepared (a batch prepares the next case during this one's model call)."""
     t0 = time.perf_counter()
     try:
-        prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
+        if prepared is None:
+            prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
     except RcaError as exc:
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
                          record=_failed_record(case, exc, prepared=None, outcome=None, timings={})) from exc

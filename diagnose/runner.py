@@ -10,6 +10,9 @@
   gets one too (``status: failed``, with the replies and the repair turn it got).
 - A failure of the model backend stops the batch at once: no further case starts
   (cases already in flight with ``concurrency > 1`` finish their current call).
+- With ``concurrency > 1`` answers still go to the file in input order (a finished case
+  waits for the earlier ones in flight), so a concurrent run writes the same file as a
+  serial one.
 """
 from __future__ import annotations
 
@@ -100,6 +103,42 @@ class AnswerFile:
                 os.close(fd)
 
 
+class OrderedAnswers:
+    """Appends answers in the order of ``uuids`` whatever order the cases finish in: an answer
+    waits until every earlier case has been answered or given up (``skip``)."""
+
+    def __init__(self, file: AnswerFile, uuids: Sequence[str]) -> None:
+        self._file = file
+        self._order = list(uuids)
+        self._next = 0
+        self._held: dict[str, dict | None] = {}  # None: the case failed, nothing to write
+        self._lock = threading.Lock()
+
+    def append(self, uuid: str, answer: dict) -> None:
+        self._settle(uuid, answer)
+
+    def skip(self, uuid: str) -> None:
+        self._settle(uuid, None)
+
+    def _settle(self, uuid: str, answer: dict | None) -> None:
+        with self._lock:
+            self._held[uuid] = answer
+            while self._next < len(self._order) and self._order[self._next] in self._held:
+                ready = self._held.pop(self._order[self._next])
+                self._next += 1
+                if ready is not None:
+                    self._file.append(ready)
+
+    def flush(self) -> None:
+        """Write what is still held (cases after one that never finished), in order."""
+        with self._lock:
+            for uuid in self._order[self._next:]:
+                ready = self._held.pop(uuid, None)
+                if ready is not None:
+                    self._file.append(ready)
+            self._next = len(self._order)
+
+
 def run_cases(
     cases: Sequence[Case],
     *,
@@ -122,7 +161,7 @@ def run_cases(
     summary.skipped = [c.uuid for c in cases if c.uuid in done]
     if summary.skipped:
         log.info("resuming: %d of %d cases already answered in %s", len(summary.skipped), len(cases), out_path)
-    answers = AnswerFile(out_path)
+    answers = OrderedAnswers(AnswerFile(out_path), [c.uuid for c in todo])
     stop = threading.Event()  # set by the first backend failure; checked before a case starts
 
     def finish(case: Case) -> CaseRecord | None:
@@ -135,41 +174,45 @@ def run_cases(
             write_json_atomic(runs_dir / f"{case.uuid}.json", failure.record.model_dump(mode="json"))
             if failure.backend_failed:
                 stop.set()  # in the worker itself, before the next queued case can start
+            answers.skip(case.uuid)
             if failure is exc:
                 raise
             raise failure from exc
         write_json_atomic(runs_dir / f"{case.uuid}.json", record.to_json())
-        answers.append(record.answer.to_submission(rules=rules))
+        answers.append(case.uuid, record.answer.to_submission(rules=rules))
         return record
 
     backend_failure: tuple[str, CaseFailed] | None = None
     columns = (TextColumn("diagnose"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
-    with Progress(*columns, disable=not show_progress, transient=False) as progress:
-        task = progress.add_task("", total=len(todo))
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = {pool.submit(finish, case): case for case in todo}
-            for future in as_completed(futures):
-                case = futures[future]
-                if future.cancelled():
-                    continue  # never started: the batch stopped
-                try:
-                    record = future.result()
-                except CaseFailed as exc:
-                    summary.failed[case.uuid] = str(exc)
-                    if not exc.backend_failed:
-                        log.error("case failed: %s (run record: %s)", exc, runs_dir / f"{case.uuid}.json")
-                    elif backend_failure is None:  # said once, by the error that stops the batch
-                        backend_failure = (case.uuid, exc)
-                        pool.shutdown(wait=False, cancel_futures=True)
-                except RcaError as exc:
-                    # One bad case must not lose the others; it stays unanswered and is retried next run.
-                    log.error("%s failed: %s", case.uuid, exc)
-                    summary.failed[case.uuid] = str(exc)
-                else:
-                    if record is not None:
-                        summary.done.append(case.uuid)
-                        summary.records.append(record)
-                progress.update(task, advance=1, description=case.uuid)
+    try:
+        with Progress(*columns, disable=not show_progress, transient=False) as progress:
+            task = progress.add_task("", total=len(todo))
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                futures = {pool.submit(finish, case): case for case in todo}
+                for future in as_completed(futures):
+                    case = futures[future]
+                    if future.cancelled():
+                        continue  # never started: the batch stopped
+                    try:
+                        record = future.result()
+                    except CaseFailed as exc:
+                        summary.failed[case.uuid] = str(exc)
+                        if not exc.backend_failed:
+                            log.error("case failed: %s (run record: %s)", exc, runs_dir / f"{case.uuid}.json")
+                        elif backend_failure is None:  # said once, by the error that stops the batch
+                            backend_failure = (case.uuid, exc)
+                            pool.shutdown(wait=False, cancel_futures=True)
+                    except RcaError as exc:
+                        # One bad case must not lose the others; it stays unanswered and is retried next run.
+                        log.error("%s failed: %s", case.uuid, exc)
+                        summary.failed[case.uuid] = str(exc)
+                    else:
+                        if record is not None:
+                            summary.done.append(case.uuid)
+                            summary.records.append(record)
+                    progress.update(task, advance=1, description=case.uuid)
+    finally:
+        answers.flush()  # answers held behind a case that never started (a stopped batch) or a bug
     if backend_failure is not None:
         stopped_at, stop_error = backend_failure
         unstarted = len(todo) - len(summary.done) - len(summary.failed)

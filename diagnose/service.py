@@ -11,7 +11,10 @@ The backend is opened lazily, so ``prepare`` (``--print-prompt``) never loads a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
@@ -28,15 +31,69 @@ from diagnose.pipeline import (
     diagnose_case,
     prepare_case,
 )
-from diagnose.runner import RunSummary, run_cases
+from diagnose.runner import RunSummary, finished_uuids, run_cases
 from diagnose.tools import RawTelemetry, TelemetrySource
 from rca.atomic import write_json_atomic
 from rca.challenge import rule_version
 from rca.errors import RcaError
-from rca.llm.base import LLMBackend, LLMError
+from rca.llm.base import LLMBackend, LLMError, ServerTimings
 from rca.settings import DiagnoseMode, Settings
 
 log = logging.getLogger(__name__)
+
+
+class Prefetcher:
+    """Prepares the cases of a batch ahead of their model calls, on one thread of its own.
+
+    Case preparation (index query, Chroma retrieval, SOP checks, the prompt) needs no model,
+    so the next ``ahead`` cases are prepared while the current ones are in the model; preparing
+    on one thread keeps the index and the knowledge base to one caller at a time. A case whose
+    preparation failed is prepared again by ``diagnose_case`` itself, which fails it the usual
+    way (with its run record).
+    """
+
+    def __init__(self, prepare: Callable[[Case], PreparedCase], cases: Sequence[Case], *, ahead: int) -> None:
+        self._prepare = prepare
+        self._cases = list(cases)
+        self._position = {case.uuid: i for i, case in enumerate(self._cases)}
+        self._ahead = max(1, ahead)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
+        self._futures: dict[str, Future[tuple[PreparedCase, float]]] = {}
+        self._lock = threading.Lock()
+        self._submitted = 0
+
+    def _timed(self, case: Case) -> tuple[PreparedCase, float]:
+        started = time.perf_counter()
+        prepared = self._prepare(case)
+        return prepared, time.perf_counter() - started
+
+    def _submit_through(self, index: int) -> None:
+        with self._lock:
+            while self._submitted <= min(index, len(self._cases) - 1):
+                case = self._cases[self._submitted]
+                self._futures[case.uuid] = self._pool.submit(self._timed, case)
+                self._submitted += 1
+
+    def take(self, case: Case) -> tuple[PreparedCase | None, dict[str, float]]:
+        """The prepared case (None when its preparation failed) and how long it took and was waited for."""
+        index = self._position.get(case.uuid)
+        if index is None:
+            return None, {}
+        # Queue this case and the next ones: they prepare while this one is in the model.
+        self._submit_through(index + self._ahead)
+        with self._lock:
+            future = self._futures.pop(case.uuid)
+        started = time.perf_counter()
+        try:
+            prepared, seconds = future.result()
+        except RcaError as exc:
+            log.debug("%s: preparation ahead failed (%s); the case prepares again and fails with its record",
+                      case.uuid, exc)
+            return None, {}
+        return prepared, {"prepare_s": round(seconds, 3), "prepare_wait_s": round(time.perf_counter() - started, 3)}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Diagnoser:
@@ -57,6 +114,7 @@ class Diagnoser:
         self.telemetry = telemetry  # raw telemetry for the agent modes' tools
         self._llm = llm
         self._stack = ExitStack()
+        self._llm_lock = threading.Lock()  # batch workers ask for the model at once: open it once
 
     @classmethod
     def from_settings(cls, settings: Settings, *,
@@ -82,11 +140,12 @@ class Diagnoser:
     @property
     def llm(self) -> LLMBackend:
         """The model backend, opened on first use and closed with the diagnoser."""
-        if self._llm is None:
-            from rca.llm.factory import open_backend
+        with self._llm_lock:
+            if self._llm is None:
+                from rca.llm.factory import open_backend
 
-            self._llm = self._stack.enter_context(open_backend(self.settings))
-        return self._llm
+                self._llm = self._stack.enter_context(open_backend(self.settings))
+            return self._llm
 
     def __enter__(self) -> Diagnoser:
         return self
@@ -101,12 +160,20 @@ class Diagnoser:
         """Candidates, SOPs and the prompt for ``case``, without calling the model."""
         return prepare_case(case, settings=self.settings, evidence=self.evidence, knowledge=self.knowledge)
 
-    def diagnose(self, case: Case, *, mode: DiagnoseMode | None = None) -> CaseRecord:
-        """One case through the model, in ``mode`` (default: the configured ``diagnose.mode``)."""
+    def diagnose(self, case: Case, *, mode: DiagnoseMode | None = None, prepared: PreparedCase | None = None) -> CaseRecord:
+        """One case through the model, in ``mode`` (default: the configured ``diagnose.mode``).
+
+        ``prepared``: the pipeline's preparation of ``case``, done ahead (``Prefetcher``).
+        The server's timings of the model calls (prefill and decode seconds, prompt tokens
+        evaluated and taken from the cache) are added to the record's ``timings_s``.
+        """
         settings = self.settings
         mode = mode or settings.diagnose.mode
         if mode == "pipeline":
-            return diagnose_case(case, settings=settings, llm=self.llm, evidence=self.evidence, knowledge=self.knowledge)
+            record = diagnose_case(case, settings=settings, llm=self.llm, evidence=self.evidence,
+                                   knowledge=self.knowledge, prepared=prepared)
+            record.timings_s.update(ServerTimings.total(r.server_timings for r in record.outcome.replies))
+            return record
         if self.telemetry is None:
             raise ValueError(f"mode {mode!r} needs raw telemetry for its tools; this Diagnoser was built without it")
         from diagnose.agents import open_investigation
@@ -157,13 +224,36 @@ class Diagnoser:
         return records, failed
 
     def run(self, cases: Sequence[Case], *, out: Path, show_progress: bool = True) -> RunSummary:
-        """A resumable batch: answers appended to ``out``, run records under ``<runs_dir>/<out stem>/``."""
+        """A resumable batch: answers appended to ``out`` in input order, run records under
+        ``<runs_dir>/<out stem>/``.
+
+        One model and one knowledge base serve the whole batch. In pipeline mode the next
+        cases are prepared while the current ones are in the model (``Prefetcher``), and
+        ``[llm] concurrency`` cases are in the model at once: the embedded server has as many
+        slots (``rca.llm.factory``), a remote endpoint gets as many requests.
+        """
         settings = self.settings
-        concurrency = settings.llm.concurrency if settings.llm.backend == "openai" else 1
-        summary = run_cases(
-            cases, diagnose_one=self.diagnose, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
-            rules=rule_version(settings.challenge.rules), concurrency=concurrency, show_progress=show_progress,
-        )
+        concurrency = max(1, settings.llm.concurrency)
+        diagnose_one: Callable[[Case], CaseRecord] = self.diagnose
+        prefetcher: Prefetcher | None = None
+        if settings.diagnose.mode == "pipeline":
+            done = finished_uuids(out)
+            prefetcher = Prefetcher(self.prepare, [c for c in cases if c.uuid not in done], ahead=concurrency)
+
+            def diagnose_one(case: Case) -> CaseRecord:
+                assert prefetcher is not None
+                prepared, seconds = prefetcher.take(case)
+                record = self.diagnose(case, prepared=prepared)
+                record.timings_s.update(seconds)
+                return record
+        try:
+            summary = run_cases(
+                cases, diagnose_one=diagnose_one, out_path=out, runs_dir=settings.paths.runs_dir / out.stem,
+                rules=rule_version(settings.challenge.rules), concurrency=concurrency, show_progress=show_progress,
+            )
+        finally:
+            if prefetcher is not None:
+                prefetcher.close()
         if summary.failed:  # each was named with its error already; this is the count
             log.error("%d case(s) failed and stay unanswered: %s", len(summary.failed), ", ".join(summary.failed))
         return summary

@@ -42,6 +42,7 @@ class EmbeddedBackend:
         temperature: float = 0.0,
         max_tokens: int = 400,
         llama_logs: bool = False,
+        parallel: int = 1,
     ) -> None:
         if not model_path.is_file():
             raise LLMError(f"embedded model file {model_path} does not exist")
@@ -55,14 +56,17 @@ class EmbeddedBackend:
         self.model_path = model_path
         self._server: Any = None
         self._client: OpenAIBackend | None = None
+        self.parallel = max(1, parallel)
         try:
             started = time.perf_counter()
             self._server = _start_server(
-                model_path=model_path, model_name=model_name, n_ctx=n_ctx, threads=threads, llama_logs=llama_logs
+                model_path=model_path, model_name=model_name, n_ctx=n_ctx, threads=threads, llama_logs=llama_logs,
+                parallel=self.parallel,
             )
             self.load_seconds = time.perf_counter() - started
             self.base_url = self._server.listening_address + "/v1"
-            log.info("embedded model %s loaded in %.1f s, serving %s", model_name, self.load_seconds, self.base_url)
+            log.info("embedded model %s loaded in %.1f s (%d slot(s)), serving %s", model_name, self.load_seconds,
+                     self.parallel, self.base_url)
             self._client = OpenAIBackend(
                 base_url=self.base_url,
                 api_key="EMPTY",
@@ -125,14 +129,19 @@ class EmbeddedBackend:
             gc.collect()
 
 
-def _start_server(*, model_path: Path, model_name: str, n_ctx: int, threads: int, llama_logs: bool) -> Any:
+def _start_server(*, model_path: Path, model_name: str, n_ctx: int, threads: int, llama_logs: bool,
+                  parallel: int = 1) -> Any:
     import xllamacpp  # imported here: loading the native library is not free
 
     params = xllamacpp.CommonParams()
     params.model.path = str(model_path)
     params.model_alias = {model_name}
-    params.n_ctx = n_ctx  # explicit: the default is the model's full 32k context
-    params.n_parallel = 1  # one slot: the whole context serves one request at a time
+    # Explicit (the default is the model's full 32k context), and per slot: llama.cpp splits
+    # n_ctx among its slots, so each of ``parallel`` concurrent requests keeps n_ctx.
+    params.n_ctx = n_ctx * parallel
+    # Slots decode their requests in one batch: concurrent cases share the decode steps,
+    # which are memory-bound on a CPU. Each slot keeps its own prompt cache.
+    params.n_parallel = parallel
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.cache_prompt = True  # reuse the KV cache of a repeated prompt prefix

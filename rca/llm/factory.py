@@ -46,6 +46,7 @@ def build_backend(settings: Settings) -> LLMBackend:
             timeout_s=llm.timeout_s,
             temperature=llm.temperature,
             max_tokens=llm.max_tokens,
+            parallel=max(1, llm.concurrency),  # one server slot per concurrent case of a batch
         )
     raise LLMError(f"setting 'llm.backend' is {llm.backend!r}; expected 'embedded' or 'openai'")
 
