@@ -148,6 +148,7 @@ def rank_candidates(
 
     for name, item in _dropped_calls(components, graph=graph, weights=weights):
         add(name, item)
+    _discount_lone_caller(components, graph=graph, weights=weights)
     _discount_starved(components, graph=graph, weights=weights)
     cause = _service_cause(components, pods_by_service)
     factors = _propagation_factors(graph, cause, weights=weights)
@@ -362,6 +363,41 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph,
                 if _lost_traffic(item):
                     item.strength *= weights.starved_weight
     return found
+
+
+def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
+    """Calls into a healthy service that went wrong for one caller only, a caller that is itself broken.
+
+    A caller's client span holds the time the caller spends too: a CPU-starved caller
+    measures every call it makes as slow. When the callee has other callers whose calls to it
+    are fine and the one complaining caller shows clear trouble of its own, the edge says more
+    about the caller than the callee: it keeps ``fanout_victim_weight`` of its strength.
+    """
+    cause = {service_of(n): 0.0 for n in components if not is_node(n)}
+    for name, comp in components.items():
+        if not is_node(name):
+            local = max((i.strength for i in comp.items if i.role == "local"), default=0.0)
+            cause[service_of(name)] = max(cause[service_of(name)], local)
+    complaints: dict[str, set[str]] = defaultdict(set)
+    for name, comp in components.items():
+        for item in comp.items:
+            if item.role == "edge" and item.caller:
+                complaints[service_of(name)].add(item.caller)
+    for name, comp in components.items():
+        if is_node(name):
+            continue
+        service = service_of(name)
+        callers = complaints.get(service, set())
+        others = set(graph.predecessors(service)) - callers if service in graph else set()
+        if len(callers) != 1 or not others:
+            continue
+        (caller,) = callers
+        if cause.get(caller, 0.0) < weights.clear_anomaly or cause.get(caller, 0.0) <= cause.get(service, 0.0):
+            continue
+        for item in comp.items:
+            if item.role == "edge" and item.caller == caller and not getattr(item, "_lone", False):
+                item.strength *= weights.fanout_victim_weight
+                item._lone = True  # type: ignore[attr-defined]  # one item is shared by a pod and its service
 
 
 def _local_score(component: _Component | None) -> float:

@@ -30,6 +30,15 @@ def spans_before(exclude: Iterable[Span], *, window_start: datetime, margin: tim
     return sorted(clipped)
 
 
+def bucket_spans(spans: Sequence[Span]) -> list[Span]:
+    """``spans`` widened to whole minute buckets at their start, for tables aggregated per minute.
+
+    A bucket is stamped with its first second and aggregates the minute's events (calls, log
+    lines): the bucket an incident starts in holds the incident's first seconds, so it goes too.
+    """
+    return [(lo.replace(second=0, microsecond=0), hi) for lo, hi in spans]
+
+
 def drop_spans(frame: pl.DataFrame, spans: Sequence[Span], *, column: str = "time") -> pl.DataFrame:
     """``frame`` without the rows whose ``column`` lies in one of ``spans`` (bounds included)."""
     if not spans or frame.height == 0:

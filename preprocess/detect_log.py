@@ -25,7 +25,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -33,7 +33,7 @@ from drain3 import TemplateMiner
 from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
-from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
+from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
@@ -100,6 +100,14 @@ class LogParams:
     min_new_count: int = 3  # lines a template unseen in the baseline needs to count as new
     sim_th: float = 0.5  # Drain similarity threshold
     depth: int = 4  # Drain parse-tree depth
+    # Some sources keep logs only around incidents (Nezha: the minutes after each injection):
+    # with fewer recorded baseline minutes than this, every template would look new and
+    # ordinary INFO lines would outrank the error. The baseline is then every recorded minute
+    # of the history_minutes before and after_minutes after the window (other incidents
+    # included): a template is new only if no other recorded minute has it.
+    min_baseline_minutes: int = 5
+    history_minutes: int = 360
+    after_minutes: int = 60
 
 
 class MinerStateError(DataError):
@@ -216,13 +224,30 @@ def score_log_window(
     window (other incidents) are not baseline.
     """
     window_start = start.replace(second=0, microsecond=0)
-    spans = spans_before(exclude, window_start=window_start)
-    baseline_minutes = max(1.0, clean_minutes(baseline_start, window_start, spans))
-    window_minutes = max(1.0, (end - window_start).total_seconds() / 60 + 1)
+    spans = bucket_spans(spans_before(exclude, window_start=window_start))
     sub = drop_spans(counts.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans)
     if sub.height == 0:
         return pl.DataFrame(schema=LOG_EVENT_SCHEMA)
     in_window = pl.col("time") >= window_start
+    # A minute with no line from any pod is unrecorded (logs kept only around incidents, a
+    # lost file): it counts neither as baseline nor as window.
+    recorded = sub.group_by("time").agg(pl.col("count").sum()).filter(pl.col("count") > 0).get_column("time")
+    window_recorded = int((recorded >= window_start).sum())
+    if window_recorded == 0:
+        return pl.DataFrame(schema=LOG_EVENT_SCHEMA)
+    baseline_recorded = int((recorded < window_start).sum())
+    baseline_minutes = max(1.0, min(clean_minutes(baseline_start, window_start, spans), float(baseline_recorded)))
+    if baseline_recorded < params.min_baseline_minutes:
+        lo = window_start - timedelta(minutes=params.history_minutes)
+        hi = end + timedelta(minutes=params.after_minutes)
+        around = counts.filter(pl.col("time").is_between(lo, hi) & ~pl.col("time").is_between(window_start, end))
+        history_minutes = around.filter(pl.col("count") > 0).get_column("time").n_unique()
+        if history_minutes > baseline_recorded:
+            # The window's own rows, and the history moved just before it as the baseline.
+            sub = pl.concat([sub.filter(in_window), around.with_columns(
+                pl.lit(window_start - timedelta(minutes=1)).cast(sub.schema["time"]).alias("time"))])
+            baseline_minutes = float(history_minutes)
+    window_minutes = max(1.0, min((end - window_start).total_seconds() / 60 + 1, float(window_recorded)))
     per_template = sub.group_by("pod", "template_id").agg(
         pl.col("count").filter(in_window).sum().alias("window_count"),
         pl.col("count").filter(~in_window).sum().alias("baseline_count"),
@@ -364,7 +389,10 @@ class LogDetector:
         return {"log_counts": counts, "log_templates": miner.templates()}
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
-        return []  # the baseline and the window are all it reads
+        """The history that stands in for a thin baseline (logs recorded only around incidents)."""
+        window_start = start.replace(second=0, microsecond=0)
+        return [(window_start - timedelta(minutes=self.params.history_minutes),
+                 end + timedelta(minutes=self.params.after_minutes))]
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:

@@ -31,7 +31,7 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
-from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
+from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 
@@ -243,7 +243,7 @@ def _edge_anomalies(
 ) -> list[dict]:
     """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
     window_start = start.replace(second=0, microsecond=0)
-    spans = spans_before(exclude, window_start=window_start)
+    spans = bucket_spans(spans_before(exclude, window_start=window_start))
     sub = _pool(drop_spans(stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans), key)
     if sub.height == 0:
         return []
