@@ -215,12 +215,12 @@ class DiagnoserAgent(IndexAgent):
         view = self.views.get(case.uuid)
         if view is None or view.record is None:
             try:
-                record = d.diagnose(case, mode=self.mode)
+                diagnosed = d.diagnose(case, mode=self.mode)
             except LookupError:
                 self.views[case.uuid] = CaseView(None)
                 return [call("submit", {"components": ["frontend"]})] if task == "localisation" else \
                     super().plan(case, task)
-            view = self.views[case.uuid] = CaseView(prepared=None, record=record)
+            view = self.views[case.uuid] = CaseView(prepared=None, record=diagnosed)
         record = view.record
         assert record is not None
         replies = record.outcome.replies

@@ -65,7 +65,7 @@ def run_command(
 ) -> None:
     """Run every (problem, agent, repeat) session not stored yet; resumable."""
     settings = build_settings(ctx, overrides={"llm": {"backend": backend, "embedded_model": model}})
-    from bench.run import QUICK, RunOptions, quick_dataset, run_benchmark
+    from bench.run import DEFAULT_AGENTS, QUICK, TASKS, RunOptions, quick_dataset, run_benchmark
     from bench.summary import write_report
 
     if dataset is None and not quick:
@@ -73,8 +73,8 @@ def run_command(
     try:
         data = quick_dataset(out) if quick and dataset is None else dataset
         assert data is not None
-        options = RunOptions(dataset=data, out=out, tasks=_split(tasks) or RunOptions.__dataclass_fields__["tasks"].default_factory(),
-                             agents=(_split(agents) or RunOptions.__dataclass_fields__["agents"].default_factory()) + agent,
+        options = RunOptions(dataset=data, out=out, tasks=_split(tasks) or list(TASKS),
+                             agents=(_split(agents) or list(DEFAULT_AGENTS)) + agent,
                              max_steps=max_steps or (QUICK["max_steps"] if quick else 8), repeat=repeat, seed=seed,
                              judge_trajectories=judge_trajectories)
         store = run_benchmark(settings, options)

@@ -26,12 +26,12 @@ def accuracy_bars(*, tasks: list[str], agents: list[str], mean: dict[tuple[str, 
 
 
 def heatmap(*, rows: list[str], cols: list[str], values: np.ndarray, path: Path, title: str) -> Path:
-    return _save(heatmap_plot(matrix=values, row_labels=rows, col_labels=cols, title=title,
+    return _save(heatmap_plot(matrix=values.tolist(), row_labels=rows, col_labels=cols, title=title,
                               colour_label="accuracy", cell_format="{:.2f}", cmap="viridis", vmin=0.0, vmax=1.0), path)
 
 
 def confusion(*, truths: list[str], answers: list[str], counts: np.ndarray, path: Path, title: str) -> Path:
-    return _save(confusion_plot(labels=truths, predicted_labels=answers, counts=counts, title=title,
+    return _save(confusion_plot(labels=truths, predicted_labels=answers, counts=counts.tolist(), title=title,
                                 predicted_label="answered fault type", truth_label="true fault type"), path)
 
 

@@ -65,6 +65,16 @@ class Row:
     error: str | None
 
 
+def _row(r: tuple[Any, ...]) -> Row:
+    """A ``Row`` from the columns ``ResultStore.rows`` selects, in that order."""
+    (problem_id, agent, repeat, task, case_uuid, fault_type, level, outcome, correct, steps, tokens_in, tokens_out,
+     seconds, answer, details, trajectory, judge_score, error) = r
+    return Row(problem_id=problem_id, agent=agent, repeat=repeat, task=task, case_uuid=case_uuid,
+               fault_type=fault_type, level=level, outcome=outcome, correct=correct, steps=steps, tokens_in=tokens_in,
+               tokens_out=tokens_out, seconds=seconds, answer=json.loads(answer) if answer else None,
+               details=json.loads(details), trajectory=json.loads(trajectory), judge_score=judge_score, error=error)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One (task, agent) figure: mean of ``correct`` with its 95% bootstrap interval."""
@@ -136,8 +146,7 @@ class ResultsStore:
         cur = self.db.execute("SELECT problem_id, agent, repeat, task, case_uuid, fault_type, level, outcome, correct,"
                               " steps, tokens_in, tokens_out, seconds, answer, details, trajectory, judge_score, error"
                               " FROM results ORDER BY task, agent, problem_id, repeat")
-        return [Row(*r[:13], json.loads(r[13]) if r[13] else None, json.loads(r[14]), json.loads(r[15]), r[16], r[17])
-                for r in cur.fetchall()]
+        return [_row(r) for r in cur.fetchall()]
 
     def summary(self) -> list[Cell]:
         groups: dict[tuple[str, str], list[Row]] = {}

@@ -150,13 +150,15 @@ def build_report(rows: list[Row], out_dir: Path) -> Report:
         images.append(("Accuracy per fault type (all tasks of fault cases)", figures.heatmap(
             rows=agents, cols=types, values=values, path=out_dir / "fault_types.png",
             title="accuracy per fault type and agent")))
-    analysed = [r for r in rows if r.task == "analysis" and r.answer]
+    # (truth, answer) of the analysis sessions that answered a known fault type
+    analysed = [(r.fault_type, str(r.answer.get("fault_type"))) for r in rows if r.task == "analysis" and r.answer
+                and r.answer.get("fault_type") in FAULT_TYPES]
     if analysed:
-        truths = [t for t in FAULT_TYPES if any(r.fault_type == t for r in analysed)]
-        answers = [t for t in FAULT_TYPES if any(r.answer.get("fault_type") == t for r in analysed)]
+        truths = [t for t in FAULT_TYPES if any(truth == t for truth, _ in analysed)]
+        answers = [t for t in FAULT_TYPES if any(answer == t for _, answer in analysed)]
         confusion = np.zeros((len(truths), len(answers)))
-        for r in analysed:
-            confusion[truths.index(r.fault_type), answers.index(r.answer["fault_type"])] += 1
+        for truth, answer in analysed:
+            confusion[truths.index(truth), answers.index(answer)] += 1
         images.append(("Fault-type confusion (analysis, all agents; rows truth, columns answer)", figures.confusion(
             truths=truths, answers=answers, counts=confusion, path=out_dir / "confusion.png",
             title="fault type: truth vs answer (analysis task)")))

@@ -43,9 +43,10 @@ def simulate_command(
     if schedule is not None and not schedule.is_file():
         fail(f"--schedule {schedule}: file not found")
     try:
-        options = SimulationOptions(out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize,
-                                    difficulty=difficulty, schedule=schedule, start_date=first_day,
-                                    no_fault_windows=no_fault)
+        # validated from the raw flags, so a bad --scale is reported like any other option
+        options = SimulationOptions.model_validate(dict(
+            out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize, difficulty=difficulty,
+            schedule=schedule, start_date=first_day, no_fault_windows=no_fault))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "options"

@@ -96,7 +96,7 @@ def plan(options: SimulationOptions) -> tuple[list[Fault], list[datetime]]:
     first, _ = cst_day_bounds_utc(options.start_date.isoformat())
     rng = _rng(options.seed, "schedule")
     if options.cases is not None:
-        faults: list[Fault] = []
+        faults = []
         hour = first + timedelta(hours=BASELINE_HOURS)
         while len(faults) < options.cases:
             faults += draw_schedule(rng=rng, first_hour=hour, hours=1, first_number=len(faults) + 1)
@@ -230,9 +230,9 @@ def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fau
     frame = build_day_metrics(minutes_s=minutes_s, faults=day_faults, placement=placement, pods_on_node=pods_on_node,
                               strength=strength, noise_scale=options.difficulty ** 0.5 * world.noise_scale,
                               rng=_rng(options.seed, "metrics", day))
-    for rows in infra_rows(frame, placement=placement, day_start_s=apm.day_start_s):
-        writer.write_atomic(writer.infra_table(rows),
-                            writer.infra_path(out, day=day, family=rows.family, kpi_key=rows.kpi_key))
+    for infra in infra_rows(frame, placement=placement, day_start_s=apm.day_start_s):
+        writer.write_atomic(writer.infra_table(infra),
+                            writer.infra_path(out, day=day, family=infra.family, kpi_key=infra.kpi_key))
     for pod in APM_PODS:
         if pod == placement.moved_pod:
             # The pod was rescheduled early in the day: its old incarnation is a `deleted` file.

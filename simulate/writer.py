@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,7 @@ NO_FAULT_FILE = "nofault.jsonl"
 
 
 def write_cases(out: Path, *, records: list[dict[str, Any]], descriptions: list[str],
-                quiet: list[dict[str, str]] = ()) -> None:
+                quiet: Sequence[dict[str, str]] = ()) -> None:
     """``input.json`` (array of uuid + description) and ``groundtruth.jsonl`` in the real formats.
 
     ``quiet`` no-fault cases join ``input.json`` (all cases then in window order, so the
