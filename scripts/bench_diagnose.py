@@ -21,6 +21,14 @@ Beside the model's score it prints the score of the same cases answered by the r
 difference with a 95% bootstrap interval, and the cases where the two differ.
 Seeds: 100-199 are for tuning, 200-299 for reporting (see scripts/eval_index.py).
 Targets with the embedded 1.5B model: final >= 80, <= 3k prompt tokens, <= 2 calls, <= 30 s per case.
+
+Where the seconds go (issue 27) is printed from the run records in input order: the cold start
+(model load: the diagnose stage's wall minus its cases), the first case (whose prompt prefix is
+not yet cached) and the median of the others, split into case preparation (index query, Chroma
+retrieval, SOP checks, prompt; done ahead while the model runs, so only its wait counts),
+prefill and decode (the server's own timings), with the prompt tokens evaluated against those
+taken from the cache; then the projection for 400 cases beside the accuracy (final, rules only).
+Target on 2 cores with the embedded 1.5B: median <= 8 s a case, <= 60 min for 400 cases.
 """
 from __future__ import annotations
 
@@ -40,6 +48,7 @@ from bench.pipeline import (
 )
 from bench.problems import REFERENCE_SCHEDULE, ProblemSet, read_jsonl
 from bench.report import interval_cell, model_share, score_intervals
+from diagnose.record import RunRecord
 from judge.challenge import CaseOutcome
 from rca.challenge import rule_version
 from rca.logsetup import configure_logging
@@ -138,6 +147,58 @@ def _pool(work_dirs: list[Path], *, settings: Settings) -> None:
               f"{interval_cell(row.ta)} | {interval_cell(ablation.final, digits=1) if ablation else '-'} |")
 
 
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return round(statistics.median(values), 2) if values else 0.0
+
+
+def time_breakdown(records: list[RunRecord], *, diagnose_wall_s: float) -> dict[str, float]:
+    """Where a batch's seconds went, from its run records (in input order): see the module docstring."""
+    answered = [r for r in records if r.status == "answered"]
+    if not answered:
+        return {}
+
+    def wall(record: RunRecord) -> float:  # a case's own seconds in the batch: its model call and answer,
+        t = record.timings_s  # plus the wait for its preparation (0 when it was ready in time)
+        return t.get("total_s", 0.0) + t.get("prepare_wait_s", 0.0)
+
+    first, rest = answered[0], answered[1:] or answered[:1]
+    figures = {
+        "cold_start_s": round(max(0.0, diagnose_wall_s - sum(wall(r) for r in answered)), 2),
+        "first_case_s": round(wall(first), 2),
+        "first_case_prompt_evaluated": first.timings_s.get("prompt_evaluated", 0.0),
+        "median_case_s": _median([wall(r) for r in rest]),
+        "median_prepare_s": _median([r.timings_s.get("prepare_s", r.timings_s.get("index_s", 0.0)
+                                     + r.timings_s.get("retrieve_s", 0.0)) for r in rest]),
+        "median_prepare_wait_s": _median([r.timings_s.get("prepare_wait_s", 0.0) for r in rest]),
+        "median_index_s": _median([r.timings_s.get("index_s", 0.0) for r in rest]),
+        "median_retrieve_s": _median([r.timings_s.get("retrieve_s", 0.0) for r in rest]),
+        "median_llm_s": _median([r.timings_s.get("llm_s", 0.0) for r in rest]),
+        "median_prefill_s": _median([r.timings_s.get("prefill_s", 0.0) for r in rest]),
+        "median_decode_s": _median([r.timings_s.get("decode_s", 0.0) for r in rest]),
+        "median_prompt_evaluated": _median([r.timings_s.get("prompt_evaluated", 0.0) for r in rest]),
+        "median_prompt_cached": _median([r.timings_s.get("prompt_cached", 0.0) for r in rest]),
+        "median_completion_tokens": _median([float(r.usage.completion_tokens) for r in rest]),
+        "batch_s_per_case": round(diagnose_wall_s / len(answered), 2),
+    }
+    figures["projected_400_cases_min"] = round((figures["cold_start_s"] + 400 * figures["batch_s_per_case"]) / 60, 1)
+    return figures
+
+
+def print_time_breakdown(figures: dict[str, float], *, final: float, rules_only: float | None, console: Console) -> None:
+    from rich.table import Table
+
+    table = Table(title="where the seconds go (diagnose stage), beside the accuracy")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, str(value))
+    table.add_row("final score", f"{final:.2f}")
+    table.add_row("rules only final", "-" if rules_only is None else f"{rules_only:.2f}")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=Path, default=Path("work/bench"))
@@ -153,6 +214,8 @@ def main() -> None:
     parser.add_argument("--compare", action="store_true", help="print the modes' summaries side by side and stop")
     parser.add_argument("--pool", type=Path, nargs="+", default=None, metavar="WORK_DIR",
                         help="pool the summaries of several work dirs (case-weighted final, pooled gain) and stop")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="cases in the model at once (config llm.concurrency; embedded: server slots)")
     parser.add_argument("--config", type=Path, default=None)
     args = parser.parse_args()
     configure_logging(0)
@@ -167,7 +230,7 @@ def main() -> None:
     settings = load_settings(config_path=args.config, overrides={
         # The agent modes' tools read the raw telemetry of the simulated problems.
         "paths": {"runs_dir": args.work_dir / "runs", "data_dir": data_dir},
-        "llm": {"embedded_model": args.model}, "diagnose": {"mode": args.mode},
+        "llm": {"embedded_model": args.model, "concurrency": args.concurrency}, "diagnose": {"mode": args.mode},
     })
     mode = settings.diagnose.mode
     problem_set = simulate_problem_set(data_dir, seed=args.seed, difficulty=args.difficulty,
@@ -186,6 +249,12 @@ def main() -> None:
                         runs_dir=settings.paths.runs_dir / result.result_file.stem, settings=settings)
     if share.records:
         print_model_share(share, console)
+    records = RunRecord.load_dir(settings.paths.runs_dir / result.result_file.stem)
+    order = {row["uuid"]: i for i, row in enumerate(json.loads(problem_set.input_file.read_text(encoding="utf-8")))}
+    records.sort(key=lambda r: order.get(r.uuid, len(order)))
+    breakdown = time_breakdown(records, diagnose_wall_s=result.stage_seconds.get("diagnose", 0.0))
+    print_time_breakdown(breakdown, final=report.overall.final,
+                         rules_only=share.rules_only.overall.final if share.records else None, console=console)
     summary = {
         "mode": mode,
         "final": round(report.overall.final, 2),
@@ -196,6 +265,7 @@ def main() -> None:
         "rules_only_final": round(share.rules_only.overall.final, 2) if share.records else None,
         "model_gain": [round(x, 3) for x in share.difference] if share.records else None,  # mean, 95% CI
         "differing_cases": share.differing,
+        "time_breakdown": breakdown, "concurrency": settings.llm.concurrency,
     }
     (args.work_dir / f"bench_summary{_suffix(mode)}.json").write_text(json.dumps(summary, indent=1, default=str))
     logging.getLogger("bench").info("summary: %s", json.dumps(summary, default=str))

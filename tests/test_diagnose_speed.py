@@ -182,3 +182,24 @@ def test_a_concurrent_batch_answers_exactly_as_a_serial_one(tmp_path: Path) -> N
     # Each record says where its model seconds went and that the prefix came from the cache.
     timings = parallel_records[0]["timings_s"]
     assert timings["prefill_s"] == 3.0 and timings["prompt_cached"] == 1500.0 and "prepare_s" in timings
+
+
+def test_the_embedded_server_gets_a_grammar_without_whitespace() -> None:
+    schema = {"type": "object", "properties": {"component": {"type": "string", "enum": ["a", "b"]}},
+              "required": ["component"], "additionalProperties": False}
+    compact = OpenAIBackend(base_url="http://127.0.0.1:9/v1", api_key="", model="m", compact_json=True)
+    plain = OpenAIBackend(base_url="http://127.0.0.1:9/v1", api_key="", model="m")
+    try:
+        request: dict[str, Any] = {}
+        compact._add_response_format(request, json_schema=schema, schema_name="answer")
+        grammar = request["extra_body"]["grammar"]
+        head, _, body = grammar.partition("start: %json ")
+        assert head == "%llguidance {}\n" and "response_format" not in request
+        assert json.loads(body) == {**schema, "x-guidance": {"whitespace_flexible": False, "item_separator": ",",
+                                                             "key_separator": ":"}}
+        request = {}
+        plain._add_response_format(request, json_schema=schema, schema_name="answer")
+        assert request["response_format"]["type"] == "json_schema" and "extra_body" not in request
+    finally:
+        compact.close()
+        plain.close()

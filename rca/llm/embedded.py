@@ -78,6 +78,7 @@ class EmbeddedBackend:
                 temperature=temperature,
                 max_tokens=max_tokens,
                 name=self.name,
+                compact_json=True,  # llama.cpp's own grammar field: no whitespace tokens in replies
             )
         except BaseException:
             self._stop_server()

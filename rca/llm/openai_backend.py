@@ -36,6 +36,14 @@ def schema_instruction(json_schema: dict[str, Any]) -> str:
     )
 
 
+def compact_json_grammar(json_schema: dict[str, Any]) -> str:
+    """An llguidance grammar (llama.cpp's ``grammar`` field) for ``json_schema`` with no optional
+    whitespace: ``{"a":1,"b":2}``. A small model otherwise indents its reply, a decode step per
+    newline and indent (about a third of a 40-token answer)."""
+    compact = {**json_schema, "x-guidance": {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}}
+    return "%llguidance {}\nstart: %json " + json.dumps(compact, ensure_ascii=False)
+
+
 class OpenAIBackend:
     """Chat completions against one OpenAI-compatible endpoint."""
 
@@ -53,6 +61,7 @@ class OpenAIBackend:
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 30.0,
         name: str = "openai",
+        compact_json: bool = False,
     ) -> None:
         if not base_url:
             raise LLMError("OpenAI-compatible backend: base URL is empty")
@@ -67,6 +76,9 @@ class OpenAIBackend:
         self.max_tokens = max_tokens
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
+        # llama.cpp servers only: the schema goes as an llguidance grammar that allows no
+        # whitespace between JSON tokens, so the reply spends no decode steps on indentation.
+        self.compact_json = compact_json
         # The client's own retries are off: this class retries, logs and reports attempts.
         self._client = openai.OpenAI(
             base_url=base_url,
@@ -148,6 +160,9 @@ class OpenAIBackend:
         self._client.close()
 
     def _add_response_format(self, request: dict[str, Any], *, json_schema: dict[str, Any], schema_name: str) -> None:
+        if self.compact_json:
+            request["extra_body"] = {"grammar": compact_json_grammar(json_schema)}
+            return
         if self.response_format == "json_schema":
             request["response_format"] = {
                 "type": "json_schema",
