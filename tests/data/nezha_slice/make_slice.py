@@ -111,6 +111,7 @@ def build(git_dir: Path, out: Path) -> None:
                  for minute in spec["traces"]}
         kept_traces: dict[str, list[list[str]]] = {}
         previous: list[list[str]] = []
+        last_minute = ""
         for minute, must in spec["traces"].items():
             header, rows = files[minute]
             if previous:
@@ -126,6 +127,7 @@ def build(git_dir: Path, out: Path) -> None:
                 border = [r for r in rows if r[0] in set(shared)]
                 before = kept_traces[last_minute]
                 kept_traces[last_minute] = before + [r for r in previous if r[0] in set(shared) and r not in before]
+                # (last_minute: the previous file's name, set at the end of the previous turn)
                 own = _traces(header, [r for r in rows if (r[0], r[1]) not in seen], must=must)[:TRACE_ROWS // 2]
                 kept_traces[minute] = border + [r for r in own if r not in border]
             else:
