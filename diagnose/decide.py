@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from diagnose.prompt import Prompt, decision_schema, fault_type_schema
 from rca.errors import RcaError
 from rca.llm.base import LLMBackend, LLMReply
+from rca.system import SystemSpec
 from rca.taxonomy import applicable_fault_types
 
 log = logging.getLogger(__name__)
@@ -86,13 +87,14 @@ def _check_extra(text: str, extra: Mapping[str, dict[str, Any]]) -> dict[str, An
 
 def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool,
                     extra: Mapping[str, dict[str, Any]] | None = None,
-                    fault_types: Mapping[str, Sequence[str]] | None = None) -> Decision:
+                    fault_types: Mapping[str, Sequence[str]] | None = None,
+                    system: SystemSpec | None = None) -> Decision:
     """Parse the reply with pydantic and check it against the same rules as the schema."""
     reply = _Reply.model_validate_json(text)
     if reply.component not in candidates:
         raise ValueError(f"component: '{reply.component}' is not one of the candidates")
     narrowed = (fault_types or {}).get(reply.component)
-    allowed = list(narrowed or applicable_fault_types(reply.component))
+    allowed = list(narrowed or applicable_fault_types(reply.component, system=system))
     if reply.fault_type not in allowed:
         why = "is not among the open types of" if narrowed else "cannot happen to"
         raise ValueError(f"fault_type: '{reply.fault_type}' {why} {reply.component}; choose from {', '.join(allowed)}")
@@ -101,9 +103,9 @@ def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool,
     return Decision(**reply.model_dump(), extras=_check_extra(text, extra) if extra else {})
 
 
-def _check_fault_type(text: str, component: str) -> Decision:
+def _check_fault_type(text: str, component: str, *, system: SystemSpec | None = None) -> Decision:
     reply = _TypeReply.model_validate_json(text)
-    allowed = applicable_fault_types(component)
+    allowed = applicable_fault_types(component, system=system)
     if reply.fault_type not in allowed:
         raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {component}; choose from {', '.join(allowed)}")
     return Decision(component=component, fault_type=reply.fault_type, reason=reply.reason)
@@ -165,13 +167,15 @@ def _one_decision(
     outcome: DecisionOutcome,
     extra: Mapping[str, dict[str, Any]] | None = None,
     fault_types: Mapping[str, Sequence[str]] | None = None,
+    system: SystemSpec | None = None,
 ) -> tuple[Decision, str]:
     return _ask(
         llm, prompt.messages,
-        schema=decision_schema(candidates, with_reason=need_reason, extra=extra, fault_types=fault_types),
+        schema=decision_schema(candidates, with_reason=need_reason, extra=extra, fault_types=fault_types,
+                               system=system),
         schema_name="root_cause",
         check=lambda text: _check_decision(text, candidates, need_reason=need_reason, extra=extra,
-                                           fault_types=fault_types),
+                                           fault_types=fault_types, system=system),
         reminder=f"component must be one of: {', '.join(candidates)}",
         outcome=outcome, temperature=temperature, seed=seed,
     )
@@ -188,6 +192,7 @@ def decide(
     extra: Mapping[str, dict[str, Any]] | None = None,
     outcome: DecisionOutcome | None = None,
     fault_types: Mapping[str, Sequence[str]] | None = None,
+    system: SystemSpec | None = None,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
 
@@ -196,7 +201,8 @@ def decide(
     to the text of a second turn that asks for its fault type and the reason. ``extra``
     (JSON-schema properties by name) asks for more fields, checked like the others and
     returned in ``decision.extras``. ``fault_types`` (candidate -> allowed types) narrows the
-    types a candidate may be given below all those it can suffer.
+    types a candidate may be given below all those it can suffer. ``system`` decides what each
+    candidate can suffer (its level, runtime, storage); None: the bundled description.
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
@@ -206,11 +212,12 @@ def decide(
     need_reason = confirm is None
     if samples <= 1:
         decision, raw = _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=temperature,
-                                      seed=None, outcome=outcome, extra=extra, fault_types=fault_types)
+                                      seed=None, outcome=outcome, extra=extra, fault_types=fault_types,
+                                      system=system)
     else:
         sampled = [
             _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=SELF_CONSISTENCY_TEMPERATURE,
-                          seed=i + 1, outcome=outcome, extra=extra, fault_types=fault_types)
+                          seed=i + 1, outcome=outcome, extra=extra, fault_types=fault_types, system=system)
             for i in range(samples)
         ]
         tally = Counter((d.component, d.fault_type) for d, _ in sampled)
@@ -223,9 +230,9 @@ def decide(
         messages = prompt.messages + [{"role": "assistant", "content": raw},
                                       {"role": "user", "content": outcome.confirm_turn}]
         decision, _ = _ask(
-            llm, messages, schema=fault_type_schema(decision.component), schema_name="fault_type",
-            check=lambda text: _check_fault_type(text, decision.component),
-            reminder=f"fault_type must be one of: {', '.join(applicable_fault_types(decision.component))}",
+            llm, messages, schema=fault_type_schema(decision.component, system=system), schema_name="fault_type",
+            check=lambda text: _check_fault_type(text, decision.component, system=system),
+            reminder=f"fault_type must be one of: {', '.join(applicable_fault_types(decision.component, system=system))}",
             outcome=outcome, temperature=temperature, seed=None,
         )
     outcome.decision = decision

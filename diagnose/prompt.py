@@ -159,9 +159,9 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
     return "\n".join(lines)
 
 
-def _open_types(name: str, types: Sequence[str]) -> str:
+def _open_types(name: str, types: Sequence[str], *, system: SystemSpec | None = None) -> str:
     """A contender's open fault types; every type it can suffer said in two words instead of listed."""
-    if len(types) > 3 and set(types) == set(applicable_fault_types(name)):
+    if len(types) > 3 and set(types) == set(applicable_fault_types(name, system=system)):
         return "any type"
     return ", ".join(types)
 
@@ -185,6 +185,7 @@ def case_prompt_text(
     reading: str | None = None,
     choices: Mapping[str, Sequence[str]] | None = None,
     distinctions: Sequence[str] = (),
+    system: SystemSpec | None = None,
 ) -> str:
     """The case part of the prompt; ``uuid`` is not shown (it tells the model nothing)."""
     blocks = [f"Window {_short_window(window)}."]
@@ -202,7 +203,7 @@ def case_prompt_text(
     if reading:
         blocks.append(reading)
     if choices:
-        blocks.append("open: " + "; ".join(f"{name}: {_open_types(name, types)}" for name, types in choices.items()))
+        blocks.append("open: " + "; ".join(f"{name}: {_open_types(name, types, system=system)}" for name, types in choices.items()))
         if distinctions:
             blocks.append("notes:")
             blocks.extend(f"- {line}" for line in distinctions)
@@ -246,7 +247,7 @@ def build_prompt(
         user = case_prompt_text(
             uuid=uuid, window=window, candidates=candidates, sops=sop_list,
             evidence_per_candidate=evidence_per_candidate, sop_chars=sop_chars, missing=missing,
-            runbook_matches=runbook_matches, reading=reading, choices=choices, distinctions=notes,
+            runbook_matches=runbook_matches, reading=reading, choices=choices, distinctions=notes, system=system,
         )
         if approx_tokens(user) <= budget:
             break
@@ -274,7 +275,8 @@ def build_prompt(
 
 def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
                     extra: Mapping[str, dict[str, Any]] | None = None,
-                    fault_types: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                    fault_types: Mapping[str, Sequence[str]] | None = None,
+                    system: SystemSpec | None = None) -> dict[str, Any]:
     """JSON schema of the model's reply.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
@@ -283,6 +285,7 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
     Without ``with_reason`` (a confirmation turn follows and writes it) the reply is shorter.
     ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
     ``fault_types`` narrows a candidate's types further (the open ones, ``diagnose.reading``).
+    ``system``: the system whose runtimes, storage and node names decide what can happen (None: bundled).
     """
     reason = {"type": "string", "minLength": 5, "maxLength": REASON_MAX_CHARS}
     fields = ["component", "fault_type", "reason"] if with_reason else ["component", "fault_type"]
@@ -293,7 +296,7 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
             "properties": {
                 "component": {"type": "string", "const": name},
                 "fault_type": {"type": "string", "enum": list((fault_types or {}).get(name)
-                                                                  or applicable_fault_types(name))},
+                                                                  or applicable_fault_types(name, system=system))},
                 **({"reason": reason} if with_reason else {}),
                 **(extra or {}),
             },
@@ -305,12 +308,12 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
-def fault_type_schema(component: str) -> dict[str, Any]:
+def fault_type_schema(component: str, *, system: SystemSpec | None = None) -> dict[str, Any]:
     """JSON schema of the confirmation turn: the component's fault type and the reason."""
     return {
         "type": "object",
         "properties": {
-            "fault_type": {"type": "string", "enum": applicable_fault_types(component)},
+            "fault_type": {"type": "string", "enum": applicable_fault_types(component, system=system)},
             "reason": {"type": "string", "minLength": 5, "maxLength": 160},
         },
         "required": ["fault_type", "reason"],

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from index.models import Candidate
 from knowledge.signatures import SignatureMatch
+from rca.system import SystemSpec
 from rca.taxonomy import applicable_fault_types
 
 
@@ -51,8 +52,9 @@ class RulesReading:
 
 
 def rules_reading(candidates: Sequence[Candidate], fits: Sequence[SignatureMatch], *,
-                  params: ReadingParams) -> RulesReading:
-    """The reading of ``candidates`` (ranked) given the top candidate's SOP ``fits`` (best first)."""
+                  params: ReadingParams, system: SystemSpec | None = None) -> RulesReading:
+    """The reading of ``candidates`` (ranked) given the top candidate's SOP ``fits`` (best first);
+    ``system`` says what the top candidate can suffer when no fit is known (None: bundled)."""
     top = candidates[0]
     runner = candidates[1] if len(candidates) > 1 else None
     ratio = top.score / runner.score if runner is not None and runner.score > 0 else None
@@ -61,7 +63,7 @@ def rules_reading(candidates: Sequence[Candidate], fits: Sequence[SignatureMatch
     gap = best.score - second.score if best is not None and second is not None else None
     return RulesReading(
         component=top.component,
-        fault_type=best.fault_type if best else applicable_fault_types(top.component)[0],
+        fault_type=best.fault_type if best else applicable_fault_types(top.component, system=system)[0],
         runner_up=runner.component if runner else None,
         score_ratio=round(ratio, 2) if ratio is not None else None,
         alternative_type=second.fault_type if second else None,
@@ -109,11 +111,12 @@ def contenders(candidates: Sequence[Candidate], *, params: ReadingParams) -> lis
     return [c for c in candidates if c in close or c in extra]
 
 
-def open_fault_types(component: str, fits: Sequence[SignatureMatch], *, params: ReadingParams) -> list[str]:
+def open_fault_types(component: str, fits: Sequence[SignatureMatch], *, params: ReadingParams,
+                     system: SystemSpec | None = None) -> list[str]:
     """The fault types of ``component`` still open: its SOP fits within ``close_fit_gap`` of the best
     (at least ``min_contenders`` of them), or every type it can suffer when no SOP signal fits."""
     if not fits:
-        return applicable_fault_types(component)
+        return applicable_fault_types(component, system=system)
     best = fits[0].score
     close = [f.fault_type for f in fits if f.score >= best - params.close_fit_gap]
     ranked = [f.fault_type for f in fits]

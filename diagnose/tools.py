@@ -1,6 +1,6 @@
 """The agent-cloud observation tools: what an agent may look at for one incident window.
 
-    toolbox = case_toolbox(case, settings=..., evidence=..., knowledge=..., telemetry=RawTelemetry(data_dir))
+    toolbox = case_toolbox(case, evidence=..., knowledge=..., telemetry=RawTelemetry(data_dir), system=spec)
     toolbox.describe()                                  # tool docs for the agent's prompt
     toolbox.call("get_metrics", {"component": "cartservice"})   # -> observation text (never raises)
     toolbox.names                                       # ["get_metrics", "get_logs", ...]
@@ -39,7 +39,7 @@ from preprocess.detect_metric import metric_series
 from preprocess.detect_trace import call_edges
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.errors import RcaError
-from rca.taxonomy import is_node, service_of
+from rca.system import SystemSpec, spec_for
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
@@ -135,9 +135,10 @@ class Toolbox:
     """Named tools with argument checking; every call returns an observation string."""
 
     def __init__(self, tools: Sequence[Tool] = (), *, components: Callable[[], Sequence[str]] | Sequence[str] = (),
-                 max_chars: int = DEFAULT_MAX_CHARS) -> None:
+                 max_chars: int = DEFAULT_MAX_CHARS, system: SystemSpec | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._components = components
+        self.system = spec_for(system)  # names pods' services in the hints of a wrong component
         self._known: list[str] | None = None
         self.max_chars = max_chars
         for tool in tools:
@@ -270,7 +271,8 @@ class Toolbox:
         if not known or value in known:
             return None
         close = difflib.get_close_matches(value, known, n=5, cutoff=0.5)
-        services = sorted({service_of(c) for c in known if not is_node(c)})
+        system = self.system
+        services = sorted({system.service_of(c) for c in known if not system.is_node(c)})
         hint = f"closest: {', '.join(close)}" if close else f"services: {', '.join(services)}"
         return f"{tool}: {param} {value!r} does not exist in the data of this incident; {hint}"
 
@@ -333,12 +335,14 @@ class CaseWindow:
     end: datetime
     evidence: EvidenceLike
     telemetry: TelemetrySource
+    system: SystemSpec = field(default_factory=lambda: spec_for(None))  # names pods' services and nodes
     _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
     _scored: ScoredWindow | None = None
 
     @classmethod
-    def of(cls, case: Case, *, telemetry: TelemetrySource, evidence: EvidenceLike) -> CaseWindow:
-        return cls(start=case.start, end=case.end, evidence=evidence, telemetry=telemetry)
+    def of(cls, case: Case, *, telemetry: TelemetrySource, evidence: EvidenceLike,
+           system: SystemSpec | None = None) -> CaseWindow:
+        return cls(start=case.start, end=case.end, evidence=evidence, telemetry=telemetry, system=spec_for(system))
 
     @property
     def scored(self) -> ScoredWindow:
@@ -378,14 +382,14 @@ class CaseWindow:
         found |= set(logs.get_column("pod").drop_nulls().unique()) | set(logs.get_column("node").drop_nulls().unique())
         spans = self.spans()
         found |= set(spans.get_column("pod").drop_nulls().unique()) | set(spans.get_column("service").drop_nulls().unique())
-        found |= {service_of(c) for c in found if not is_node(c)}
+        found |= {self.system.service_of(c) for c in found if not self.system.is_node(c)}
         return sorted(c for c in found if c)
 
 
-def _belongs(column: str, component: str) -> pl.Expr:
-    """Rows of ``component``: itself, or its pods when it is a service (``rca.taxonomy.service_of``)."""
+def _belongs(column: str, component: str, *, system: SystemSpec) -> pl.Expr:
+    """Rows of ``component``: itself, or its pods when it is a service (``SystemSpec.service_of``)."""
     col = pl.col(column)
-    return (col == component) | (col.map_elements(service_of, return_dtype=pl.Utf8, skip_nulls=True) == component)
+    return (col == component) | (col.map_elements(system.service_of, return_dtype=pl.Utf8, skip_nulls=True) == component)
 
 
 def _limit(args: dict[str, Any]) -> int:
@@ -418,10 +422,10 @@ class MetricsTool:
         events = scored.events["metric"]
         component = args.get("component")
         if component:
-            series = series.filter(_belongs("component", component))
+            series = series.filter(_belongs("component", component, system=w.system))
             if series.height == 0:
                 return _nothing(f"{component}: no metric series in the data")
-            events = events.filter(_belongs("component", component))
+            events = events.filter(_belongs("component", component, system=w.system))
         checked = series.select("component", "kind", "kpi").unique().height
         if events.height == 0:
             return _nothing(f"{component or 'all components'}: no KPI deviates from the baseline "
@@ -467,7 +471,7 @@ class LogsTool:
         logs = w.logs()
         component = args.get("component")
         if component:
-            logs = logs.filter(_belongs("pod", component) | (pl.col("node") == component))
+            logs = logs.filter(_belongs("pod", component, system=w.system) | (pl.col("node") == component))
         if logs.height == 0:
             return _nothing(f"{component or 'all components'}: no log lines in {w.label}")
         masked = logs.with_columns(
@@ -518,7 +522,7 @@ class TracesTool:
             (pl.col("time") >= pl.lit(w.start).dt.cast_time_unit("us")).alias("in_window"))
         component = args.get("component")
         if component:
-            calls = calls.filter(_belongs("caller", component) | _belongs("callee", component)
+            calls = calls.filter(_belongs("caller", component, system=w.system) | _belongs("callee", component, system=w.system)
                                  | (pl.col("callee_pod") == component) | (pl.col("caller_pod") == component)
                                  | (pl.col("callee_node") == component))
             if calls.height == 0:
@@ -598,7 +602,8 @@ class KnowledgeLike(Protocol):
 
 
 class SopTool:
-    spec = ToolSpec("search_sops", "runbook (SOP) excerpts for a symptom, e.g. 'pod_cpu_usage up on cartservice'",
+    # The example names no component: the prompt that lists the tools is the same for every system.
+    spec = ToolSpec("search_sops", "runbook (SOP) excerpts for a symptom, e.g. 'pod_cpu_usage up' or a log keyword",
                     (Param("query", "symptom words: KPI, log keyword or fault type", required=True),))
 
     def __init__(self, knowledge: KnowledgeLike, *, k: int = 2, chars: int = 300) -> None:
@@ -628,12 +633,14 @@ def case_toolbox(
     max_chars: int = DEFAULT_MAX_CHARS,
     sop_k: int = 2,
     ranked: Sequence[Candidate] | None = None,
+    system: SystemSpec | None = None,
 ) -> Toolbox:
     """The observation tools over one case's window (telemetry read lazily, once).
 
-    ``ranked``: the index's candidates when the caller has queried them already.
+    ``ranked``: the index's candidates when the caller has queried them already. ``system``:
+    the system under diagnosis, which names pods' services and nodes (None: the bundled one).
     """
-    window = CaseWindow.of(case, telemetry=telemetry, evidence=evidence)
+    window = CaseWindow.of(case, telemetry=telemetry, evidence=evidence, system=system)
     candidates = CandidatesTool(window, evidence, ranked=ranked)
 
     def components() -> list[str]:
@@ -647,6 +654,6 @@ def case_toolbox(
 
     return Toolbox(
         [MetricsTool(window), LogsTool(window), TracesTool(window), candidates, SopTool(knowledge, k=sop_k)],
-        components=components, max_chars=max_chars,
+        components=components, max_chars=max_chars, system=system,
     )
 

@@ -5,6 +5,12 @@
     kb.retrieve(summary, hints=[...], k=2)            # the SOPs relevant to an evidence summary
     kb.signature_matches(evidence, fault_types=[...]) # which fault types' signals the evidence fits
 
+Built with the system under diagnosis (``system=``; ``from_settings`` passes the configured one),
+the text it hands out for prompts (catalogue, SOP excerpts and titles, key metrics, look-alike
+notes) names no component that system lacks: the shipped runbooks describe HipsterShop, and
+``knowledge.localize.RunbookText`` renders them for another system. The documents themselves,
+their index and ``rca kb`` curation are unchanged.
+
 Everything is loaded once, when the object is opened: the documents are read and validated,
 the embedding model is loaded and the collection is brought in line with the documents
 (only changed documents are embedded). Retrieval then only embeds the query. A changed
@@ -22,12 +28,14 @@ from types import TracebackType
 
 import chromadb
 
-from knowledge.documents import SopDocument, docs_dir, load_documents
+from knowledge.documents import SHIPPED_DOCS_DIR, SopDocument, docs_dir, load_documents
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.localize import RunbookText
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc, fault_catalogue, fault_signatures, search
 from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
 from knowledge.store import ReindexReport, open_client, open_collection, reindex
 from rca.settings import EmbeddingSettings, Settings
+from rca.system import SystemSpec, bundled_system, system_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +44,9 @@ class KnowledgeBase:
     """The SOP documents of one directory, indexed in one Chroma collection with one embedder."""
 
     def __init__(self, *, docs_dir: Path, collection: chromadb.Collection, embedder: Embedder,
-                 client: chromadb.ClientAPI | None = None) -> None:
+                 client: chromadb.ClientAPI | None = None, system: SystemSpec | None = None) -> None:
         self.docs_dir = docs_dir
+        self.system = system  # the system under diagnosis (None: the text is handed out as written)
         self.collection = collection
         self.embedder = embedder
         self._client = client  # closed with this object (None: the caller owns the collection's client)
@@ -45,13 +54,15 @@ class KnowledgeBase:
         self.index_report = self.reindex()
 
     @classmethod
-    def open(cls, *, docs_dir: Path, kb_dir: Path, collection: str, embedding: EmbeddingSettings) -> KnowledgeBase:
-        """Read ``docs_dir``, load the embedder and bring collection ``collection`` under ``kb_dir`` up to date."""
+    def open(cls, *, docs_dir: Path, kb_dir: Path, collection: str, embedding: EmbeddingSettings,
+             system: SystemSpec | None = None) -> KnowledgeBase:
+        """Read ``docs_dir``, load the embedder and bring collection ``collection`` under ``kb_dir`` up to date;
+        ``system``: the system under diagnosis, for whom prompt text is rendered (None: as written)."""
         embedder = load_embedder(embedding)
         client = open_client(kb_dir)
         try:
             chroma = open_collection(client, name=collection, embedder=embedder)
-            return cls(docs_dir=docs_dir, collection=chroma, embedder=embedder, client=client)
+            return cls(docs_dir=docs_dir, collection=chroma, embedder=embedder, client=client, system=system)
         except BaseException:
             # nobody else holds it: a failed open must not leak the store's handles. (chromadb's
             # ClientAPI type omits the close() every concrete 1.x client has.)
@@ -61,7 +72,8 @@ class KnowledgeBase:
     @classmethod
     def from_settings(cls, settings: Settings) -> KnowledgeBase:
         return cls.open(docs_dir=docs_dir(settings.knowledge), kb_dir=settings.paths.kb_dir,
-                        collection=settings.knowledge.collection, embedding=settings.embedding)
+                        collection=settings.knowledge.collection, embedding=settings.embedding,
+                        system=system_from_settings(settings))
 
     def close(self) -> None:
         """Release the Chroma client (idempotent); the object cannot retrieve afterwards."""
@@ -81,7 +93,7 @@ class KnowledgeBase:
         documents = load_documents(self.docs_dir)
         report = reindex(self.collection, documents=documents, embedder=self.embedder)
         self._documents = {document.id: document for document in documents}
-        for derived in ("_catalogue", "_signatures", "_look_alikes"):
+        for derived in ("_catalogue", "_signatures", "_look_alikes", "text"):
             self.__dict__.pop(derived, None)  # computed again from the new documents on first use
         return report
 
@@ -90,8 +102,22 @@ class KnowledgeBase:
         return list(self._documents.values())
 
     @cached_property
+    def text(self) -> RunbookText | None:
+        """How prompt text is rendered for ``system`` (None: no system given, text as written).
+
+        The shipped runbooks were written for the bundled HipsterShop; a user's ``docs_dir`` for
+        the user's own system (only names its front matter lists and the system lacks are foreign).
+        """
+        if self.system is None:
+            return None
+        shipped = self.docs_dir.resolve() == SHIPPED_DOCS_DIR.resolve()
+        return RunbookText.for_documents(self.documents, system=self.system,
+                                         written_for=bundled_system() if shipped else None)
+
+    @cached_property
     def _catalogue(self) -> list[CatalogueEntry]:
-        return fault_catalogue(self.documents, source=str(self.docs_dir))
+        entries = fault_catalogue(self.documents, source=str(self.docs_dir))
+        return self.text.catalogue(entries) if self.text is not None else entries
 
     @cached_property
     def _look_alikes(self) -> dict[str, dict[str, str]]:
@@ -112,12 +138,17 @@ class KnowledgeBase:
         """What the runbooks say separates each pair of ``fault_types`` (from each one's
         look-alike notes), as ``"b rather than a: what b shows"`` lines, in the order given."""
         notes = self._look_alikes
-        return [f"{b} rather than {a}: {notes[a][b]}" for a in fault_types for b in fault_types
-                if a != b and b in notes.get(a, {})]
+        lines = [f"{b} rather than {a}: {notes[a][b]}" for a in fault_types for b in fault_types
+                 if a != b and b in notes.get(a, {})]
+        if self.text is None:
+            return lines
+        rendered = (self.text.distinction(line) for line in lines)
+        return [line for line in rendered if line is not None]
 
     def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
-        """The ``k`` documents most relevant to an evidence summary, best first."""
-        return search(self.collection, self.embedder, self._documents, summary, hints=hints, k=k)
+        """The ``k`` documents most relevant to an evidence summary, best first (their text rendered for ``system``)."""
+        hits = search(self.collection, self.embedder, self._documents, summary, hints=hints, k=k)
+        return [self.text.retrieved(hit) for hit in hits] if self.text is not None else hits
 
     def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
         """``fault_types`` ranked by how well their signals fit ``observations``, best first."""

@@ -25,7 +25,7 @@ from index.query import ScoredWindow
 from preprocess.detect_log import template_keyword
 from preprocess.detect_metric import robust_location_scale
 from preprocess.detect_trace import TraceParams
-from rca.taxonomy import is_node, service_of
+from rca.system import SystemSpec, spec_for
 from rca.timeutil import as_utc, parse_utc
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,12 @@ class CaseEvidence:
 
 
 def record_candidates(record: RunRecord) -> list[Candidate]:
-    return [Candidate.model_validate(c) for c in record.candidates]
+    return list(record.candidates)
 
 
 def chosen_component(record: RunRecord) -> str | None:
     if record.answer is not None:
-        return str(record.answer.get("component"))
+        return record.answer.component
     return record.index_top
 
 
@@ -84,8 +84,13 @@ def load_case_evidence(
     series_per_component: int = 3,
     series_per_runner_up: int = 2,
     max_templates: int = 5,
+    system: SystemSpec | None = None,
 ) -> CaseEvidence:
-    """Series of the chosen component and ``runner_ups`` others, the window's call graph and log bursts."""
+    """Series of the chosen component and ``runner_ups`` others, the window's call graph and log bursts.
+
+    ``system`` names pods' services and nodes (None: the bundled description).
+    """
+    system = spec_for(system)
     scored = scorer.score(start=parse_utc(record.window["start"]), end=parse_utc(record.window["end"]))
     start, end, baseline_start = scored.start, scored.end, scored.baseline_start
     series, counts, edges = scored.core["metric"], scored.core["log"], scored.core["trace"]
@@ -103,26 +108,27 @@ def load_case_evidence(
         for candidate in shown:
             evidence.series[candidate.component] = _series_panels(
                 candidate, series=series, events=scored.events["metric"], start=start,
-                limit=series_per_component if candidate.component == chosen else series_per_runner_up)
+                limit=series_per_component if candidate.component == chosen else series_per_runner_up, system=system)
     evidence.graph_nodes, evidence.graph_edges, evidence.degraded_edges = _call_graph(
         edges, start=start, baseline_start=baseline_start, chosen=chosen, candidates=candidates,
-        placement=scored.features.get("metric_placement") if chosen and is_node(chosen) else None,
-        thresholds=scored.params.trace)
+        placement=scored.features.get("metric_placement") if chosen and system.is_node(chosen) else None,
+        thresholds=scored.params.trace, system=system)
     if counts.height:
         evidence.logs = _log_bursts(counts, scored.events["log"], end=end, baseline_start=baseline_start,
-                                    components=[c.component for c in shown], limit=max_templates)
+                                    components=[c.component for c in shown], limit=max_templates, system=system)
     return evidence
 
 
 # --------------------------------------------------------------------------- metric series
 
 def _series_panels(candidate: Candidate, *, series: pl.DataFrame, events: pl.DataFrame, start: datetime,
-                   limit: int) -> list[SeriesPanel]:
+                   limit: int, system: SystemSpec) -> list[SeriesPanel]:
     """The candidate's most anomalous series: its metric evidence first, then the detector's strongest."""
     wanted: list[tuple[str, str, EvidenceItem | None]] = [
         (item.component, item.key, item) for item in candidate.evidence if item.modality == "metric"]
     family = events.filter((pl.col("component") == candidate.component)
-                           | (pl.col("component").map_elements(service_of, return_dtype=pl.Utf8) == candidate.component))
+                           | (pl.col("component").map_elements(system.service_of, return_dtype=pl.Utf8)
+                              == candidate.component))
     for component, kpi in family.select("component", "kpi").iter_rows():
         wanted.append((component, kpi, None))
     panels: list[SeriesPanel] = []
@@ -161,7 +167,7 @@ def _short_note(text: str) -> str:
 
 def _call_graph(
     edges: pl.DataFrame, *, start: datetime, baseline_start: datetime, chosen: str | None,
-    candidates: Sequence[Candidate], placement: pl.DataFrame | None, thresholds: TraceParams,
+    candidates: Sequence[Candidate], placement: pl.DataFrame | None, thresholds: TraceParams, system: SystemSpec,
 ) -> tuple[list[GraphNode], list[GraphEdge], list[GraphEdge]]:
     """Service-level edges of the window against the baseline, each service's role on the page, and the degraded edges.
 
@@ -190,6 +196,7 @@ def _call_graph(
             baseline_error_rate=row["base_errors"] / row["base_calls"] if row["base_calls"] else 0.0,
             vanished=row["base_calls"] > 0 and row["calls"] == 0))
 
+    service_of = system.service_of
     root = service_of(chosen) if chosen else None
     names = sorted({e.caller for e in graph_edges} | {e.callee for e in graph_edges})
     degraded = [e for e in graph_edges if e.vanished or (e.latency_ratio or 0) >= thresholds.min_latency_ratio
@@ -209,7 +216,7 @@ def _call_graph(
         else:
             role, detail = "normal", ""
         nodes.append(GraphNode(name=name, role=role, detail=detail))  # type: ignore[arg-type]
-    if chosen and is_node(chosen):
+    if chosen and system.is_node(chosen):
         hosted = sorted({service_of(p) for p in placement.get_column("pod").to_list()}) if placement is not None else []
         nodes.append(GraphNode(name=chosen, role="root", detail="node"))
         # A node is not on the call path: draw it hosting the services with pods on it.
@@ -219,12 +226,13 @@ def _call_graph(
 
 def _log_bursts(
     counts: pl.DataFrame, events: pl.DataFrame, *, end: datetime, baseline_start: datetime,
-    components: Sequence[str], limit: int,
+    components: Sequence[str], limit: int, system: SystemSpec,
 ) -> list[LogBurst]:
     """Bursting / new templates of the index's log events, those of the shown candidates first, with per-minute counts."""
     events = events.filter(pl.col("template_id") >= 0)  # a silent stream has no template to draw
     if events.height == 0:
         return []
+    service_of = system.service_of
     families = {service_of(c) for c in components} | set(components)
     events = events.with_columns(
         pl.col("component").map_elements(lambda p: p in families or service_of(p) in families,
