@@ -204,5 +204,5 @@ def write_frames(
         written += _write_apm(out, _check(apm, APM_SCHEMA, what="apm"))
     if infra is not None and infra.height:
         written += _write_infra(out, _check(infra, INFRA_SCHEMA, what="infra"))
-    log.info("wrote %d file(s) under %s", len(written), out)
+    log.debug("wrote %d file(s) under %s", len(written), out)
     return written

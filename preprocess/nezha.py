@@ -292,6 +292,7 @@ def _spans(raw_spans: pl.DataFrame) -> pl.DataFrame:
             pl.col("Duration").alias("duration_us"),
         )
     )
+    spans = spans.filter(pl.col("start") > pl.datetime(2000, 1, 1, time_zone="UTC"))  # a start of 0 is no time
     parents = spans.select("trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("service").alias("parent_service"))
     linked = spans.join(parents, on=["trace_id", "parent_span_id"], how="left")
     crossing = linked.filter(pl.col("parent_service").is_not_null() & (pl.col("parent_service") != pl.col("service")))
@@ -321,23 +322,49 @@ def _spans(raw_spans: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------- logs
 
 
+def _ragged_csv(raw: bytes) -> tuple[pl.DataFrame, int]:
+    """A CSV whose last column holds unquoted commas: the extra fields are that column's text."""
+    reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace")))
+    header = next(reader)
+    rows, repaired = [], 0
+    for row in reader:
+        if len(row) > len(header):
+            row = [*row[:len(header) - 1], ",".join(row[len(header) - 1:])]
+            repaired += 1
+        if len(row) == len(header):
+            rows.append(row)
+    return pl.DataFrame(rows, schema=header, orient="row"), repaired
+
+
 def _read_log_file(raw: bytes) -> pl.DataFrame:
-    frame = pl.read_csv(io.BytesIO(raw), infer_schema=False)
+    try:
+        frame = pl.read_csv(io.BytesIO(raw), infer_schema=False)
+    except pl.exceptions.ComputeError:
+        # Some minute files hold lines whose Log field was written without quotes around its commas.
+        frame, repaired = _ragged_csv(raw)
+        log.info("repaired %d log row(s) whose unquoted Log field held commas", repaired)
     needed = ["TimeUnixNano", "PodName", "Log"]
     absent = [c for c in needed if c not in frame.columns]
     if absent:
         raise ValueError(f"missing column(s) {absent}")
     node = pl.col("Node") if "Node" in frame.columns else pl.lit(None, pl.Utf8)
+    # Timestamp (ISO, UTC, with or without its Z) is what we trust: TimeUnixNano holds garbage
+    # (negative numbers) on some lines of a multi-line stack trace.
+    from_iso = (pl.col("Timestamp").str.replace(r"Z$", "").str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us",
+                                                                          strict=False).dt.replace_time_zone("UTC")
+                if "Timestamp" in frame.columns else pl.lit(None, pl.Datetime("us", "UTC")))
+    from_nanos = (pl.col("TimeUnixNano").cast(pl.Int64, strict=False) // 1000).cast(pl.Datetime("us", "UTC"))
+    sane = pl.datetime(2000, 1, 1, time_zone="UTC")
     # Log holds the container runtime's JSON ({"log": "<line>\n", "stream", "time"}); the line is what was written.
     message = pl.col("Log").str.json_path_match("$.log").str.strip_chars_end("\n")
     return frame.select(
-        (pl.col("TimeUnixNano").cast(pl.Int64) // 1000).cast(pl.Datetime("us", "UTC")).alias("time"),
+        pl.coalesce(from_iso, pl.when(from_nanos > sane).then(from_nanos)).alias("time"),
         pl.lit("nezha").alias("namespace"),
         pl.col("PodName").alias("pod"),
         pl.col("PodName").map_elements(service_of_pod, return_dtype=pl.Utf8).alias("service"),
         node.alias("node"),
         pl.coalesce(message, pl.col("Log")).alias("message"),
-    ).unique(keep="first", maintain_order=True)
+    ).filter(pl.col("time").is_not_null()).unique(keep="first", maintain_order=True)
 
 
 # --------------------------------------------------------------------------- days and cases

@@ -63,6 +63,15 @@ def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path) 
     return data_dir, index_dir
 
 
+def inferred_system(*, data_dir: Path, system: str) -> Path:
+    """The system description ``rca system infer`` drafts from the imported data, as a user would make it."""
+    out = data_dir.parent / "system.toml"
+    if not out.exists():
+        rca = str(Path(sys.executable).with_name("rca"))
+        _run([rca, "-q", "system", "infer", "--data-dir", str(data_dir), "--out", str(out), "--name", system])
+    return out
+
+
 def rules_answers(settings: Settings, *, out: Path) -> Path:
     """The rules alone for every case: one line per case, as a submission must have."""
     rules = rule_version(settings.challenge.rules)
@@ -89,6 +98,9 @@ def main() -> int:
     parser.add_argument("--model", action="store_true", help="also run the full path with the configured LLM")
     parser.add_argument("--work-dir", type=Path, default=Path("work/real"))
     parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--system-file", type=Path, default=None,
+                        help="system description (default: HipsterShop's for onlineboutique, else drafted by "
+                             "`rca system infer` from the imported data)")
     parser.add_argument("--show-misses", action="store_true", help="per-case misses (tuning sets only)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -102,7 +114,10 @@ def main() -> int:
 
     data_dir, index_dir = prepared_set(source=args.nezha, system=args.system, days=sorted(args.day),
                                        work_dir=args.work_dir)
-    base = load_settings(config_path=args.config)
+    system_file = args.system_file
+    if system_file is None and args.system != "onlineboutique":  # OnlineBoutique is HipsterShop, the bundled system
+        system_file = inferred_system(data_dir=data_dir, system=args.system)
+    base = load_settings(config_path=args.config, overrides={"system": {"file": system_file}})
     settings = base.model_copy(update={"paths": base.paths.model_copy(update={
         "index_dir": index_dir, "input_file": data_dir / "input.json", "data_dir": data_dir,
         "runs_dir": args.work_dir / "runs"})})
