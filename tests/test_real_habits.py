@@ -1,0 +1,300 @@
+"""Habits of real telemetry (Nezha, docs/datasets/nezha.md) the detectors and the ranker now survive.
+
+Synthetic signals with known truth, one habit each. Every test also runs the scorer with
+the parameter that switches its fix off (named in the test) and asserts the old, wrong
+outcome, so each test fails on the code before the fix:
+
+1. traces recorded only around incidents: a window whose minutes hold no span from anyone
+   is unrecorded, not every call stopping;
+2. a thin trace baseline: the edge's recorded history hours earlier stands in for it;
+3. a fan-out counts only callees hit comparably (one broken callee and a noisy one is no fan-out);
+4. logs recorded only around incidents: a template is new only if no recorded minute had it;
+5. a caller that stops calling its callees gets the drop as its evidence (calls_dropped);
+6. an edge slow for one caller, a CPU-starved caller whose fellow callers are fine, is the caller's.
+
+Checked against the tree before these fixes (``git archive 798f319^``, this file copied in):
+every parametrised case of the six fails there at its first assertion; the contrast tests
+(what must keep working: silence in a recorded window, no latency from a flat history,
+callees hit comparably, a caller whose own demand fell, an edge slow for several callers)
+pass on both.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import networkx as nx
+import numpy as np
+import polars as pl
+import pytest
+
+from index.params import RankWeights
+from index.rank import rank_candidates
+from preprocess.detect import LogParams, TraceParams
+from preprocess.detect_log import LOG_COUNT_SCHEMA, LOG_EVENT_SCHEMA, score_log_window
+from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
+from preprocess.detect_trace import (
+    EDGE_STATS_SCHEMA,
+    FANOUT_EVENT_SCHEMA,
+    TRACE_EVENT_SCHEMA,
+    caller_fanout,
+    score_trace_window,
+)
+from rca.taxonomy import service_of
+
+T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
+WINDOW = 300  # the incident's window opens at T0 + 300 min and lasts 3 minutes (Nezha: inject + 3 min)
+START, END = T0 + timedelta(minutes=WINDOW, seconds=9), T0 + timedelta(minutes=WINDOW + 3, seconds=9)
+BASELINE_START = START - timedelta(minutes=30)
+
+
+def _t(minute: int) -> datetime:
+    return T0 + timedelta(minutes=minute)
+
+
+def _edge_rows(minutes, *, caller: str, callee: str, calls: int, p95_ms, rng, caller_pod: str | None = None,
+               callee_pod: str | None = "auto") -> list[tuple]:
+    """Per-minute edge statistics (EDGE_STATS_SCHEMA) of one edge; ``p95_ms(minute)`` gives the minute's p95."""
+    pod = f"{callee}-0" if callee_pod == "auto" else callee_pod
+    rows = []
+    for m in minutes:
+        p95 = float(p95_ms(m)) * 1000.0
+        rows.append((_t(m), caller, caller_pod or f"{caller}-0", callee, pod, "node-1" if pod else None,
+                     f"hipstershop.{callee}/Call", max(1, int(rng.poisson(calls))), 0, p95 / 2, p95, p95 / 1.5))
+    return rows
+
+
+def _stats(rows: list[tuple]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=EDGE_STATS_SCHEMA, orient="row")
+
+
+# --------------------------------------------------------------------------- 1. unrecorded window
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_window_with_no_span_from_anyone_is_unrecorded_not_silent(seed):
+    """Nezha keeps traces only around injections, and the snapshot lacks some of those files.
+
+    No parameter switches this fix off (preprocess/detect_trace.py ``_edge_anomalies``: a
+    window with no recorded minute returns nothing); before commit 798f319 every edge of the
+    baseline came out "silent" (calls stopped). The contrast below is what silence still means.
+    """
+    rng = np.random.default_rng(seed)
+    recorded = range(WINDOW - 30, WINDOW)  # the baseline is recorded; the window's files are absent
+    rows = []
+    for callee in ("cartservice", "currencyservice", "productcatalogservice"):
+        rows += _edge_rows(recorded, caller="frontend", callee=callee, calls=40, p95_ms=lambda m: 20 + rng.normal(0, 1),
+                           rng=rng)
+    events = score_trace_window(_stats(rows), start=START, end=END, baseline_start=BASELINE_START)
+    assert events.filter(pl.col("signal") == "silent").height == 0, events
+    # Contrast: the window recorded (other edges have calls), one edge gone: that edge stopped.
+    window = range(WINDOW, WINDOW + 4)
+    for callee in ("cartservice", "currencyservice"):
+        rows += _edge_rows(window, caller="frontend", callee=callee, calls=40, p95_ms=lambda m: 20 + rng.normal(0, 1),
+                           rng=rng)
+    events = score_trace_window(_stats(rows), start=START, end=END, baseline_start=BASELINE_START)
+    assert events.filter(pl.col("signal") == "silent").get_column("callee").to_list() == ["productcatalogservice"]
+
+
+# --------------------------------------------------------------------------- 2. thin trace baseline
+
+
+def _thin_baseline_edge(seed: int) -> pl.DataFrame:
+    """frontend -> currencyservice recorded only around incidents: three minutes after each of two earlier
+    injections (p95 ~50 ms), one minute just before this window, then the window (p95 ~500 ms)."""
+    rng = np.random.default_rng(seed)
+    history = [*range(WINDOW - 180, WINDOW - 177), *range(WINDOW - 90, WINDOW - 87), WINDOW - 1]
+    rows = _edge_rows(history, caller="frontend", callee="currencyservice", calls=30,
+                      p95_ms=lambda m: 50 + rng.normal(0, 4), rng=rng)
+    rows += _edge_rows(range(WINDOW, WINDOW + 4), caller="frontend", callee="currencyservice", calls=30,
+                       p95_ms=lambda m: 500 + rng.normal(0, 30), rng=rng)
+    return _stats(rows)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_thin_trace_baseline_is_replaced_by_the_recorded_history(seed):
+    stats = _thin_baseline_edge(seed)
+    events = score_trace_window(stats, start=START, end=END, baseline_start=BASELINE_START)
+    latency = events.filter((pl.col("callee") == "currencyservice") & (pl.col("signal") == "latency"))
+    assert latency.height >= 1, events
+    assert latency.get_column("ratio").max() == pytest.approx(10, rel=0.25)
+    # TraceParams(min_baseline_minutes=0) switches the history off: one baseline minute, no verdict.
+    blind = score_trace_window(stats, start=START, end=END, baseline_start=BASELINE_START,
+                               params=TraceParams(min_baseline_minutes=0))
+    assert blind.filter(pl.col("signal") == "latency").height == 0
+
+
+def test_the_history_does_not_invent_latency():
+    rng = np.random.default_rng(7)
+    history = [*range(WINDOW - 180, WINDOW - 177), *range(WINDOW - 90, WINDOW - 87), WINDOW - 1]
+    rows = _edge_rows([*history, *range(WINDOW, WINDOW + 4)], caller="frontend", callee="currencyservice", calls=30,
+                      p95_ms=lambda m: 50 + rng.normal(0, 4), rng=rng)
+    assert score_trace_window(_stats(rows), start=START, end=END, baseline_start=BASELINE_START).height == 0
+
+
+# --------------------------------------------------------------------------- 3. fan-out
+
+
+def _fanout_world(seed: int) -> pl.DataFrame:
+    """frontend-0 calls productcatalogservice (x80 latency in the window) and shippingservice (3 calls a
+    minute, so a noisy p95: 10 +- 6 ms, 40 +- 6 ms in the window). Only frontend calls either."""
+    rng = np.random.default_rng(seed)
+    minutes = range(WINDOW - 30, WINDOW + 4)
+    rows = _edge_rows(minutes, caller="frontend", callee="productcatalogservice", calls=200,
+                      p95_ms=lambda m: (10 + rng.normal(0, 0.5)) * (80 if m >= WINDOW else 1), rng=rng)
+    rows += _edge_rows(minutes, caller="frontend", callee="shippingservice", calls=3,
+                       p95_ms=lambda m: (40 if m >= WINDOW else 10) + rng.uniform(-6, 6), rng=rng)
+    return _stats(rows)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_broken_callee_and_a_noisy_one_are_no_fanout(seed):
+    stats = _fanout_world(seed)
+    window = {"start": START, "end": END, "baseline_start": BASELINE_START}
+    # Both edges are anomalous for frontend-0 ...
+    edges = score_trace_window(stats, **window).filter(pl.col("signal") == "latency")
+    assert set(edges.get_column("callee")) == {"productcatalogservice", "shippingservice"}, edges
+    # ... but shippingservice's z is a small share of productcatalogservice's: a broken callee, not a fan-out.
+    assert caller_fanout(stats, **window).height == 0
+    # TraceParams(fanout_min_share=0) counts every anomalous callee: the old fan-out on frontend-0.
+    old = caller_fanout(stats, **window, params=TraceParams(fanout_min_share=0.0))
+    assert old.get_column("caller_pod").to_list() == ["frontend-0"]
+
+
+def test_callees_hit_comparably_still_fan_out():
+    rng = np.random.default_rng(3)
+    minutes = range(WINDOW - 30, WINDOW + 4)
+    rows = []
+    for callee in ("productcatalogservice", "shippingservice"):
+        rows += _edge_rows(minutes, caller="frontend", callee=callee, calls=100,
+                           p95_ms=lambda m: (10 + rng.normal(0, 0.5)) * (30 if m >= WINDOW else 1), rng=rng)
+    fanout = caller_fanout(_stats(rows), start=START, end=END, baseline_start=BASELINE_START)
+    assert fanout.get_column("caller_pod").to_list() == ["frontend-0"]
+    assert set(fanout.item(0, "callees")) == {"productcatalogservice", "shippingservice"}
+
+
+# --------------------------------------------------------------------------- 4. logs recorded around incidents
+
+INFO, ERROR = 1, 2
+TEMPLATES = pl.DataFrame({"template_id": [INFO, ERROR],
+                          "template": ["GetQuote request received <*>", "failed to charge card: <*>"]})
+
+
+def _log_counts(seed: int) -> pl.DataFrame:
+    """paymentservice-0 logs an INFO line ~20 times a minute in every recorded minute (three minutes
+    after each of two earlier injections, and the window); an ERROR template appears in the window only.
+    Nothing is recorded in the 30 minutes before the window."""
+    rng = np.random.default_rng(seed)
+    history = [*range(WINDOW - 180, WINDOW - 177), *range(WINDOW - 90, WINDOW - 87)]
+    rows = [(_t(m), "paymentservice-0", "node-1", INFO, int(rng.poisson(20)), "GetQuote request received <*>")
+            for m in [*history, *range(WINDOW, WINDOW + 4)]]
+    rows += [(_t(m), "paymentservice-0", "node-1", ERROR, int(rng.poisson(6)) + 3, "failed to charge card: <*>")
+             for m in range(WINDOW, WINDOW + 4)]
+    return pl.DataFrame(rows, schema=LOG_COUNT_SCHEMA, orient="row")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_template_is_new_only_if_no_recorded_minute_had_it(seed):
+    counts = _log_counts(seed)
+    window = {"start": START, "end": END, "baseline_start": BASELINE_START}
+    events = score_log_window(counts, TEMPLATES, **window)
+    new = set(events.filter(pl.col("direction") == "new").get_column("template_id"))
+    assert new == {ERROR}, events
+    assert INFO not in set(events.get_column("template_id"))  # same rate as in its history: no burst either
+    # LogParams(min_baseline_minutes=0) switches the history off: the empty baseline makes INFO "new" too.
+    blind = score_log_window(counts, TEMPLATES, **window, params=LogParams(min_baseline_minutes=0))
+    assert set(blind.filter(pl.col("direction") == "new").get_column("template_id")) == {INFO, ERROR}
+
+
+# --------------------------------------------------------------------------- ranker worlds
+
+ONSET = START
+
+
+def _events(metric: list[dict] = (), trace: list[dict] = ()) -> dict[str, pl.DataFrame]:
+    return {"metric": pl.DataFrame(list(metric), schema=METRIC_EVENT_SCHEMA),
+            "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
+            "trace": pl.DataFrame(list(trace), schema=TRACE_EVENT_SCHEMA),
+            "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA)}
+
+
+def _metric(component: str, kind: str, kpi: str, direction: str, z: float, ratio: float) -> dict:
+    return {"component": component, "kind": kind, "kpi": kpi, "direction": direction, "z": z, "ratio": ratio,
+            "baseline": 100.0, "window_value": 100.0 * ratio, "onset": ONSET, "reference": "history"}
+
+
+def _rank(events: dict[str, pl.DataFrame], graph: nx.DiGraph, pods: set[str], weights: RankWeights = RankWeights()):
+    return rank_candidates(events=events, graph=graph, placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
+                           known_pods=pods, top_k=10, window_start=START, weights=weights)
+
+
+OB_GRAPH = nx.DiGraph([("frontend", "checkoutservice"), ("checkoutservice", "cartservice"),
+                       ("checkoutservice", "paymentservice"), ("checkoutservice", "emailservice"),
+                       ("frontend", "cartservice"), ("frontend", "productcatalogservice"),
+                       ("checkoutservice", "productcatalogservice"), ("recommendationservice", "productcatalogservice")])
+OB_PODS = {f"{s}-0" for s in OB_GRAPH.nodes}
+
+
+def _dropped_calls_world(z: float) -> dict[str, pl.DataFrame]:
+    """checkoutservice returns early (Nezha's ``return`` fault): paymentservice and emailservice receive
+    fewer requests, checkoutservice's own requests hold. No other evidence."""
+    metric = [_metric(f"{callee}-0", kind, kpi, "down", z, 0.2)
+              for callee in ("paymentservice", "emailservice")
+              for kind, kpi in (("apm_pod", "request"), ("infra_pod", "pod_network_receive_bytes"))]
+    return _events(metric=metric)
+
+
+@pytest.mark.parametrize("z", [8.0, 20.0, 50.0])
+def test_a_caller_that_stops_calling_is_blamed_for_the_drop(z):
+    events = _dropped_calls_world(z)
+    candidates = _rank(events, OB_GRAPH, OB_PODS)
+    top = candidates[0]
+    assert top.component.startswith("checkoutservice"), [(c.component, c.score) for c in candidates]
+    dropped = [e for e in top.evidence if e.signal == "calls_dropped"]
+    assert dropped and dropped[0].caller == "checkoutservice"
+    assert {dropped[0].callee} <= {"paymentservice", "emailservice"} and dropped[0].more_callees == 1
+    # RankWeights(dropped_callees=99) switches the rule off: the starved callees rank first again.
+    old = _rank(events, OB_GRAPH, OB_PODS, weights=replace(RankWeights(), dropped_callees=99))
+    assert not old[0].component.startswith("checkoutservice")
+    assert all(e.signal != "calls_dropped" for c in old for e in c.evidence)
+
+
+def test_a_caller_whose_own_demand_fell_is_a_victim_not_the_source():
+    events = _dropped_calls_world(20.0)
+    # checkoutservice's own requests fell too: the drop comes from further up (frontend), not from it.
+    events["metric"] = pl.concat([events["metric"], pl.DataFrame(
+        [_metric("checkoutservice-0", "apm_pod", "request", "down", 20.0, 0.2)], schema=METRIC_EVENT_SCHEMA)])
+    candidates = _rank(events, OB_GRAPH, OB_PODS)
+    assert all(e.signal != "calls_dropped" or e.caller != "checkoutservice" for c in candidates for e in c.evidence)
+
+
+def _lone_caller_world(edge_z: float) -> dict[str, pl.DataFrame]:
+    """frontend-0's CPU is starved (pod_cpu_usage up, z=50): every call it times looks slow, so its edge
+    to productcatalogservice shows latency; checkoutservice and recommendationservice call the same
+    service and see nothing wrong."""
+    metric = [_metric("frontend-0", "infra_pod", "pod_cpu_usage", "up", 50.0, 4.0)]
+    trace = [{"caller": "frontend", "callee": "productcatalogservice", "callee_pod": "productcatalogservice-0",
+              "callee_node": None, "operation": "hipstershop.ProductCatalogService/GetProduct", "signal": "latency",
+              "z": edge_z, "ratio": 6.0, "window_calls": 400, "onset": ONSET}]
+    return _events(metric=metric, trace=trace)
+
+
+@pytest.mark.parametrize("edge_z", [30.0, 50.0])
+def test_an_edge_slow_for_one_starved_caller_is_the_callers(edge_z):
+    events = _lone_caller_world(edge_z)
+    candidates = _rank(events, OB_GRAPH, OB_PODS)
+    services = [service_of(c.component) for c in candidates]
+    assert services.index("frontend") < services.index("productcatalogservice"), \
+        [(c.component, c.score) for c in candidates]
+    # RankWeights(fanout_victim_weight=1.0) keeps the lone caller's edge at full strength: the callee wins.
+    old = [c.component for c in _rank(events, OB_GRAPH, OB_PODS,
+                                       weights=replace(RankWeights(), fanout_victim_weight=1.0))]
+    assert old[0].startswith("productcatalogservice"), old
+
+
+def test_an_edge_slow_for_several_callers_stays_the_callees():
+    events = _lone_caller_world(50.0)
+    second = events["trace"].with_columns(pl.lit("checkoutservice").alias("caller"))
+    events["trace"] = pl.concat([events["trace"], second])
+    names = [c.component for c in _rank(events, OB_GRAPH, OB_PODS)]
+    assert names[0].startswith("productcatalogservice"), names
