@@ -93,7 +93,7 @@ class KnowledgeBase:
         documents = load_documents(self.docs_dir)
         report = reindex(self.collection, documents=documents, embedder=self.embedder)
         self._documents = {document.id: document for document in documents}
-        for derived in ("_catalogue", "_signatures", "_look_alikes", "text"):
+        for derived in ("_catalogue", "_signatures", "_look_alikes", "prompt_text"):
             self.__dict__.pop(derived, None)  # computed again from the new documents on first use
         return report
 
@@ -102,7 +102,7 @@ class KnowledgeBase:
         return list(self._documents.values())
 
     @cached_property
-    def text(self) -> RunbookText | None:
+    def prompt_text(self) -> RunbookText | None:
         """How prompt text is rendered for ``system`` (None: no system given, text as written).
 
         The shipped runbooks were written for the bundled HipsterShop; a user's ``docs_dir`` for
@@ -117,7 +117,7 @@ class KnowledgeBase:
     @cached_property
     def _catalogue(self) -> list[CatalogueEntry]:
         entries = fault_catalogue(self.documents, source=str(self.docs_dir))
-        return self.text.catalogue(entries) if self.text is not None else entries
+        return self.prompt_text.catalogue(entries) if self.prompt_text is not None else entries
 
     @cached_property
     def _look_alikes(self) -> dict[str, dict[str, str]]:
@@ -140,15 +140,15 @@ class KnowledgeBase:
         notes = self._look_alikes
         lines = [f"{b} rather than {a}: {notes[a][b]}" for a in fault_types for b in fault_types
                  if a != b and b in notes.get(a, {})]
-        if self.text is None:
+        if self.prompt_text is None:
             return lines
-        rendered = (self.text.distinction(line) for line in lines)
+        rendered = (self.prompt_text.distinction(line) for line in lines)
         return [line for line in rendered if line is not None]
 
     def retrieve(self, summary: str, *, hints: Sequence[str] = (), k: int = 3) -> list[RetrievedDoc]:
         """The ``k`` documents most relevant to an evidence summary, best first (their text rendered for ``system``)."""
         hits = search(self.collection, self.embedder, self._documents, summary, hints=hints, k=k)
-        return [self.text.retrieved(hit) for hit in hits] if self.text is not None else hits
+        return [self.prompt_text.retrieved(hit) for hit in hits] if self.prompt_text is not None else hits
 
     def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]:
         """``fault_types`` ranked by how well their signals fit ``observations``, best first."""
