@@ -296,11 +296,16 @@ def test_not_a_nezha_repository_fails_clearly(tmp_path):
     assert "neither a Nezha clone" in result.output
 
 
-@pytest.mark.xfail(strict=True, reason="bug: TrainTicket log lines whose TimeUnixNano is Go's zero time "
-                                       "(-6795364578871345152) are imported at 1754-08-30, not at their Timestamp")
 def test_log_lines_without_a_unix_time_keep_their_timestamp(imported):
-    rows = [r for r in _source_rows(TT_DAY, "log/09_21_log.csv") if r["TimeUnixNano"].startswith("-")]
-    assert rows  # ERROR lines of ts-travel2-service, the lines a diagnosis needs
+    """TrainTicket writes Go's zero time as TimeUnixNano on some ERROR lines; their Timestamp is right."""
+    rows = _source_rows(TT_DAY, "log/09_21_log.csv")
+    zero = [r for r in rows if r["TimeUnixNano"] == "-6795364578871345152"]
+    assert len(zero) == 5  # ERROR lines of ts-travel2-service and ts-travel-service, the lines a diagnosis needs
     logs = read_logs(imported, start=TT_HOUR[0], end=TT_HOUR[1]).frame
-    assert logs.height == len(_source_rows(TT_DAY, "log/09_21_log.csv"))
-    assert not (imported / "1754-08-31").exists()
+    assert logs.height == len(rows)
+    for row in zero:
+        at = datetime.strptime(row["Timestamp"], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+        line = json.loads(row["Log"])["log"].rstrip("\n")
+        found = logs.filter((pl.col("pod") == row["PodName"]) & (pl.col("message") == line))
+        assert found.get_column("time").to_list() == [at]
+    assert not [p.name for p in imported.iterdir() if p.name < "2000"]  # nothing filed under 1754
