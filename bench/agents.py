@@ -23,7 +23,8 @@ from bench.observe import sop_documents, sop_section
 from bench.problems import answer_level, is_tidb
 from diagnose.cases import Case, parse_window
 from diagnose.detect import detect_case, detect_from_candidates
-from diagnose.pipeline import CaseRecord, PreparedCase
+from diagnose.pipeline import PreparedCase
+from diagnose.record import RunRecord
 from diagnose.service import Diagnoser
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import DiagnoseMode
@@ -142,7 +143,7 @@ class CaseView:
     """What the index (and, for the diagnoser, the model) says about one case."""
 
     prepared: PreparedCase | None
-    record: CaseRecord | None = None
+    record: RunRecord | None = None
 
     @property
     def ranked(self) -> list[str]:
@@ -223,18 +224,16 @@ class DiagnoserAgent(IndexAgent):
             view = self.views[case.uuid] = CaseView(prepared=None, record=diagnosed)
         record = view.record
         assert record is not None
-        replies = record.outcome.replies
-        self.usage = (self.usage[0] + sum(r.prompt_tokens for r in replies),
-                      self.usage[1] + sum(r.completion_tokens for r in replies))
-        decision = record.outcome.decision
-        component = record.answer.component
+        self.usage = (self.usage[0] + record.usage.prompt_tokens, self.usage[1] + record.usage.completion_tokens)
+        decision, answer = record.decision, record.final_answer()
+        component = answer.component
         fault_type = decision.fault_type if decision else None
         ranked = [component] + [c.component for c in record.candidates if c.component != component]
         if task == "localisation":
             return [call("submit", {"components": ranked[:3]})]
         if task == "analysis":
             return [call("submit", {"component": component, "level": answer_level(component),
-                                    "fault_type": fault_type or "cpu stress", "reason": record.answer.reason})]
+                                    "fault_type": fault_type or "cpu stress", "reason": answer.reason})]
         return [sop_action(component, self._mitigation(fault_type)), call("get_status"), call("submit", {})]
 
 

@@ -68,12 +68,10 @@ def _case_points(report: ChallengeReport) -> dict[str, float]:
 
 def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings: Settings) -> ModelShare:
     """Score ``result_file`` and, beside it, the rules-only answers recorded in the run records."""
-    from diagnose.answer import Answer
-
     records = {r.uuid: r for r in RunRecord.load_dir(runs_dir) if r.status == "answered" and r.rules_answer}
     ablation_file = result_file.with_name(f"{result_file.stem}.rules-only.jsonl")
-    lines = [json.dumps(Answer.model_validate(r.rules_answer).to_submission(rules=rule_version(settings.challenge.rules)), ensure_ascii=False)
-             for r in records.values()]
+    lines = [json.dumps(r.rules_answer.to_submission(rules=rule_version(settings.challenge.rules)), ensure_ascii=False)
+             for r in records.values() if r.rules_answer]
     write_text_atomic(ablation_file, "".join(line + "\n" for line in lines))
     model = score_file(truth_file=truth_file, result_file=result_file, settings=settings)
     rules = score_file(truth_file=truth_file, result_file=ablation_file, settings=settings)
@@ -85,14 +83,15 @@ def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings
     differing = []
     for uuid in shared:
         record = records[uuid]
-        answer, ablation = record.answer or {}, record.rules_answer or {}
-        model_type = (record.decision or {}).get("fault_type")
+        model_component = record.answer.component if record.answer else None
+        rules_component = record.rules_answer.component if record.rules_answer else None
+        model_type = record.decision.fault_type if record.decision else None
         rules_type = record.rules_fault_type
-        if answer.get("component") == ablation.get("component") and model_type == rules_type:
+        if model_component == rules_component and model_type == rules_type:
             continue
         differing.append({
             "uuid": uuid, "fault_type": outcomes[uuid].fault_type,
-            "model": f"{answer.get('component')} / {model_type}", "rules": f"{ablation.get('component')} / {rules_type}",
+            "model": f"{model_component} / {model_type}", "rules": f"{rules_component} / {rules_type}",
             "model_points": model_points[uuid], "rules_points": rule_points[uuid],
             "component_right": {"model": outcomes[uuid].component_right, "rules": rule_outcomes[uuid].component_right},
         })

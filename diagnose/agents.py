@@ -13,26 +13,27 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from diagnose.answer import Answer, TraceStep, clip_observation
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.pipeline import (
-    CaseRecord,
     EvidenceSource,
     KnowledgeSource,
+    PreparedCase,
     _answer_time,
     _reason,
     _reason_metrics,
     compose_answer,
     one_level_per_service,
+    run_record,
     runbook_matches,
 )
 from diagnose.prompt import Prompt, approx_tokens
 from diagnose.reading import ReadingParams, rules_reading
-from diagnose.record import AgentCallRecord
+from diagnose.record import AgentCallRecord, RunRecord
 from diagnose.tools import TelemetrySource, Toolbox, case_toolbox
 from index.models import Candidate
 from rca.challenge import RuleVersion
@@ -161,7 +162,7 @@ def agent_record(
     started: float,
     timings: dict[str, float],
     rules: RuleVersion,
-) -> CaseRecord:
+) -> RunRecord:
     """The answer (trace = the trajectory, then the decision) and the run record of an agent mode."""
     decision = outcome.decision
     assert decision is not None  # decide() always sets it or raises
@@ -187,11 +188,7 @@ def agent_record(
     reading = rules_reading(shown, matches.get(shown[0].component) or [], params=ReadingParams())
     rules_answer = compose_answer(case, candidates=shown, component=reading.component, fault_type=reading.fault_type,
                                   model_reason="", knowledge=knowledge, rules=rules)
-    return CaseRecord(
-        uuid=case.uuid, window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        answer=answer, candidates=shown, missing=[], sops=[], signature_matches=matches,
-        prompt=prompt, outcome=outcome,
-        agreed_with_index=bool(ranked) and decision.component == ranked[0].component,
-        timings_s=timings, mode=mode, agent_calls=trajectory.calls,
-        rules_answer=rules_answer, rules_fault_type=reading.fault_type, rules_reading=asdict(reading),
-    )
+    shown_case = PreparedCase(case=case, candidates=shown, missing=[], data_status=[], sops=[], signature_matches=matches,
+                              prompt=prompt, timings_s=timings, reading=reading)
+    return run_record(case, prepared=shown_case, outcome=outcome, timings=timings, answer=answer,
+                      rules_answer=rules_answer, mode=mode, agent_calls=trajectory.calls)

@@ -249,7 +249,7 @@ def _detect(settings: Settings, cases, *, as_json: bool) -> None:
 def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> None:
     if as_json:
         for record in records:
-            typer.echo(json.dumps(record.answer.to_submission(rules=rules), ensure_ascii=False))
+            typer.echo(json.dumps(record.final_answer().to_submission(rules=rules), ensure_ascii=False))
         return
     # Identifiers never wrap or shorten (a cut "checkoutservice-2" names another pod): the table
     # holds only short columns (about 75 characters with the longest names), and each reason,
@@ -258,12 +258,12 @@ def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> 
     for column in ("uuid", "component", "index top", "agree", "calls", "s"):
         table.add_column(column, no_wrap=True)
     for r in records:
-        usage = r.to_record().usage
+        usage = r.usage
         table.add_row(r.uuid, r.answer.component, r.candidates[0].component, "yes" if r.agreed_with_index else "NO",
                       str(usage.calls), f"{r.timings_s.get('total_s', 0):.1f}")
     console.print(table)
     for r in records:
-        usage = r.to_record().usage
+        usage = r.usage
         console.print(f"{r.uuid} ({usage.prompt_tokens}/{usage.completion_tokens} tokens): {r.answer.reason}",
                       markup=False, highlight=False)
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
+
+from pydantic import TypeAdapter
 
 from diagnose.answer import Answer
 from diagnose.cases import Case
@@ -28,7 +30,7 @@ from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, SignatureMatch
 from rca.challenge import RuleVersion, rule_version
 from rca.errors import BackendError, NoCandidates, RcaError
-from rca.llm.base import LLMBackend
+from rca.llm.base import LLMBackend, ServerTimings
 from rca.settings import Settings
 from rca.system import system_from_settings
 from rca.taxonomy import applicable_fault_types, fault_types_named, service_of
@@ -58,76 +60,6 @@ class KnowledgeSource(Protocol):
     def signature_matches(self, observations: Sequence[Observation], *, fault_types: Sequence[str]) -> list[SignatureMatch]: ...
 
     def distinctions(self, fault_types: Sequence[str]) -> list[str]: ...
-
-
-@dataclass
-class CaseRecord:
-    """Everything about one diagnosed case, written under ``[paths] runs_dir`` (``data/runs/``) as JSON."""
-
-    uuid: str
-    window: dict[str, str]
-    answer: Answer
-    candidates: list[Candidate]
-    missing: list[str]
-    sops: list[RetrievedDoc]
-    signature_matches: RunbookMatches
-    prompt: Prompt
-    outcome: DecisionOutcome
-    agreed_with_index: bool
-    timings_s: dict[str, float]
-    rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
-    rules_fault_type: str | None = None
-    rules_reading: dict[str, Any] | None = None  # diagnose.reading.RulesReading as data
-    parameters: dict[str, Any] = field(default_factory=dict)  # e.g. {"index": IndexParams as data}
-    mode: Literal["pipeline", "react", "team"] = "pipeline"
-    agent_calls: list[AgentCallRecord] = field(default_factory=list)  # react / team: every model and tool call
-    data_status: list[ModalityStatus] = field(default_factory=list)  # typed; ``missing`` says it in words
-    choices: dict[str, list[str]] | None = None  # what the model chose among, when narrowed to the contenders
-
-    def to_record(self) -> RunRecord:
-        replies = self.outcome.replies
-        return RunRecord(
-            uuid=self.uuid,
-            mode=self.mode,
-            agent_calls=self.agent_calls,
-            window=self.window,
-            answer=self.answer.model_dump(),
-            agreed_with_index=self.agreed_with_index,
-            index_top=self.candidates[0].component if self.candidates else None,
-            decision=self.outcome.decision.model_dump() if self.outcome.decision else None,
-            repaired=self.outcome.repaired,
-            votes=self.outcome.votes,
-            first_fault_type=self.outcome.first_fault_type,
-            confirm_turn=self.outcome.confirm_turn,
-            candidates=[c.model_dump(mode="json") for c in self.candidates],
-            missing=self.missing,
-            data_status=self.data_status,
-            sops=[SopRecord(id=s.id, title=s.title, score=s.score) for s in self.sops],
-            signature_matches={name: [m.render() for m in found] for name, found in self.signature_matches.items()},
-            prompt=PromptRecord(
-                messages=self.prompt.messages,
-                approx_tokens=self.prompt.approx_tokens,
-                dropped_evidence=self.prompt.dropped_evidence,
-                dropped_sops=self.prompt.dropped_sops,
-            ),
-            raw_responses=self.outcome.raw_responses,
-            usage=Usage(
-                calls=self.outcome.calls,
-                prompt_tokens=sum(r.prompt_tokens for r in replies),
-                completion_tokens=sum(r.completion_tokens for r in replies),
-                llm_seconds=round(sum(r.latency_s for r in replies), 3),
-                model=replies[0].model if replies else None,
-            ),
-            timings_s=self.timings_s,
-            rules_answer=self.rules_answer.model_dump() if self.rules_answer else None,
-            rules_fault_type=self.rules_fault_type,
-            rules_reading=self.rules_reading,
-            choices=self.choices,
-            parameters=self.parameters,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return self.to_record().model_dump(mode="json")
 
 
 def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3, top: int = 2) -> tuple[str, list[str]]:
@@ -235,22 +167,46 @@ def case_failed(case: Case, exc: RcaError) -> CaseFailed:
     if isinstance(exc, CaseFailed):
         return exc
     return CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
-                      record=_failed_record(case, exc, prepared=None, outcome=None, timings={}))
+                      record=run_record(case, prepared=None, outcome=None, timings={}, error=exc))
 
 
-def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None, outcome: DecisionOutcome | None,
-                   timings: dict[str, float]) -> RunRecord:
+def run_record(case: Case, *, prepared: PreparedCase | None, outcome: DecisionOutcome | None,
+               timings: dict[str, float], answer: Answer | None = None, rules_answer: Answer | None = None,
+               error: Exception | None = None, mode: Literal["pipeline", "react", "team"] = "pipeline",
+               agent_calls: Sequence[AgentCallRecord] = ()) -> RunRecord:
+    """The run record of ``case`` from what its diagnosis got to: the prepared case (candidates,
+    SOPs, prompt, rules reading), the model's outcome, and the ``answer`` or the ``error``.
+
+    The one mapping from the diagnosis to its record, for answered and failed cases and every mode;
+    ``timings_s`` gets the server's timings of the model calls (prefill and decode seconds, prompt
+    tokens evaluated and cached) beside ``timings``.
+    """
     replies = outcome.replies if outcome is not None else []
+    candidates = prepared.candidates if prepared else []
+    reading = prepared.reading if prepared else None
     return RunRecord(
-        uuid=case.uuid, status="failed", error=f"{type(exc).__name__}: {exc}",
+        uuid=case.uuid, mode=mode, agent_calls=list(agent_calls),
+        status="failed" if error is not None else "answered",
+        error=f"{type(error).__name__}: {error}" if error is not None else None,
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        candidates=[c.model_dump(mode="json") for c in prepared.candidates] if prepared else [],
+        answer=answer,
+        agreed_with_index=answer.component == candidates[0].component if answer and candidates else None,
+        index_top=candidates[0].component if candidates else None,
+        candidates=candidates,
         missing=prepared.missing if prepared else [],
         data_status=prepared.data_status if prepared else [],
         sops=[SopRecord(id=s.id, title=s.title, score=s.score) for s in prepared.sops] if prepared else [],
+        signature_matches={name: [m.render() for m in found] for name, found in prepared.signature_matches.items()}
+        if prepared else {},
         prompt=PromptRecord(messages=prepared.prompt.messages, approx_tokens=prepared.prompt.approx_tokens,
                             dropped_evidence=prepared.prompt.dropped_evidence,
                             dropped_sops=prepared.prompt.dropped_sops) if prepared else None,
+        choices=prepared.choices if prepared else None,
+        parameters=prepared.parameters if prepared else {},
+        rules_answer=rules_answer,
+        rules_fault_type=reading.fault_type if reading and rules_answer else None,
+        rules_reading=TypeAdapter(RulesReading).dump_python(reading, mode="json") if reading and rules_answer else None,
+        decision=outcome.decision if outcome else None,
         repaired=outcome.repaired if outcome else False,
         votes=outcome.votes if outcome else {},
         first_fault_type=outcome.first_fault_type if outcome else None,
@@ -260,7 +216,7 @@ def _failed_record(case: Case, exc: Exception, *, prepared: PreparedCase | None,
                     completion_tokens=sum(r.completion_tokens for r in replies),
                     llm_seconds=round(sum(r.latency_s for r in replies), 3),
                     model=replies[0].model if replies else None),
-        timings_s=timings,
+        timings_s={**timings, **ServerTimings.total(r.server_timings for r in replies)},
     )
 
 
@@ -382,7 +338,7 @@ def diagnose_case(
     evidence: EvidenceSource,
     knowledge: KnowledgeSource,
     prepared: PreparedCase | None = None,
-) -> CaseRecord:
+) -> RunRecord:
     """``prepared``: the case already prepared (a batch prepares the next case during this one's model call)."""
     t0 = time.perf_counter()
     try:
@@ -390,7 +346,7 @@ def diagnose_case(
             prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
     except RcaError as exc:
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
-                         record=_failed_record(case, exc, prepared=None, outcome=None, timings={})) from exc
+                         record=run_record(case, prepared=None, outcome=None, timings={}, error=exc)) from exc
     candidates, timings = prepared.candidates, prepared.timings_s
     t2 = time.perf_counter()
     choices = prepared.choices
@@ -408,7 +364,7 @@ def diagnose_case(
     except RcaError as exc:
         timings["llm_s"] = round(time.perf_counter() - t2, 3)
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
-                         record=_failed_record(case, exc, prepared=prepared, outcome=outcome, timings=timings)) from exc
+                         record=run_record(case, prepared=prepared, outcome=outcome, timings=timings, error=exc)) from exc
     timings["llm_s"] = round(time.perf_counter() - t2, 3)
 
     decision = outcome.decision
@@ -417,18 +373,9 @@ def diagnose_case(
     answer = compose_answer(case, candidates=candidates, component=decision.component,
                             fault_type=decision.fault_type, model_reason=decision.reason, knowledge=knowledge,
                             rules=challenge)
-    reading = prepared.reading
     rules_answer = rules_only_answer(prepared, knowledge=knowledge, rules=challenge)
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     agreed = decision.component == candidates[0].component
     log.info("%s -> %s (%s); index top %s; %s", case.uuid, decision.component, decision.fault_type, candidates[0].component, "agree" if agreed else "DISAGREE")
-    return CaseRecord(
-        uuid=case.uuid,
-        window={"start": format_utc(case.start), "end": format_utc(case.end)},
-        answer=answer, candidates=candidates, missing=prepared.missing, data_status=prepared.data_status,
-        sops=prepared.sops,
-        signature_matches=prepared.signature_matches, prompt=prepared.prompt,
-        outcome=outcome, agreed_with_index=agreed, timings_s=timings, rules_answer=rules_answer,
-        rules_fault_type=reading.fault_type, rules_reading=asdict(reading), parameters=prepared.parameters,
-        choices=choices,
-    )
+    return run_record(case, prepared=prepared, outcome=outcome, timings=timings, answer=answer,
+                      rules_answer=rules_answer)

@@ -30,7 +30,8 @@ from diagnose.agents import (
     window_text,
 )
 from diagnose.cases import Case
-from diagnose.pipeline import CaseRecord, KnowledgeSource
+from diagnose.pipeline import KnowledgeSource
+from diagnose.record import RunRecord
 from diagnose.templates import render
 from diagnose.tools import Toolbox
 from index.models import Candidate
@@ -72,7 +73,7 @@ def run_react(
     max_steps: int,
     temperature: float,
     rules: RuleVersion,
-) -> CaseRecord:
+) -> RunRecord:
     started = time.perf_counter()
     trajectory = Trajectory()
     messages = [
@@ -135,6 +136,6 @@ def run_react(
     record = agent_record(case=case, mode="react", outcome=outcome, prompt=prompt, trajectory=trajectory, ranked=ranked,
                           knowledge=knowledge, decision_action="decision: final answer after the investigation",
                           started=started, timings=timings, rules=rules)
-    log.info("%s -> %s (react, %d model calls, %s)", case.uuid, record.answer.component, len(outcome.replies),
+    log.info("%s -> %s (react, %d model calls, %s)", case.uuid, record.final_answer().component, len(outcome.replies),
              "finished" if finished else "step limit")
     return record

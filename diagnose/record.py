@@ -7,6 +7,10 @@ indexing dicts by key, so a change of shape fails loudly at the reader, not deep
 Versions: 1 = the single-call pipeline; 2 adds ``mode`` and ``agent_calls`` (every message and
 tool call of the react / team modes). A version-1 file reads as a version-2 record of mode
 ``pipeline`` with no agent calls, so older run directories stay readable.
+
+It is also the one in-memory result of a diagnosis (``diagnose.pipeline.run_record`` builds it):
+the answer, the decision and the candidates are the typed models they are written from, so a
+file reads back into the same objects the diagnosis returned.
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from index.models import ModalityStatus
+from diagnose.answer import Answer
+from diagnose.decide import Decision
+from index.models import Candidate, ModalityStatus
 from rca.errors import DataError
 
 RUN_RECORD_VERSION: Literal[2] = 2
@@ -80,19 +86,19 @@ class RunRecord(BaseModel):
     status: Literal["answered", "failed"] = "answered"
     error: str | None = None
     window: dict[str, str]
-    answer: dict[str, Any] | None = None
-    rules_answer: dict[str, Any] | None = None  # index top-1 + its best SOP fit, no model (an ablation)
+    answer: Answer | None = None  # None when the case failed
+    rules_answer: Answer | None = None  # index top-1 + its best SOP fit, no model (an ablation)
     rules_fault_type: str | None = None  # the fault type behind ``rules_answer``
     rules_reading: dict[str, Any] | None = None  # margins of that reading, which parts were close calls
     choices: dict[str, list[str]] | None = None  # decide_among = "contenders": component -> its open fault types
     agreed_with_index: bool | None = None
     index_top: str | None = None
-    decision: dict[str, Any] | None = None
+    decision: Decision | None = None
     repaired: bool = False
     votes: dict[str, int] = Field(default_factory=dict)
     first_fault_type: str | None = None
     confirm_turn: str | None = None
-    candidates: list[dict[str, Any]] = Field(default_factory=list)
+    candidates: list[Candidate] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # the data status in words, as the prompt says it
     data_status: list[ModalityStatus] = Field(default_factory=list)
     sops: list[SopRecord] = Field(default_factory=list)
@@ -103,6 +109,12 @@ class RunRecord(BaseModel):
     timings_s: dict[str, float] = Field(default_factory=dict)
     parameters: dict[str, Any] = Field(default_factory=dict)
     agent_calls: list[AgentCallRecord] = Field(default_factory=list)
+
+    def final_answer(self) -> Answer:
+        """The answer of an answered case; a failed case's record has none (``RecordError``)."""
+        if self.answer is None:
+            raise RecordError(f"{self.uuid}: the case failed ({self.error}); its record holds no answer")
+        return self.answer
 
     @classmethod
     def load(cls, path: Path) -> RunRecord:

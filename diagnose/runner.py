@@ -28,7 +28,8 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from diagnose.cases import Case
-from diagnose.pipeline import CaseFailed, CaseRecord, case_failed
+from diagnose.pipeline import CaseFailed, case_failed
+from diagnose.record import RunRecord
 from rca.atomic import write_json_atomic
 from rca.challenge import RuleVersion
 from rca.errors import InputError, RcaError
@@ -42,7 +43,7 @@ class RunSummary:
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-    records: list[CaseRecord] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
 
 
 class NotAnAnswerFile(InputError):
@@ -142,7 +143,7 @@ class OrderedAnswers:
 def run_cases(
     cases: Sequence[Case],
     *,
-    diagnose_one: Callable[[Case], CaseRecord],
+    diagnose_one: Callable[[Case], RunRecord],
     out_path: Path,
     runs_dir: Path,
     rules: RuleVersion,
@@ -164,7 +165,7 @@ def run_cases(
     answers = OrderedAnswers(AnswerFile(out_path), [c.uuid for c in todo])
     stop = threading.Event()  # set by the first backend failure; checked before a case starts
 
-    def finish(case: Case) -> CaseRecord | None:
+    def finish(case: Case) -> RunRecord | None:
         if stop.is_set():
             return None
         try:
@@ -178,8 +179,8 @@ def run_cases(
             if failure is exc:
                 raise
             raise failure from exc
-        write_json_atomic(runs_dir / f"{case.uuid}.json", record.to_json())
-        answers.append(case.uuid, record.answer.to_submission(rules=rules))
+        write_json_atomic(runs_dir / f"{case.uuid}.json", record.model_dump(mode="json"))
+        answers.append(case.uuid, record.final_answer().to_submission(rules=rules))
         return record
 
     backend_failure: tuple[str, CaseFailed] | None = None

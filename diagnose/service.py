@@ -3,7 +3,7 @@ and the model backend, built the same way by the CLI, the demo, the benchmarks a
 
     with Diagnoser.from_settings(settings) as diagnoser:
         prepared = diagnoser.prepare(case)          # what the model will see; no model call
-        record = diagnoser.diagnose(case)           # one case -> CaseRecord
+        record = diagnoser.diagnose(case)           # one case -> RunRecord
         summary = diagnoser.run(cases, out=path)    # a resumable batch with run records
 
 The backend is opened lazily, so ``prepare`` (``--print-prompt``) never loads a model.
@@ -23,7 +23,6 @@ from types import TracebackType
 from diagnose.cases import Case, input_case_windows
 from diagnose.pipeline import (
     CaseFailed,
-    CaseRecord,
     EvidenceSource,
     KnowledgeSource,
     PreparedCase,
@@ -31,12 +30,13 @@ from diagnose.pipeline import (
     diagnose_case,
     prepare_case,
 )
+from diagnose.record import RunRecord
 from diagnose.runner import RunSummary, finished_uuids, run_cases
 from diagnose.tools import RawTelemetry, TelemetrySource
 from rca.atomic import write_json_atomic
 from rca.challenge import rule_version
 from rca.errors import RcaError
-from rca.llm.base import LLMBackend, LLMError, ServerTimings
+from rca.llm.base import LLMBackend, LLMError
 from rca.settings import DiagnoseMode, Settings
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class Diagnoser:
         """Candidates, SOPs and the prompt for ``case``, without calling the model."""
         return prepare_case(case, settings=self.settings, evidence=self.evidence, knowledge=self.knowledge)
 
-    def diagnose(self, case: Case, *, mode: DiagnoseMode | None = None, prepared: PreparedCase | None = None) -> CaseRecord:
+    def diagnose(self, case: Case, *, mode: DiagnoseMode | None = None, prepared: PreparedCase | None = None) -> RunRecord:
         """One case through the model, in ``mode`` (default: the configured ``diagnose.mode``).
 
         ``prepared``: the pipeline's preparation of ``case``, done ahead (``Prefetcher``).
@@ -170,10 +170,8 @@ class Diagnoser:
         settings = self.settings
         mode = mode or settings.diagnose.mode
         if mode == "pipeline":
-            record = diagnose_case(case, settings=settings, llm=self.llm, evidence=self.evidence,
-                                   knowledge=self.knowledge, prepared=prepared)
-            record.timings_s.update(ServerTimings.total(r.server_timings for r in record.outcome.replies))
-            return record
+            return diagnose_case(case, settings=settings, llm=self.llm, evidence=self.evidence,
+                                 knowledge=self.knowledge, prepared=prepared)
         if self.telemetry is None:
             raise ValueError(f"mode {mode!r} needs raw telemetry for its tools; this Diagnoser was built without it")
         from diagnose.agents import open_investigation
@@ -193,7 +191,7 @@ class Diagnoser:
                         max_rounds=settings.diagnose.team_max_rounds, temperature=temperature,
                         rules=rule_version(settings.challenge.rules))
 
-    def diagnose_adhoc(self, case: Case) -> CaseRecord:
+    def diagnose_adhoc(self, case: Case) -> RunRecord:
         """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``, failed or not."""
         path = self.settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json"
         try:
@@ -204,13 +202,13 @@ class Diagnoser:
             if failure is exc:
                 raise
             raise failure from exc
-        write_json_atomic(path, record.to_json())
+        write_json_atomic(path, record.model_dump(mode="json"))
         return record
 
-    def run_adhoc(self, cases: Sequence[Case]) -> tuple[list[CaseRecord], dict[str, str]]:
+    def run_adhoc(self, cases: Sequence[Case]) -> tuple[list[RunRecord], dict[str, str]]:
         """Cases one by one outside a batch: a failed case is named and the others still run;
         a backend failure stops at once (raises ``LLMError``)."""
-        records: list[CaseRecord] = []
+        records: list[RunRecord] = []
         failed: dict[str, str] = {}
         for case in cases:
             try:
@@ -234,13 +232,13 @@ class Diagnoser:
         """
         settings = self.settings
         concurrency = max(1, settings.llm.concurrency)
-        diagnose_one: Callable[[Case], CaseRecord] = self.diagnose
+        diagnose_one: Callable[[Case], RunRecord] = self.diagnose
         prefetcher: Prefetcher | None = None
         if settings.diagnose.mode == "pipeline":
             done = finished_uuids(out)
             prefetcher = Prefetcher(self.prepare, [c for c in cases if c.uuid not in done], ahead=concurrency)
 
-            def diagnose_one(case: Case) -> CaseRecord:
+            def diagnose_one(case: Case) -> RunRecord:
                 assert prefetcher is not None
                 prepared, seconds = prefetcher.take(case)
                 record = self.diagnose(case, prepared=prepared)

@@ -32,8 +32,8 @@ from diagnose.agents import (
     window_text,
 )
 from diagnose.cases import Case
-from diagnose.pipeline import CaseRecord, KnowledgeSource
-from diagnose.record import AgentCallRecord
+from diagnose.pipeline import KnowledgeSource
+from diagnose.record import AgentCallRecord, RunRecord
 from diagnose.templates import render
 from diagnose.tools import Observation, Toolbox
 from index.models import Candidate
@@ -193,7 +193,7 @@ def run_team(
     max_rounds: int,
     temperature: float,
     rules: RuleVersion,
-) -> CaseRecord:
+) -> RunRecord:
     started = time.perf_counter()
     team = Team(case, toolbox=toolbox, ranked=ranked, llm=llm, knowledge=knowledge, temperature=temperature)
     opening = toolbox.invoke("get_candidates", {"limit": 5})
@@ -225,6 +225,6 @@ def run_team(
     record = agent_record(case=case, mode="team", outcome=outcome, prompt=prompt, trajectory=team.trajectory,
                           ranked=ranked, knowledge=knowledge, decision_action=f"judge: root cause accepted (round {round_no})",
                           started=started, timings=timings, rules=rules)
-    log.info("%s -> %s (team, %d rounds, %d model calls)", case.uuid, record.answer.component, round_no,
+    log.info("%s -> %s (team, %d rounds, %d model calls)", case.uuid, record.final_answer().component, round_no,
              len(outcome.replies))
     return record

@@ -80,10 +80,10 @@ def main() -> int:
                 random.Random(seed).shuffle(kept)
                 for case in fixable + kept[: args.keep_sample]:
                     record = diagnoser.diagnose(case)
-                    decision = record.outcome.decision
+                    decision, component = record.decision, record.final_answer().component
                     result = {"seed": seed, "uuid": case.uuid, "truth": truth[case.uuid]["fault_type"],
                               "rules": record.rules_fault_type, "model": decision.fault_type if decision else None,
-                              "component": record.answer.component, "choices": (record.choices or {}).get(record.answer.component)}
+                              "component": component, "choices": (record.choices or {}).get(component)}
                     rows.append(result)
                     out.write(json.dumps(result) + "\n")
                     out.flush()

@@ -60,7 +60,7 @@ def main() -> None:
         with Diagnoser.from_settings(settings) as diagnoser:
             diagnoser.diagnose_adhoc(case)
     record = RunRecord.load(record_path)
-    log.info("%s answered %s by %s", case.uuid, (record.answer or {}).get("component"), record.usage.model)
+    log.info("%s answered %s by %s", case.uuid, record.answer.component if record.answer else None, record.usage.model)
 
     page = write_case_report(record, scorer=report_scorer(settings), out=work / f"{case.uuid}.html")
     full = screenshot(page, out=work / f"{case.uuid}.png", width=1280, height=6000)

@@ -81,14 +81,14 @@ def test_react_feeds_tool_errors_back_as_observations_and_traces_the_calls_taken
         "decision: final answer after the investigation"]
     assert trace[1].observation.startswith("pod_cpu_usage up 5.0x on cartservice-0")
     assert trace[2].observation.startswith("cartservice: cpu stress")
-    run = record.to_record()
+    run = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert run.mode == "react" and run.schema_version == 2
     assert run.usage.calls == 6
     assert [c.tool for c in run.agent_calls] == ["get_candidates", "get_metrics", "(invalid reply)", "get_kpis",
                                                  "get_metrics", None]
     assert all(c.messages for c in run.agent_calls[1:])  # every model call keeps its messages
     # The rules-only ablation is recorded in agent modes too: index top-1 with its best SOP fit.
-    assert run.rules_answer is not None and run.rules_answer["component"] == "cartservice"
+    assert run.rules_answer is not None and run.rules_answer.component == "cartservice"
     assert run.rules_fault_type == run.rules_reading["fault_type"]
 
 
@@ -118,7 +118,7 @@ def test_react_final_answer_is_constrained_to_components_of_the_data():
     assert set(offered) <= set(toolbox.components)
     assert "Your reply was invalid: component: 'paymentservice' is not one of the candidates" in \
         backend.requests[3]["messages"][-1]["content"]
-    assert record.answer.component == "redis-cart" and record.outcome.repaired
+    assert record.answer.component == "redis-cart" and record.repaired
 
 
 def test_react_answer_outside_the_data_fails_after_repair():
@@ -157,7 +157,7 @@ def test_team_accepts_in_one_round_with_one_step_per_finding():
     judge_prompt = backend.requests[-1]["messages"][0]["content"]
     assert "- metric: pod_cpu_usage of cartservice-0 up 5x (suspect: cartservice-0)" in judge_prompt
     assert backend.requests[-1]["json_schema"]["anyOf"][0]["properties"]["verdict"]["enum"] == ["accept", "more"]
-    run = record.to_record()
+    run = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert run.mode == "team" and run.usage.calls == 5
     assert [c.agent for c in run.agent_calls] == ["code", "controller", "trace", "metric", "log"]
 
@@ -182,7 +182,7 @@ def test_team_judge_sends_the_controller_back_for_one_more_round():
     assert len(trace) == 5
     assert trace[3].action == "metric specialist: metric analysis: get_metrics(component=cartservice, limit=6)"
     assert trace[4].action == "judge: root cause accepted (round 2)"
-    run = record.to_record()
+    run = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert run.usage.calls == 8
     judge_calls = [c for c in run.agent_calls if c.agent == "judge"]
     assert len(judge_calls) == 1 and judge_calls[0].observation.startswith("more:")
@@ -296,6 +296,6 @@ def test_team_over_a_remote_json_object_endpoint():
         backend.close()
         endpoint.close()
     assert record.answer.component == "cartservice"
-    assert record.to_record().usage.model == "remote-model"
+    assert record.usage.model == "remote-model"
     assert all(r["response_format"] == {"type": "json_object"} for r in endpoint.requests)
     assert '"verdict"' in endpoint.requests[-1]["messages"][-1]["content"]  # json_object: the schema is in the prompt

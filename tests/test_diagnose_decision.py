@@ -8,6 +8,7 @@ from diagnose.cases import Case
 from diagnose.decide import DecisionError, decide
 from diagnose.pipeline import diagnose_case, names_other_fault_types
 from diagnose.prompt import build_prompt, decision_schema, shown_evidence
+from diagnose.record import RunRecord
 from diagnose.runner import finished_uuids, run_cases
 from index.models import Candidate, EvidenceItem
 from rca.challenge import EARLY, LATE
@@ -136,7 +137,7 @@ def test_trace_shows_the_sop_signal_check_of_the_chosen_type() -> None:
     check = next(s for s in steps if s.action.startswith("SOP signal check"))
     assert check.observation == "pod_cpu_usage up: cpu stress signals 1/1"
     assert check.step == len(steps) - 1 and len(steps) <= 5
-    assert record.to_json()["signature_matches"]["emailservice"] == ["cpu stress 1/1 (pod_cpu_usage up)"]
+    assert record.model_dump(mode="json")["signature_matches"]["emailservice"] == ["cpu stress 1/1 (pod_cpu_usage up)"]
 
 
 def test_reason_quotes_sop_keywords_seen_in_logs() -> None:
@@ -167,9 +168,9 @@ def test_confirmation_turn_settles_the_fault_type_in_the_same_conversation() -> 
     assert turn.startswith("Now settle the fault type of emailservice")
     assert "pod_cpu_usage up 4.1x" in turn and "cpu stress 1/1 (pod_cpu_usage up)" in turn
     assert set(second["json_schema"]["properties"]["fault_type"]["enum"]) >= {"cpu stress", "memory stress"}
-    assert record.outcome.first_fault_type == "memory stress"
+    assert record.first_fault_type == "memory stress"
     assert record.answer.reason.startswith("cpu stress on emailservice")
-    assert record.to_json()["usage"]["calls"] == 2
+    assert record.model_dump(mode="json")["usage"]["calls"] == 2
 
 
 def test_invalid_confirmation_is_repaired_with_the_allowed_types() -> None:
@@ -182,7 +183,7 @@ def test_invalid_confirmation_is_repaired_with_the_allowed_types() -> None:
                            evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
     repair = backend.requests[2]["messages"][-1]["content"]
     assert "'node disk fill' cannot happen to emailservice" in repair and "cpu stress" in repair
-    assert record.outcome.repaired and record.outcome.decision.fault_type == "cpu stress"
+    assert record.repaired and record.decision.fault_type == "cpu stress"
 
 
 def test_batch_is_resumable_and_drops_torn_line(tmp_path: Path) -> None:
@@ -235,11 +236,11 @@ def test_record_keeps_the_rules_only_answer_beside_the_model_answer() -> None:
     reply = _reply(component="checkoutservice", fault_type="pod failure", reason="errors towards emailservice")
     record = diagnose_case(_case(), settings=settings, llm=RecordedBackend([reply]),
                            evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
-    saved = record.to_record()
-    assert saved.answer["component"] == "checkoutservice"
-    assert saved.rules_answer["component"] == "emailservice" and saved.rules_fault_type == "cpu stress"
-    assert saved.rules_answer["reason"].startswith("cpu stress on emailservice (pod_cpu_usage")
-    assert 2 <= len(saved.rules_answer["reasoning_trace"]) <= 5
+    saved = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
+    assert saved.answer.component == "checkoutservice"
+    assert saved.rules_answer.component == "emailservice" and saved.rules_fault_type == "cpu stress"
+    assert saved.rules_answer.reason.startswith("cpu stress on emailservice (pod_cpu_usage")
+    assert 2 <= len(saved.rules_answer.reasoning_trace) <= 5
 
 
 def test_late_rules_shape_the_answer_the_judge_accepts() -> None:
@@ -286,10 +287,10 @@ def test_contenders_setting_narrows_the_choice_and_records_it() -> None:
                            knowledge=StaticKnowledge())
     branches = [b["properties"]["component"]["const"] for b in backend.requests[0]["json_schema"]["anyOf"]]
     assert branches == ["emailservice", "checkoutservice"]
-    saved = record.to_record()
+    saved = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert list(saved.choices) == ["emailservice", "checkoutservice"]
     assert saved.choices["emailservice"][0] == "cpu stress"  # the rules' best fit is always open
-    assert saved.answer["component"] == "emailservice"
+    assert saved.answer.component == "emailservice"
     # "candidates" offers every candidate.
     every = RecordedBackend([_reply()])
     diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"decide_among": "candidates"}}),
@@ -347,7 +348,7 @@ def test_the_runbooks_distinctions_between_open_fault_types_close_the_prompt() -
     backend = RecordedBackend([_reply()])
     record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
                            knowledge=knowledge)
-    assert record.to_record().choices["emailservice"] == ["cpu stress", "memory stress"]
+    assert record.choices["emailservice"] == ["cpu stress", "memory stress"]
     user = backend.requests[0]["messages"][1]["content"]
     note = "- memory stress rather than cpu stress: pod_memory_working_set_bytes moves instead of CPU."
     assert note in user and user.index("open: ") < user.index(note)

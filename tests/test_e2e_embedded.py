@@ -47,7 +47,7 @@ def test_two_cases_with_the_real_embedded_model(dataset: Path) -> None:
         assert record.answer.component in names  # the schema enum held
         assert 2 <= len(record.answer.reasoning_trace) <= 5
         assert all(len(s.observation) <= 100 for s in record.answer.reasoning_trace)
-        usage = record.to_record().usage
+        usage = record.usage
         assert usage.calls in (1, 2) and usage.prompt_tokens > 200 and usage.model
         assert (dataset / "runs" / "result" / f"{record.uuid}.json").exists()
 

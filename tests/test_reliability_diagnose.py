@@ -252,7 +252,7 @@ def test_data_status_reaches_the_prompt_and_the_run_record(tmp_path):
     user = record.prompt.messages[-1]["content"]
     assert "no trace data 16:10-16:30 UTC" in user
     assert "metric data partial: 1 file(s) unreadable (infra_pod_pod_cpu_usage_2025-06-06.parquet)" in user
-    saved = record.to_record()
+    saved = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert [s.state for s in saved.data_status] == ["partial", "ok", "partial"]
     assert saved.data_status[0].lost_files[0].name() == "infra_pod_pod_cpu_usage_2025-06-06.parquet"
 

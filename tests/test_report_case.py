@@ -111,9 +111,9 @@ def test_case_page_renders_offline_with_every_figure(diagnosed, tmp_path: Path) 
     assert dom.external == []  # nothing to fetch: CSS and images are inline
     names = [f["data-name"] for f in dom.figures]
     assert "call-graph" in names and "log-templates" in names
-    chosen = record.answer["component"]
+    chosen = record.answer.component
     assert any(n.startswith(f"series-{chosen}-") for n in names)
-    runner_ups = [c["component"] for c in record.candidates if c["component"] != chosen]
+    runner_ups = [c.component for c in record.candidates if c.component != chosen]
     assert any(n.startswith(f"series-{runner_ups[0]}-") for n in names)
     for figure in dom.figures:
         png = _png(figure["src"])
@@ -231,7 +231,7 @@ def test_the_browser_really_is_offline(tmp_path: Path) -> None:
 def test_diagnose_report_dir_writes_the_pages(diagnosed, tmp_path: Path, monkeypatch) -> None:
     """``rca diagnose --uuid X --report-dir D``: the CLI wiring, with the model replaced by a recorded reply."""
     root, record = diagnosed
-    reply = json.dumps({"component": record.answer["component"], "fault_type": record.decision["fault_type"],
+    reply = json.dumps({"component": record.answer.component, "fault_type": record.decision.fault_type,
                         "reason": "recorded reply for the CLI test"})
 
     def from_settings(cls, settings, **_):  # case_windows: this index has one case

@@ -89,12 +89,12 @@ def _page_context(record: RunRecord, evidence: CaseEvidence, figures: dict[str, 
     degraded = [e for e in evidence.degraded_edges if e.calls]
     vanished = [e for e in evidence.graph_edges if e.vanished]
     missing = list(dict.fromkeys(record.missing + evidence.missing))
-    decision = record.decision or {}
+    decision = record.decision
     return {
         "record": record,
         "answer": record.answer,
-        "fault_type": decision.get("fault_type"),
-        "model_reason": decision.get("reason"),
+        "fault_type": decision.fault_type if decision else None,
+        "model_reason": decision.reason if decision else None,
         "chosen": chosen,
         "candidates": candidates,
         "series_by_candidate": series_by_candidate,
@@ -142,7 +142,7 @@ def write_batch_report(records: Sequence[RunRecord], *, scorer: WindowScorer, ou
         page = write_case_report(record, scorer=scorer, out=out_dir / f"{record.uuid}.html")
         log.info("report %d/%d: %s", number, len(records), page.name)
         rows.append({"record": record, "page": page.name, "chosen": chosen_component(record),
-                     "fault_type": (record.decision or {}).get("fault_type")})
+                     "fault_type": record.decision.fault_type if record.decision else None})
     by_type = Counter(row["fault_type"] or "(failed)" for row in rows)
     agreement = Counter("agreed" if r.agreed_with_index else "disagreed" if r.agreed_with_index is False else "failed"
                         for r in records)
