@@ -12,7 +12,8 @@ Arguments are a JSON object (never Python keyword syntax); a reply that does not
 an unknown tool and bad arguments all come back as an observation that lists the valid
 choices. Observation tools come from a ``Toolbox`` (``describe() -> str``,
 ``call(name, args) -> str``, ``names``; ``diagnose.tools.Toolbox``); this
-module adds the mitigation actions (``CloudTools``) and ``submit``.
+module adds the mitigation actions (``CloudTools``, tools of the same contract:
+``diagnose.tools.ToolSpec`` / ``Param`` / ``Observation``) and ``submit``.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from bench.cloud import ActionError, SimCloud
-from diagnose.tools import bound  # the one clipping rule for observations
+from diagnose.tools import FunctionTool, Observation, Param, ToolSpec, bound  # one tool contract, one clipping rule
+from diagnose.tools import Toolbox as DiagnoseToolbox
 from rca.errors import InputError
 
 MAX_OBSERVATION_CHARS = 4000  # an agent must never receive megabytes
@@ -86,71 +88,70 @@ def parse_action(reply: str) -> Action:
     return Action(name, args)
 
 
-@dataclass(frozen=True)
-class CloudAction:
-    name: str
-    doc: str
-    params: dict[str, type]
-    run: Callable[..., str]
+def _action(name: str, doc: str, run: Callable[..., str], *params: Param) -> FunctionTool:
+    """A cloud action as a tool of the shared contract: ``doc`` (its usage, then what it does) is its
+    description; a refusal of the cloud comes back as an observation."""
+    def call(args: dict[str, Any]) -> Observation | str:
+        try:
+            return run(**args)
+        except ActionError as exc:
+            text = f"{name} refused: {exc}"
+            return Observation(text=text, lead=text, ok=False)
+    return FunctionTool(spec=ToolSpec(name=name, description=doc, params=params), fn=call)
+
+
+def _text(name: str, description: str, *, required: bool = True) -> Param:
+    return Param(name=name, description=description, required=required)
 
 
 class CloudTools:
-    """The mitigation actions and ``get_status`` over one ``SimCloud``."""
+    """The mitigation actions and ``get_status`` over one ``SimCloud``: tools of the diagnoser's
+    contract (``ToolSpec``, ``Param``, ``Observation``) in a ``diagnose.tools.Toolbox``, which
+    checks their arguments before the cloud sees them."""
 
     def __init__(self, cloud: SimCloud) -> None:
-        self.cloud = cloud
-        c = cloud
-        actions = [
-            CloudAction("get_status", "get_status() - health of the cluster over the last minute: failing or slow "
-                        "call edges and KPIs off their baseline; cordoned nodes; changed replicas.", {},
-                        lambda: c.status()),
-            CloudAction("get_pods", "get_pods() - which pods run on which node.", {}, lambda: c.describe_world()),
-            CloudAction("restart_pod", 'restart_pod({"pod": "cartservice-1"}) - delete the pod; its deployment '
-                        "starts a fresh one (~45 s without it).", {"pod": str}, c.restart_pod),
-            CloudAction("delete_pod", 'delete_pod({"pod": "cartservice-1"}) - same as restart_pod.', {"pod": str},
-                        c.restart_pod),
-            CloudAction("restart_deployment", 'restart_deployment({"service": "cartservice"}) - rolling restart of '
-                        "every pod of the service.", {"service": str}, c.restart_deployment),
-            CloudAction("rollback_deployment", 'rollback_deployment({"service": "cartservice"}) - roll back to the '
-                        "previous release (undoes a bad code change); pods are replaced.", {"service": str},
-                        c.rollback_deployment),
-            CloudAction("fix_target_port", 'fix_target_port({"service": "emailservice"}) - set the Kubernetes '
-                        "service's targetPort back to the container port.", {"service": str}, c.fix_target_port),
-            CloudAction("scale_deployment", 'scale_deployment({"service": "cartservice", "replicas": 3}) - set the '
-                        "replica count (0 stops the service).", {"service": str, "replicas": int},
-                        c.scale_deployment),
-            CloudAction("cordon_drain_node", 'cordon_drain_node({"node": "aiops-k8s-03"}) - stop scheduling on the '
-                        "node and move its pods elsewhere (they restart).", {"node": str}, c.cordon_drain_node),
-            CloudAction("restart_tidb", 'restart_tidb({"component": "tidb-tikv"}) - restart a TiDB component '
-                        "(tidb-tidb, tidb-pd, tidb-tikv); ~30 s unavailable.", {"component": str}, c.restart_tidb),
-            CloudAction("wait", 'wait({"minutes": 2}) - let time pass (1-10 minutes).', {"minutes": int}, c.wait),
-        ]
-        self._actions = {a.name: a for a in actions}
+        self.cloud = c = cloud
+        pod, service = _text("pod", "a pod name"), _text("service", "a service name")
+        self.toolbox = DiagnoseToolbox([
+            _action("get_status", "get_status() - health of the cluster over the last minute: failing or slow "
+                    "call edges and KPIs off their baseline; cordoned nodes; changed replicas.", c.status),
+            _action("get_pods", "get_pods() - which pods run on which node.", c.describe_world),
+            _action("restart_pod", 'restart_pod({"pod": "cartservice-1"}) - delete the pod; its deployment '
+                    "starts a fresh one (~45 s without it).", c.restart_pod, pod),
+            _action("delete_pod", 'delete_pod({"pod": "cartservice-1"}) - same as restart_pod.', c.restart_pod, pod),
+            _action("restart_deployment", 'restart_deployment({"service": "cartservice"}) - rolling restart of '
+                    "every pod of the service.", c.restart_deployment, service),
+            _action("rollback_deployment", 'rollback_deployment({"service": "cartservice"}) - roll back to the '
+                    "previous release (undoes a bad code change); pods are replaced.", c.rollback_deployment, service),
+            _action("fix_target_port", 'fix_target_port({"service": "emailservice"}) - set the Kubernetes '
+                    "service's targetPort back to the container port.", c.fix_target_port, service),
+            _action("scale_deployment", 'scale_deployment({"service": "cartservice", "replicas": 3}) - set the '
+                    "replica count (0 stops the service).", c.scale_deployment, service,
+                    Param(name="replicas", description="replica count", kind="integer", required=True, minimum=0,
+                          maximum=10)),
+            _action("cordon_drain_node", 'cordon_drain_node({"node": "aiops-k8s-03"}) - stop scheduling on the '
+                    "node and move its pods elsewhere (they restart).", c.cordon_drain_node,
+                    _text("node", "a node name")),
+            _action("restart_tidb", 'restart_tidb({"component": "tidb-tikv"}) - restart a TiDB component '
+                    "(tidb-tidb, tidb-pd, tidb-tikv); ~30 s unavailable.", c.restart_tidb,
+                    _text("component", "a TiDB component")),
+            _action("wait", 'wait({"minutes": 2}) - let time pass (1-10 minutes).', c.wait,
+                    Param(name="minutes", description="minutes to wait", kind="integer", maximum=10)),
+        ], max_chars=MAX_OBSERVATION_CHARS)
 
     @property
     def names(self) -> list[str]:
-        return list(self._actions)
+        return self.toolbox.names
+
+    def spec(self, name: str) -> ToolSpec:
+        return self.toolbox.spec(name)
 
     def describe(self) -> str:
-        return "\n".join(a.doc for a in self._actions.values())
+        """Each action's usage line (JSON arguments, as the action syntax wants them)."""
+        return "\n".join(self.spec(name).description for name in self.names)
 
     def call(self, name: str, args: dict[str, Any]) -> str:
-        action = self._actions.get(name)
-        if action is None:
-            return f"unknown action {name!r}; valid: {', '.join(self._actions)}"
-        unknown = sorted(set(args) - set(action.params))
-        missing = sorted(k for k in action.params if k not in args and k != "minutes")
-        if unknown or missing:
-            return f"bad arguments for {name}: " + "; ".join(
-                ([f"unknown {', '.join(unknown)}"] if unknown else []) + ([f"missing {', '.join(missing)}"] if missing else [])
-            ) + f". Usage: {action.doc}"
-        wrong = [k for k, v in args.items() if not isinstance(v, action.params[k]) or isinstance(v, bool)]
-        if wrong:
-            return f"bad arguments for {name}: {', '.join(wrong)} of the wrong type. Usage: {action.doc}"
-        try:
-            return action.run(**args)
-        except ActionError as exc:
-            return f"{name} refused: {exc}"
+        return self.toolbox.call(name, args)
 
 
 class SessionTools:

@@ -58,17 +58,20 @@ class ToolError(RcaError, ValueError):
 
 @dataclass(frozen=True)
 class Param:
-    """One argument of a tool. ``component`` arguments are checked against the data."""
+    """One argument of a tool (the diagnoser's tools and the harness's cloud actions alike).
+    ``component`` arguments are checked against the data, ``integer`` ones against their range."""
 
     name: str
     description: str
     kind: Literal["component", "string", "integer"] = "string"
     required: bool = False
     choices: tuple[str, ...] = ()
+    minimum: int = 1  # integer range, both ends included
+    maximum: int = MAX_LIMIT
 
     def json_schema(self, *, components: Sequence[str] = ()) -> dict[str, Any]:
         if self.kind == "integer":
-            return {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
+            return {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
         if self.kind == "component" and components:
             return {"type": "string", "enum": list(components)}
         if self.choices:
@@ -78,6 +81,9 @@ class Param:
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """What a tool is called, what it does and its arguments: the one tool contract, shown to
+    agents and checked by :class:`Toolbox` before the tool runs."""
+
     name: str
     description: str
     params: tuple[Param, ...] = ()
@@ -251,8 +257,9 @@ class Toolbox:
                 args.pop(param.name, None)
                 continue
             if param.kind == "integer":
-                if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= MAX_LIMIT:
-                    return args, f"{spec.name}: {param.name} must be an integer from 1 to {MAX_LIMIT}, got {value!r}"
+                if isinstance(value, bool) or not isinstance(value, int | float) or not param.minimum <= value <= param.maximum:
+                    return args, (f"{spec.name}: {param.name} must be an integer from {param.minimum} to {param.maximum},"
+                                  f" got {value!r}")
                 args[param.name] = int(value)
                 continue
             if not isinstance(value, str):

@@ -10,6 +10,7 @@ from bench.problems import CaseTruth
 from bench.session import run_session
 from bench.tasks import task_named
 from diagnose.cases import Case
+from diagnose.tools import Param, Toolbox, ToolSpec
 from judge.groundtruth import TruthCase
 
 
@@ -78,9 +79,26 @@ def test_bad_actions_are_observations():
     cloud = SimCloud(record=_record("cpu stress", "emailservice-1"), seed=5)
     tools = CloudTools(cloud)
     assert "valid:" in tools.call("restart_tidb", {"component": "mysql"})
-    assert "missing pod" in tools.call("restart_pod", {})
-    assert "unknown action" in tools.call("reboot", {})
-    assert "wrong type" in tools.call("scale_deployment", {"service": "cartservice", "replicas": "3"})
+    assert "missing argument 'pod'" in tools.call("restart_pod", {})
+    assert "unknown tool 'reboot'" in tools.call("reboot", {})
+    assert "replicas must be an integer from 0 to 10" in tools.call("scale_deployment", {"service": "cartservice",
+                                                                                      "replicas": "3"})
+    assert not tools.call("scale_deployment", {"service": "cartservice", "replicas": 0}).startswith("error")  # 0 is in range
+
+
+def test_cloud_actions_and_diagnoser_tools_share_one_contract():
+    """The harness's actions are ``diagnose.tools`` tools: a ToolSpec whose arguments are Params,
+    checked by the same Toolbox as the diagnoser's observation tools."""
+    tools = CloudTools(SimCloud(record=_record("cpu stress", "emailservice-1"), seed=5))
+    assert isinstance(tools.toolbox, Toolbox)
+    specs = [tools.spec(name) for name in tools.names]
+    assert all(isinstance(spec, ToolSpec) for spec in specs)
+    assert tools.spec("scale_deployment").params == (
+        Param(name="service", description="a service name", required=True),
+        Param(name="replicas", description="replica count", kind="integer", required=True, minimum=0, maximum=10))
+    assert tools.spec("wait").params[0].required is False  # wait() waits a minute
+    assert tools.spec("get_status").params == ()
+    assert tools.toolbox.invoke("restart_tidb", {"component": "mysql"}).ok is False  # a refusal is an Observation
 
 
 def test_scaling_to_zero_is_an_outage_until_scaled_back():
