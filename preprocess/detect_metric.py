@@ -90,6 +90,13 @@ class MetricParams:
     # several incident windows' worth of minutes, so a median over them survives one
     # previous incident, yet stay within the part of a diurnal cycle that looks alike.
     history_minutes: int = 120
+    # A baseline that drifts (real metrics cover the whole day: traffic ramps, a slow leak) can
+    # also be fitted with a robust linear trend (statsmodels RLM, Huber); a level event then
+    # stands only if the window also departs from that trend carried forward (needs
+    # min_trend_points). Off by default: on the real tuning day it changed no ranking, on the
+    # simulator's tuning seeds 101-104 it cost one case of 144 (AC@1 0.98 -> 0.97).
+    trend_check: bool = False
+    min_trend_points: int = 10
     min_history_points: int = 20  # fewer older minutes than this: the baseline cannot be checked
     # The baseline is "contaminated" (it holds a previous incident) when its median sits this
     # many robust z and this share away from the older history's: the same bar as an event
@@ -275,6 +282,11 @@ def score_metric_window(
             older, older_minutes = values[older_mask], expected_history_minutes
             if older.size < params.min_history_points:
                 older, older_minutes = same_hour, expected_earlier_minutes
+            if (params.trend_check and event is not None and event[0] in ("up", "down")
+                    and base.size >= params.min_trend_points
+                    and not _departs_from_trend(times[base_mask], base, times[win_mask], win, direction=event[0],
+                                                params=params)):
+                event = None
             if event is not None and older.size >= params.min_history_points and _contaminated(base, older, params):
                 checked = _score_one(base=older, win=win, expected_window_minutes=expected_window_minutes,
                                      expected_baseline_minutes=older_minutes, params=params,
@@ -319,6 +331,35 @@ def score_metric_window(
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     return strongest_first(pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA), "component", "kind", "kpi", "direction")
+
+
+def _departs_from_trend(base_times: np.ndarray, base: np.ndarray, win_times: np.ndarray, win: np.ndarray, *,
+                        direction: str, params: MetricParams) -> bool:
+    """Whether the window still departs (in ``direction``) from the baseline's robust linear trend carried forward.
+
+    A flat baseline gives a flat trend, so the question is only asked of series that drift:
+    a level reached by following the baseline's own slope is not an anomaly.
+    """
+    import statsmodels.api as sm  # one fit per candidate event only; statsmodels is slow to import
+
+    if win.size == 0 or np.ptp(base) == 0:
+        return True
+    minutes = (base_times - base_times[0]) / 60e6
+    design = sm.add_constant(minutes, has_constant="add")
+    try:
+        fit = sm.RLM(base, design, M=sm.robust.norms.HuberT()).fit()
+    except (ValueError, np.linalg.LinAlgError, ZeroDivisionError):
+        return True  # a degenerate baseline: the level test alone decides
+    slope = float(fit.params[1])
+    if abs(slope) * minutes[-1] < 0.5 * robust_location_scale(base)[1]:
+        return True  # no drift worth the name across the baseline
+    predicted = fit.predict(sm.add_constant((win_times - base_times[0]) / 60e6, has_constant="add"))
+    residual = float(np.median(win - predicted))
+    scale = max(float(fit.scale), 0.05 * abs(float(np.median(predicted))), 1e-9)
+    relative = abs(residual) / max(abs(float(np.median(predicted))), 1e-9)
+    if direction == "up":
+        return residual / scale >= params.min_z and relative >= params.min_relative_change
+    return -residual / scale >= params.min_z and relative >= params.min_relative_change
 
 
 def _has_gap(window_times: np.ndarray, *, window_start_us: int, minutes: int) -> bool:
