@@ -7,6 +7,7 @@ score 20 words. Both share the step shape ``{step, action, observation}``.
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
@@ -49,3 +50,17 @@ def clip_observation(text: str, *, rules: RuleVersion) -> str:
     if rules.observation_words is not None and len(text.split()) > rules.observation_words:
         return " ".join(text.split()[: rules.observation_words])
     return text
+
+
+def no_anomaly_answer(*, uuid: str, start: datetime, why: str, rules: RuleVersion) -> Answer:
+    """The answer for a window in which nothing moved past the detectors: said so, in the answer's shape.
+
+    A submission must hold one line per case (the judge rejects a short file whole), and "nothing
+    moved" is a finding too: the component is left empty and the reason and the trace say what
+    was compared and why no component stands out.
+    """
+    step = TraceStep(step=1, action="compare every metric, log template and call edge of the window with its baseline",
+                     observation=clip_observation(f"no anomaly: {why}" if why else "no anomaly in any modality",
+                                                  rules=rules))
+    return Answer(uuid=uuid, component="", reason="no fault found: no telemetry moved in the window",
+                  time=start.strftime("%Y-%m-%d %H:%M:%S"), reasoning_trace=[step])

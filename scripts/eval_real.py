@@ -29,13 +29,14 @@ from rich.console import Console
 from bench.index_eval import evaluate_index, index_table
 from bench.pipeline import print_model_share, print_score_intervals
 from bench.report import model_share, score_file, score_intervals
+from diagnose.answer import no_anomaly_answer
 from diagnose.cases import load_cases
 from diagnose.pipeline import rules_only_answer
 from diagnose.service import Diagnoser
 from index.params import IndexParams
 from judge.render import print_challenge
 from rca.challenge import rule_version
-from rca.errors import RcaError
+from rca.errors import NoCandidates
 from rca.settings import Settings, load_settings
 
 log = logging.getLogger("eval_real")
@@ -80,10 +81,10 @@ def rules_answers(settings: Settings, *, out: Path) -> Path:
         for case in load_cases(settings.paths.input_file):
             try:
                 prepared = diagnoser.prepare(case)
-            except RcaError as exc:
-                log.warning("%s: %s", case.uuid, exc)
-                continue
-            answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
+            except NoCandidates as exc:  # nothing moved: said so, still one line for the case
+                answer = no_anomaly_answer(uuid=case.uuid, start=case.start, why=str(exc), rules=rules)
+            else:
+                answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
             lines.append(json.dumps(answer.to_submission(rules=rules), ensure_ascii=False))
     out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return out
