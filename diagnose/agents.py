@@ -40,34 +40,37 @@ from rca.challenge import RuleVersion
 from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend, LLMReply
 from rca.settings import Settings
-from rca.taxonomy import is_node, service_of
+from rca.system import SystemSpec, spec_for, system_from_settings
 from rca.timeutil import format_utc
 
 MAX_CHOICES = 8
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*[a-z0-9]")
 
 
-def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3) -> str:
-    """One line per fault type with its first key metrics (the static part of the agents' prompts)."""
+def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3, system: SystemSpec | None = None) -> str:
+    """One line per fault type with its first key metrics (the static part of the agents' prompts),
+    less the types that can hit nothing in ``system`` (no JVM, no storage; None: the bundled one)."""
+    possible = set(spec_for(system).possible_fault_types())
     return "\n".join(f"- {entry.fault_type}: {', '.join(entry.key_metrics[:metrics])}"
-                      for entry in knowledge.catalogue())
+                      for entry in knowledge.catalogue() if entry.fault_type in possible)
 
 
 def window_text(case: Case) -> str:
     return f"{format_utc(case.start)} to {format_utc(case.end)}"
 
 
-def mentioned(texts: Iterable[str], known: Sequence[str]) -> list[str]:
+def mentioned(texts: Iterable[str], known: Sequence[str], *, system: SystemSpec | None = None) -> list[str]:
     """Components of ``known`` named in ``texts``, in order of first mention.
 
     Names are matched as whole tokens (``frontend->cartservice`` names both); a pod's
-    service counts as mentioned with it.
+    service (``system``'s pod naming; None: the bundled one) counts as mentioned with it.
     """
+    spec = spec_for(system)
     known_set = set(known)
     found: list[str] = []
     for text in texts:
         for token in _NAME.findall(text.lower()):
-            for name in (token, service_of(token) if not is_node(token) else token):
+            for name in (token, spec.service_of(token) if not spec.is_node(token) else token):
                 if name in known_set and name not in found:
                     found.append(name)
     return found
@@ -130,23 +133,31 @@ def action_label(tool: str, args: Mapping[str, Any]) -> str:
 
 
 def open_investigation(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource,
-                       telemetry: TelemetrySource) -> tuple[Toolbox, list[Candidate]]:
-    """The case's toolbox and the index ranking (one level per service when configured, as the pipeline)."""
+                       telemetry: TelemetrySource, system: SystemSpec | None = None) -> tuple[Toolbox, list[Candidate]]:
+    """The case's toolbox and the index ranking (one level per service when configured, as the pipeline).
+
+    ``system``: the system under diagnosis (None: the one ``[system] file`` names).
+    """
+    system = system_from_settings(settings) if system is None else system
     result = evidence.query(start=case.start, end=case.end, top_k=4 * MAX_CHOICES)
-    ranked = one_level_per_service(result.candidates) if settings.diagnose.one_level_per_service else result.candidates
+    ranked = (one_level_per_service(result.candidates, system=system) if settings.diagnose.one_level_per_service
+              else result.candidates)
     if not ranked:
         raise NoCandidates(f"{case.uuid}: the index holds no candidates for {window_text(case)}")
     toolbox = case_toolbox(case, telemetry=telemetry, evidence=evidence, knowledge=knowledge,
-                           max_chars=settings.diagnose.observation_chars, sop_k=settings.knowledge.top_k, ranked=ranked)
+                           max_chars=settings.diagnose.observation_chars, sop_k=settings.knowledge.top_k, ranked=ranked,
+                           system=system)
     return toolbox, list(ranked)
 
 
 def final_decision(llm: LLMBackend, *, messages: list[dict[str, str]], choices: Sequence[str],
-                   temperature: float, extra: Mapping[str, dict[str, Any]] | None = None) -> tuple[DecisionOutcome, Prompt]:
-    """The constrained root-cause decision over ``choices`` (schema, validation and repair of ``decide``)."""
+                   temperature: float, extra: Mapping[str, dict[str, Any]] | None = None,
+                   system: SystemSpec | None = None) -> tuple[DecisionOutcome, Prompt]:
+    """The constrained root-cause decision over ``choices`` (schema, validation and repair of ``decide``;
+    ``system`` decides what each choice can suffer)."""
     prompt = Prompt(messages=messages, approx_tokens=sum(approx_tokens(m["content"]) for m in messages),
                     dropped_evidence=0, dropped_sops=0)
-    return decide(llm, prompt, list(choices), temperature=temperature, extra=extra), prompt
+    return decide(llm, prompt, list(choices), temperature=temperature, extra=extra, system=system), prompt
 
 
 def agent_record(
@@ -162,6 +173,7 @@ def agent_record(
     started: float,
     timings: dict[str, float],
     rules: RuleVersion,
+    system: SystemSpec | None = None,
 ) -> RunRecord:
     """The answer (trace = the trajectory, then the decision) and the run record of an agent mode."""
     decision = outcome.decision
@@ -184,8 +196,8 @@ def agent_record(
     timings["total_s"] = round(time.perf_counter() - started, 3)
     # What the rules alone would have answered on the same ranking: the agent modes' ablation.
     shown = list(ranked[:MAX_CHOICES])
-    matches = runbook_matches(shown, knowledge)
-    reading = rules_reading(shown, matches.get(shown[0].component) or [], params=ReadingParams())
+    matches = runbook_matches(shown, knowledge, system=system)
+    reading = rules_reading(shown, matches.get(shown[0].component) or [], params=ReadingParams(), system=system)
     rules_answer = compose_answer(case, candidates=shown, component=reading.component, fault_type=reading.fault_type,
                                   model_reason="", knowledge=knowledge, rules=rules)
     shown_case = PreparedCase(case=case, candidates=shown, missing=[], data_status=[], sops=[], signature_matches=matches,

@@ -32,7 +32,7 @@ from rca.challenge import RuleVersion, rule_version
 from rca.errors import BackendError, NoCandidates, RcaError
 from rca.llm.base import LLMBackend, ServerTimings
 from rca.settings import Settings
-from rca.system import system_from_settings
+from rca.system import SystemSpec, system_from_settings
 from rca.taxonomy import applicable_fault_types, fault_types_named, service_of
 from rca.timeutil import format_utc
 
@@ -73,12 +73,13 @@ def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3,
     return "\n".join(lines), list(dict.fromkeys(hints))
 
 
-def one_level_per_service(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Keep, for each service, only its best-ranked entry (the service or one of its pods)."""
+def one_level_per_service(candidates: Sequence[Candidate], *, system: SystemSpec | None = None) -> list[Candidate]:
+    """Keep, for each service, only its best-ranked entry (the service or one of its pods);
+    ``system`` names pods' services (None: the bundled description)."""
     seen: set[str] = set()
     kept: list[Candidate] = []
     for candidate in candidates:
-        family = service_of(candidate.component)
+        family = service_of(candidate.component, system=system)
         if family not in seen:
             seen.add(family)
             kept.append(candidate)
@@ -86,16 +87,16 @@ def one_level_per_service(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 
 def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *,
-                    per_candidate: int | None = 2) -> RunbookMatches:
+                    per_candidate: int | None = 2, system: SystemSpec | None = None) -> RunbookMatches:
     """For each candidate, the fault types whose SOP signals its own evidence fits best
     (the best ``per_candidate`` of them; None: every type with a signal seen).
 
-    Only fault types that can happen to the candidate are checked. The check reports
+    Only fault types that can happen to the candidate (in ``system``) are checked. The check reports
     which signals were seen and which contradict; the model weighs them.
     """
     return {
         candidate.component: knowledge.signature_matches(
-            candidate.evidence, fault_types=applicable_fault_types(candidate.component))[:per_candidate]
+            candidate.evidence, fault_types=applicable_fault_types(candidate.component, system=system))[:per_candidate]
         for candidate in candidates
     }
 
@@ -237,12 +238,14 @@ def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: st
     )
 
 
-def reading_of(candidates: Sequence[Candidate], matches: RunbookMatches, settings: Settings) -> RulesReading:
+def reading_of(candidates: Sequence[Candidate], matches: RunbookMatches, settings: Settings, *,
+               system: SystemSpec | None = None) -> RulesReading:
     """What the rules alone would answer (the index's first candidate and its best SOP fit) and how sure.
 
     Recorded beside every model answer so benchmarks can measure the model's share of the decision.
     """
-    return rules_reading(candidates, matches.get(candidates[0].component) or [], params=_reading_params(settings))
+    return rules_reading(candidates, matches.get(candidates[0].component) or [], params=_reading_params(settings),
+                         system=system)
 
 
 def _reading_params(settings: Settings) -> ReadingParams:
@@ -251,11 +254,12 @@ def _reading_params(settings: Settings) -> ReadingParams:
                          min_contenders=settings.diagnose.min_contenders)
 
 
-def open_choices(candidates: Sequence[Candidate], fits: RunbookMatches, settings: Settings) -> dict[str, list[str]]:
+def open_choices(candidates: Sequence[Candidate], fits: RunbookMatches, settings: Settings, *,
+                 system: SystemSpec | None = None) -> dict[str, list[str]]:
     """The contenders and, for each, its open fault types (from all its SOP ``fits``, best first):
     the part of the decision the rules leave open."""
     params = _reading_params(settings)
-    return {c.component: open_fault_types(c.component, fits[c.component], params=params)
+    return {c.component: open_fault_types(c.component, fits[c.component], params=params, system=system)
             for c in contenders(candidates, params=params)}
 
 
@@ -286,13 +290,20 @@ class PreparedCase:
     choices: dict[str, list[str]] | None = None  # decide_among = "contenders": component -> open fault types
 
 
-def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource) -> PreparedCase:
-    """Window -> ranked candidates -> SOPs for their evidence -> a prompt within budget."""
+def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource,
+                 system: SystemSpec | None = None) -> PreparedCase:
+    """Window -> ranked candidates -> SOPs for their evidence -> a prompt within budget.
+
+    ``system``: the system under diagnosis (None: the one ``[system] file`` names); it decides
+    pods' services, what each candidate can suffer and the prompt's system paragraph.
+    """
+    system = system_from_settings(settings) if system is None else system
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     wanted = settings.diagnose.top_candidates
     result = evidence.query(start=case.start, end=case.end, top_k=wanted * 4)
-    ranked = one_level_per_service(result.candidates) if settings.diagnose.one_level_per_service else result.candidates
+    ranked = (one_level_per_service(result.candidates, system=system) if settings.diagnose.one_level_per_service
+              else result.candidates)
     candidates = ranked[:wanted]
     timings["index_s"] = round(time.perf_counter() - t0, 3)
     if not candidates:
@@ -303,20 +314,21 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     t1 = time.perf_counter()
     summary, hints = evidence_summary(candidates)
     sops = knowledge.retrieve(summary, hints=hints, k=settings.knowledge.top_k)
-    fits = runbook_matches(candidates, knowledge, per_candidate=None)  # checked once, for the prompt and the choices
+    fits = runbook_matches(candidates, knowledge, per_candidate=None, system=system)  # checked once, for the prompt and the choices
     matches = {name: found[:2] for name, found in fits.items()}
     timings["retrieve_s"] = round(time.perf_counter() - t1, 3)
 
     window = f"{format_utc(case.start)} to {format_utc(case.end)}"
-    reading = reading_of(candidates, matches, settings)
-    choices = open_choices(candidates, fits, settings) if settings.diagnose.decide_among == "contenders" else None
+    reading = reading_of(candidates, matches, settings, system=system)
+    choices = (open_choices(candidates, fits, settings, system=system) if settings.diagnose.decide_among == "contenders"
+               else None)
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
         sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
         runbook_matches=matches, reading=reading_text(reading) if settings.diagnose.show_rules_reading else None,
         choices=choices,
         distinctions=open_distinctions(choices, knowledge, limit=settings.diagnose.max_distinctions) if choices else (),
-        system=system_from_settings(settings),
+        system=system,
     )
     return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
                         sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings, reading=reading,
@@ -338,12 +350,15 @@ def diagnose_case(
     evidence: EvidenceSource,
     knowledge: KnowledgeSource,
     prepared: PreparedCase | None = None,
+    system: SystemSpec | None = None,
 ) -> RunRecord:
-    """``prepared``: the case already prepared (a batch prepares the next case during this one's model call)."""
+    """``prepared``: the case already prepared (a batch prepares the next case during this one's model call);
+    ``system``: the system under diagnosis (None: the one ``[system] file`` names)."""
+    system = system_from_settings(settings) if system is None else system
     t0 = time.perf_counter()
     try:
         if prepared is None:
-            prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge)
+            prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge, system=system)
     except RcaError as exc:
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
                          record=run_record(case, prepared=None, outcome=None, timings={}, error=exc)) from exc
@@ -355,12 +370,14 @@ def diagnose_case(
     if settings.diagnose.confirm_fault_type:
         def confirm(component: str) -> str:
             candidate = next(c for c in candidates if c.component == component)
-            matches = knowledge.signature_matches(candidate.evidence, fault_types=applicable_fault_types(component))
+            matches = knowledge.signature_matches(candidate.evidence,
+                                                  fault_types=applicable_fault_types(component, system=system))
             return fault_type_turn_text(candidate, matches[:4])
     outcome = DecisionOutcome()
     try:
         decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency,
-               temperature=settings.llm.temperature, confirm=confirm, outcome=outcome, fault_types=choices)
+               temperature=settings.llm.temperature, confirm=confirm, outcome=outcome, fault_types=choices,
+               system=system)
     except RcaError as exc:
         timings["llm_s"] = round(time.perf_counter() - t2, 3)
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),

@@ -38,6 +38,7 @@ from rca.challenge import rule_version
 from rca.errors import RcaError
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import DiagnoseMode, Settings
+from rca.system import system_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -176,20 +177,21 @@ class Diagnoser:
             raise ValueError(f"mode {mode!r} needs raw telemetry for its tools; this Diagnoser was built without it")
         from diagnose.agents import open_investigation
 
+        system = system_from_settings(settings)
         toolbox, ranked = open_investigation(case, settings=settings, evidence=self.evidence, knowledge=self.knowledge,
-                                             telemetry=self.telemetry)
+                                             telemetry=self.telemetry, system=system)
         temperature = settings.llm.temperature
         if mode == "react":
             from diagnose.react import run_react
 
             return run_react(case, toolbox=toolbox, ranked=ranked, llm=self.llm, knowledge=self.knowledge,
                              max_steps=settings.diagnose.react_max_steps, temperature=temperature,
-                             rules=rule_version(settings.challenge.rules))
+                             rules=rule_version(settings.challenge.rules), system=system)
         from diagnose.team import run_team
 
         return run_team(case, toolbox=toolbox, ranked=ranked, llm=self.llm, knowledge=self.knowledge,
                         max_rounds=settings.diagnose.team_max_rounds, temperature=temperature,
-                        rules=rule_version(settings.challenge.rules))
+                        rules=rule_version(settings.challenge.rules), system=system)
 
     def diagnose_adhoc(self, case: Case) -> RunRecord:
         """One case outside a batch; its run record goes to ``<runs_dir>/adhoc/<uuid>.json``, failed or not."""

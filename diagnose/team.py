@@ -39,6 +39,7 @@ from diagnose.tools import Observation, Toolbox
 from index.models import Candidate
 from rca.challenge import RuleVersion
 from rca.llm.base import LLMBackend
+from rca.system import SystemSpec, spec_for
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,9 @@ class Team:
     """One case's team: shared toolbox, trajectory and findings."""
 
     def __init__(self, case: Case, *, toolbox: Toolbox, ranked: Sequence[Candidate], llm: LLMBackend,
-                 knowledge: KnowledgeSource, temperature: float) -> None:
+                 knowledge: KnowledgeSource, temperature: float, system: SystemSpec | None = None) -> None:
         self.case = case
+        self.system = spec_for(system)  # the system under diagnosis: prompt paragraph, pod naming, fault placement
         self.toolbox = toolbox
         self.ranked = list(ranked)
         self.llm = llm
@@ -88,14 +90,15 @@ class Team:
 
     def plan(self, candidates_text: str) -> _Plan:
         known = self.toolbox.components
-        focus = choice_set(ranked=self.ranked, named=mentioned([candidates_text], known), known=known)
+        focus = choice_set(ranked=self.ranked, named=mentioned([candidates_text], known, system=self.system), known=known)
         schema = {
             "type": "object",
             "properties": {"order": {"type": "array", "items": _enum(list(SPECIALIST_TOOLS)), "minItems": 3, "maxItems": 3},
                            "focus": _enum(focus)},
             "required": ["order", "focus"], "additionalProperties": False,
         }
-        prompt = render("team_controller", uuid=self.case.uuid, window=self.window, candidates=candidates_text, feedback="")
+        prompt = render("team_controller", uuid=self.case.uuid, window=self.window, candidates=candidates_text, feedback="",
+                        **self.system.prompt_values())
         reply = self._ask("controller", prompt, schema, "plan", 1)
         try:
             plan = _Plan.model_validate_json(reply.text)
@@ -122,7 +125,7 @@ class Team:
                 self.trajectory.step(f"{name} specialist: {action_label(tool, args)}", observation.lead)
             return
         known = self.toolbox.components
-        suspects = mentioned([observation.text], known) or choice_set(ranked=self.ranked, named=[], known=known)
+        suspects = mentioned([observation.text], known, system=self.system) or choice_set(ranked=self.ranked, named=[], known=known)
         suspects = suspects[:MAX_CHOICES]
         schema = {
             "type": "object",
@@ -155,11 +158,11 @@ class Team:
                 'Set verdict to "accept" when the findings point to one component and its fault type, '
                 '"more" when they conflict or are too weak to tell.')
         ranking = "; ".join(f"{i + 1}. {c.component} ({c.score:.2f})" for i, c in enumerate(self.ranked[:3]))
-        prompt = render("team_judge", uuid=self.case.uuid, window=self.window, catalogue=short_catalogue(self.knowledge),
+        prompt = render("team_judge", uuid=self.case.uuid, window=self.window, catalogue=short_catalogue(self.knowledge, system=self.system),
                         ranking=ranking, findings="\n".join(f"- {f}" for f in self.findings), choices=", ".join(choices),
-                        verdict_rule=rule, verdicts=" or ".join(f'"{v}"' for v in verdicts))
+                        verdict_rule=rule, verdicts=" or ".join(f'"{v}"' for v in verdicts), **self.system.prompt_values())
         return final_decision(self.llm, messages=[{"role": "user", "content": prompt}], choices=choices,
-                              temperature=self.temperature, extra={"verdict": _enum(verdicts)})
+                              temperature=self.temperature, extra={"verdict": _enum(verdicts)}, system=self.system)
 
     def recheck(self, *, judge_reason: str, round_no: int) -> _Recheck:
         known = self.toolbox.components
@@ -193,9 +196,13 @@ def run_team(
     max_rounds: int,
     temperature: float,
     rules: RuleVersion,
+    system: SystemSpec | None = None,
 ) -> RunRecord:
+    """``system``: the system under diagnosis (its prompt paragraph, pods' services, what each
+    component can suffer); None: the bundled description."""
     started = time.perf_counter()
-    team = Team(case, toolbox=toolbox, ranked=ranked, llm=llm, knowledge=knowledge, temperature=temperature)
+    team = Team(case, toolbox=toolbox, ranked=ranked, llm=llm, knowledge=knowledge, temperature=temperature,
+                system=system)
     opening = toolbox.invoke("get_candidates", {"limit": 5})
     team.trajectory.tool(agent="code", tool="get_candidates", args={"limit": 5}, observation=opening.text)
     plan = team.plan(opening.text)
@@ -224,7 +231,7 @@ def run_team(
     timings = {"agents_s": round(time.perf_counter() - started, 3)}
     record = agent_record(case=case, mode="team", outcome=outcome, prompt=prompt, trajectory=team.trajectory,
                           ranked=ranked, knowledge=knowledge, decision_action=f"judge: root cause accepted (round {round_no})",
-                          started=started, timings=timings, rules=rules)
+                          started=started, timings=timings, rules=rules, system=team.system)
     log.info("%s -> %s (team, %d rounds, %d model calls)", case.uuid, record.final_answer().component, round_no,
              len(outcome.replies))
     return record

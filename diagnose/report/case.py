@@ -32,6 +32,7 @@ from diagnose.report.evidence import (
 )
 from rca.atomic import write_bytes_atomic
 from rca.settings import Settings
+from rca.system import SystemSpec, system_from_settings
 from rca.timeutil import UTC
 
 log = logging.getLogger(__name__)
@@ -119,27 +120,28 @@ def report_scorer(settings: Settings) -> WindowScorer:
     return IndexEvidence.from_settings(settings, require=False)
 
 
-def render_case_page(record: RunRecord, *, scorer: WindowScorer) -> str:
-    """The HTML of one case's page (self-contained)."""
-    evidence = load_case_evidence(record, scorer=scorer)
+def render_case_page(record: RunRecord, *, scorer: WindowScorer, system: SystemSpec | None = None) -> str:
+    """The HTML of one case's page (self-contained); ``system`` names pods' services and nodes (None: bundled)."""
+    evidence = load_case_evidence(record, scorer=scorer, system=system)
     figures = case_figures(record, evidence)
     return _environment().get_template("case.html.j2").render(**_page_context(record, evidence, figures))
 
 
-def write_case_report(record: RunRecord, *, scorer: WindowScorer, out: Path) -> Path:
+def write_case_report(record: RunRecord, *, scorer: WindowScorer, out: Path, system: SystemSpec | None = None) -> Path:
     """Render and write one case's page atomically; returns ``out``."""
-    html = render_case_page(record, scorer=scorer)
+    html = render_case_page(record, scorer=scorer, system=system)
     write_bytes_atomic(out, html.encode("utf-8"))
     log.info("case report %s -> %s", record.uuid, out)
     return out
 
 
-def write_batch_report(records: Sequence[RunRecord], *, scorer: WindowScorer, out_dir: Path) -> Path:
+def write_batch_report(records: Sequence[RunRecord], *, scorer: WindowScorer, out_dir: Path,
+                       system: SystemSpec | None = None) -> Path:
     """One page per case plus ``index.html`` linking them; returns the index page's path."""
     out_dir = Path(out_dir)
     rows: list[dict[str, Any]] = []
     for number, record in enumerate(records, start=1):
-        page = write_case_report(record, scorer=scorer, out=out_dir / f"{record.uuid}.html")
+        page = write_case_report(record, scorer=scorer, out=out_dir / f"{record.uuid}.html", system=system)
         log.info("report %d/%d: %s", number, len(records), page.name)
         rows.append({"record": record, "page": page.name, "chosen": chosen_component(record),
                      "fault_type": record.decision.fault_type if record.decision else None})
@@ -173,4 +175,5 @@ def write_reports_for_cases(uuids: Sequence[str], *, runs_dir: Path, settings: S
             records.append(RunRecord.load(path))
         else:
             log.warning("%s: no run record, no page for %s", path, uuid)
-    return write_batch_report(records, scorer=report_scorer(settings), out_dir=out_dir)
+    return write_batch_report(records, scorer=report_scorer(settings), out_dir=out_dir,
+                              system=system_from_settings(settings))

@@ -16,6 +16,7 @@ import typer
 from diagnose.record import RecordError, RunRecord
 from index.store import IndexStoreError
 from rca.clisupport import build_settings, fail
+from rca.system import SystemSpecError, system_from_settings
 
 app = typer.Typer(help="Render case reports (self-contained HTML) from run records.", add_completion=False,
                   no_args_is_help=True)
@@ -35,8 +36,9 @@ def case_command(
     settings = build_settings(ctx, {"paths": {"index_dir": index_dir}})
     try:
         record = RunRecord.load(run_record)
-        page = write_case_report(record, scorer=report_scorer(settings), out=out or run_record.with_suffix(".html"))
-    except (RecordError, IndexStoreError) as exc:
+        page = write_case_report(record, scorer=report_scorer(settings), out=out or run_record.with_suffix(".html"),
+                                 system=system_from_settings(settings))
+    except (RecordError, IndexStoreError, SystemSpecError) as exc:
         fail(str(exc))
     typer.echo(str(page))
     if screenshot is not None:
@@ -60,8 +62,9 @@ def batch_command(
         records = RunRecord.load_dir(runs_dir)
         if not records:
             fail(f"{runs_dir}: no run records (*.json)")
-        index = write_batch_report(records, scorer=report_scorer(settings), out_dir=out_dir)
-    except (RecordError, IndexStoreError) as exc:
+        index = write_batch_report(records, scorer=report_scorer(settings), out_dir=out_dir,
+                                   system=system_from_settings(settings))
+    except (RecordError, IndexStoreError, SystemSpecError) as exc:
         fail(str(exc))
     typer.echo(str(index))
 
