@@ -128,8 +128,14 @@ class WindowQueryResult(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=dict)  # the IndexParams the result was made with
     # Why there are no candidates, in words (None when there are some): never an unexplained empty list.
     empty_reason: str | None = None
+    # Nothing passed the detectors' thresholds, and the candidates come from a second scoring with
+    # relaxed ones (IndexParams.relaxed): weak evidence, said so to the reader.
+    relaxed: bool = False
 
     def data_gaps(self) -> list[str]:
         """The data status in words, one line per incomplete modality or thin baseline (empty when all is
-        complete)."""
-        return [s.describe() for s in self.data_status if s.state != "ok" or s.baseline_thin]
+        complete), and whether the candidates rest on relaxed thresholds."""
+        gaps = [s.describe() for s in self.data_status if s.state != "ok" or s.baseline_thin]
+        if self.relaxed:
+            gaps.append("weak evidence: no anomaly passed the usual thresholds; candidates from relaxed ones")
+        return gaps

@@ -9,7 +9,7 @@ so an ablation is a setting, not a patched constant.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -84,6 +84,21 @@ class IndexParams:
     log: LogParams = field(default_factory=LogParams)
     trace: TraceParams = field(default_factory=TraceParams)
     rank: RankWeights = field(default_factory=RankWeights)
+    # The robust z every detector asks for in the second scoring of a window where nothing passed
+    # the usual thresholds (``relaxed``): "no candidate" must not happen while telemetry moved.
+    relaxed_min_z: float = 2.5
+
+    def relaxed(self) -> IndexParams:
+        """These parameters with the detectors' thresholds lowered: for a window where nothing passed
+        the usual ones although telemetry was there (a weak fault must still get a candidate list)."""
+        return replace(
+            self,
+            metric=replace(self.metric, min_z=self.relaxed_min_z,
+                           min_relative_change=self.metric.min_relative_change / 2),
+            trace=replace(self.trace, min_z=self.relaxed_min_z, min_latency_ratio=1.0 + (self.trace.min_latency_ratio - 1.0) / 2,
+                          min_error_rate_increase=self.trace.min_error_rate_increase / 2),
+            log=replace(self.log, min_z=self.relaxed_min_z, min_ratio=max(1.5, self.log.min_ratio / 2)),
+        )
 
     def detector_params(self) -> dict[str, object]:
         """Params of each registered detector, by detector name."""

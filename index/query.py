@@ -134,7 +134,17 @@ def query_window(
     history before the window); no candidates at all come with ``empty_reason``.
     """
     scored = score_window(index_dir, start=start, end=end, params=params, exclude_windows=exclude_windows)
-    return rank_window(scored, top_k=top_k)
+    result = rank_window(scored, top_k=top_k)
+    if result.candidates or all(s.state == "no_data" for s in result.data_status):
+        return result
+    # Telemetry was there but nothing passed the thresholds: score again with relaxed ones rather
+    # than answer nothing (the candidates say they rest on weak evidence).
+    weak = rank_window(score_window(index_dir, start=start, end=end, params=params.relaxed(),
+                                    exclude_windows=exclude_windows), top_k=top_k)
+    if not weak.candidates:
+        return result
+    log.info("window %s..%s: candidates from relaxed thresholds", start.isoformat(), end.isoformat())
+    return weak.model_copy(update={"relaxed": True, "parameters": result.parameters})
 
 
 def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:

@@ -183,3 +183,23 @@ def test_an_anomaly_starting_late_in_the_window_does_not_outrank_the_fault(tmp_p
     assert _query(tmp_path).candidates[0].component == "aiops-k8s-02"
     no_discount = IndexParams(rank=RankWeights(late_onset_weight=1.0))  # without the discount the late spike wins
     assert _query(tmp_path, no_discount).candidates[0].component == "emailservice-1"
+
+
+def test_a_window_whose_anomalies_miss_the_thresholds_still_gets_candidates(tmp_path):
+    """"No candidate" must not happen while telemetry moved: nothing passes thresholds set out of
+    reach, and the second scoring with relaxed ones finds the fault, saying its evidence is weak."""
+    from dataclasses import replace
+
+    write_world(tmp_path, build_world("service_cpu", seed=3))
+    window = {"start": T0 + timedelta(minutes=FAULT_START), "end": T0 + timedelta(minutes=FAULT_END)}
+    base = IndexParams()
+    strict = replace(base, metric=replace(base.metric, min_z=1e6), trace=replace(base.trace, min_z=1e6),
+                     log=replace(base.log, min_z=1e6), relaxed_min_z=base.metric.min_z)
+    normal = query_window(tmp_path, **window, params=base)
+    weak = query_window(tmp_path, **window, params=strict)
+    assert not normal.relaxed and weak.relaxed
+    assert weak.candidates[0].component == normal.candidates[0].component == "emailservice"
+    assert any("weak evidence" in gap for gap in weak.data_gaps())
+    unreachable = replace(strict, relaxed_min_z=1e6)
+    nothing = query_window(tmp_path, **window, params=unreachable)
+    assert not nothing.candidates and nothing.empty_reason
