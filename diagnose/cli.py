@@ -259,7 +259,9 @@ def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> 
         table.add_column(column, no_wrap=True)
     for r in records:
         usage = r.usage
-        table.add_row(r.uuid, r.answer.component, r.candidates[0].component, "yes" if r.agreed_with_index else "NO",
+        top = r.candidates[0].component if r.candidates else "-"  # "-": nothing moved in the window
+        agree = "-" if r.agreed_with_index is None else "yes" if r.agreed_with_index else "NO"
+        table.add_row(r.uuid, r.answer.component or "-", top, agree,
                       str(usage.calls), f"{r.timings_s.get('total_s', 0):.1f}")
     console.print(table)
     for r in records:

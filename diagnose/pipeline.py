@@ -10,7 +10,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import TypeAdapter
 
-from diagnose.answer import Answer
+from diagnose.answer import Answer, no_anomaly_answer
 from diagnose.cases import Case
 from diagnose.decide import DecisionOutcome, decide
 from diagnose.prompt import Prompt, RunbookMatches, build_prompt, fault_type_turn_text
@@ -359,6 +359,12 @@ def diagnose_case(
     try:
         if prepared is None:
             prepared = prepare_case(case, settings=settings, evidence=evidence, knowledge=knowledge, system=system)
+    except NoCandidates as exc:
+        # Nothing moved even against relaxed thresholds: that is the finding, and the case still gets its line.
+        quiet = no_anomaly_answer(uuid=case.uuid, start=case.start, why=str(exc),
+                                  rules=rule_version(settings.challenge.rules))
+        return run_record(case, prepared=None, outcome=None, timings={"total_s": round(time.perf_counter() - t0, 3), "llm_s": 0.0},
+                          answer=quiet)
     except RcaError as exc:
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),
                          record=run_record(case, prepared=None, outcome=None, timings={}, error=exc)) from exc
