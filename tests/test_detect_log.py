@@ -83,12 +83,24 @@ def test_rate_increase_of_known_template_is_a_burst():
 
 
 def test_silent_pod_is_reported():
+    # Another pod keeps logging through the window: the logs were recorded, cartservice-2 went quiet.
     rows = [(m, "cartservice-2", INFO.format(n=m)) for m in range(35) for _ in range(5)]
+    rows += [(m, "frontend-0", INFO.format(n=m)) for m in range(60) for _ in range(5)]
     miner = LogTemplateMiner(state_path=None)
     events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
                               end=WINDOW_END, baseline_start=BASELINE_START)
     assert events.get_column("direction").to_list() == ["silent"]
     assert events.item(0, "component") == "cartservice-2"
+
+
+def test_a_window_no_pod_logged_in_is_unrecorded_not_silent():
+    """Logs kept only around incidents, or a lost file: when no pod at all logged in the window, no
+    pod is called silent (the recording stopped, not the pods)."""
+    rows = [(m, pod, INFO.format(n=m)) for m in range(35) for pod in ("cartservice-2", "frontend-0") for _ in range(5)]
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
+                              end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.height == 0
 
 
 def test_template_ids_are_stable_across_runs(tmp_path):
