@@ -229,7 +229,8 @@ def coverage(real: Sequence[float], simulated: Sequence[float], *, log_scale: bo
     """Where the real values lie against the simulated 5-95% range.
 
     ``gap``: how far the real median lies outside the range, over the range's width (log
-    space when ``log_scale``); 0 inside. ``share``: real values inside the range.
+    space when ``log_scale``; at least log 1.1, or 10% of the range's size); 0 inside.
+    ``share``: real values inside the range.
     """
     def tf(values: Sequence[float]) -> np.ndarray:
         array = np.asarray(values, dtype=float)
@@ -241,7 +242,8 @@ def coverage(real: Sequence[float], simulated: Sequence[float], *, log_scale: bo
     lo, mid, hi = (float(v) for v in np.percentile(np.asarray(simulated, dtype=float), [5, 50, 95]))
     real_median = float(np.median(real))
     t_lo, t_hi, t_real = (float(tf([v])[0]) for v in (lo, hi, real_median))
-    width = max(t_hi - t_lo, 1e-9 if log_scale else max(abs(t_hi), 1e-9) * 1e-3)
+    # A degenerate range (every simulated day at 100% of minutes) still gets a width: 10% of its size.
+    width = max(t_hi - t_lo, math.log(1.1) if log_scale else 0.1 * max(abs(lo), abs(hi), 1e-9))
     outside = max(t_lo - t_real, t_real - t_hi, 0.0)
     share = float(np.mean([(lo <= v <= hi) for v in real]))
     return {"real": real_median, "lo": lo, "mid": mid, "hi": hi, "inside": lo <= real_median <= hi,

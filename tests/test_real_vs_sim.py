@@ -124,3 +124,9 @@ def test_real_dir_guard_refuses_evaluation_sets(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         rvs.check_real_dir(tmp_path / "trainticket-all" / "data")
     rvs.check_real_dir(tmp_path / "onlineboutique-2022-08-22" / "data")
+
+
+def test_coverage_gap_of_a_degenerate_range_is_finite() -> None:
+    # every simulated day has a span in every minute; the real day in 21% of them
+    gap = rvs.coverage([0.21], [1.0, 1.0, 1.0], log_scale=False)["gap"]
+    assert gap == pytest.approx(0.79 / 0.1)
