@@ -1,31 +1,58 @@
 #!/usr/bin/env python
-"""Speed benchmark of the nightly job on one day: wall time, rows/s per family, peak RSS.
+"""Speed benchmark of the nightly job on one day, against the floor of reading its parquet files.
 
-    scripts/bench_preprocess.py --data-dir D --day YYYY-MM-DD [--index-dir I] [--workers N]
+    scripts/bench_preprocess.py --data-dir D --day YYYY-MM-DD [--index-dir I] [--workers N] [--profile DIR]
 
 Make a full-scale day first, e.g. ``rca simulate --out D --days 1 --scale full``.
-Each family is built into a fresh index (``--index-dir`` or a temporary directory) and
-timed separately; peak RSS is the maximum resident set of this process and its
-workers. Targets: the whole day < 5 min and < 6 GB on a 2-core machine.
+
+In one run it prints
+
+* the read floor: ``pyarrow.parquet.read_table`` of every raw file of the day, only the
+  columns the readers need (what no nightly job can beat), per family and in total; it is
+  measured before and after the job and the smaller of the two is used, so that a burst of
+  load on a shared machine does not flatter the ratio;
+* the nightly job: each family built into a fresh index (``--index-dir`` or a temporary
+  directory) by ``run_nightly`` and timed separately (wall time, input rows, rows/s, peak RSS
+  of this process and its workers);
+* the ratio job / floor per family and in total (target: total <= 2).
+
+Compare ratios, not seconds, between runs on a shared machine. ``--profile DIR`` runs the job
+under cProfile (one ``<family>.prof`` per family, top functions printed; ratios then include
+the profiler's overhead).
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import logging
+import pstats
 import resource
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from index.build import run_nightly  # noqa: E402
 from index.store import PARTITION_FAMILIES  # noqa: E402
+from preprocess import layout  # noqa: E402
+from preprocess.schema import APM_KPIS  # noqa: E402
 
 # Input rows per family are reported by the builders under these keys.
 INPUT_ROWS = {"metric": "metric_series", "log": "lines_read", "trace": "spans_read"}
+
+# Raw columns the readers take from each kind of file (preprocess/readers.py).
+_APM_COLUMNS = ("time", "object_type", "object_id", *APM_KPIS)
+_INFRA_LABELS = ("instance", "device", "mountpoint", "namespace", "type", "sql_type", "pod", "kubernetes_node",
+                 "kpi_key")
+_LOG_COLUMNS = ("@timestamp", "k8_pod", "k8_node_name", "message")
+_TRACE_COLUMNS = ("traceID", "spanID", "operationName", "duration", "process", "tags", "references", "startTime")
 
 
 def peak_rss_mib() -> float:
@@ -34,33 +61,98 @@ def peak_rss_mib() -> float:
     return max(own, children) / 1024  # ru_maxrss is KiB on Linux
 
 
+def day_files(data_dir: Path, day: str) -> dict[str, list[tuple[Path, tuple[str, ...]]]]:
+    """Every raw file of the day per partition family, with the columns its reader projects."""
+    files: dict[str, list[tuple[Path, tuple[str, ...]]]] = {"metric": [], "log": [], "trace": []}
+    for level in layout.APM_LEVELS:
+        files["metric"] += [(m.path, _APM_COLUMNS) for m in layout.apm_files(data_dir, day, level)[0]]
+    for family in layout.INFRA_FAMILIES:
+        files["metric"] += [(m.path, ("time", *_INFRA_LABELS, m.key)) for m in layout.infra_files(data_dir, day, family)[0]]
+    for family, columns in (("log", _LOG_COLUMNS), ("trace", _TRACE_COLUMNS)):
+        for hour in range(24):
+            files[family] += [(p, columns) for p in layout.hour_files(data_dir, family, day, hour)[0]]
+    return files
+
+
+def read_floor(files: dict[str, list[tuple[Path, tuple[str, ...]]]]) -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds to read every file's needed columns with pyarrow, and rows read, per family."""
+    seconds: dict[str, float] = {}
+    rows: dict[str, int] = {}
+    for family, entries in files.items():
+        start = time.monotonic()
+        count = 0
+        for path, columns in entries:
+            names = set(pq.read_schema(path).names)
+            count += pq.read_table(path, columns=[c for c in columns if c in names]).num_rows
+        seconds[family] = time.monotonic() - start
+        rows[family] = count
+    return seconds, rows
+
+
+def timed_job(family: str, *, run: Callable[[], list], profile_dir: Path | None) -> tuple[float, list]:
+    profiler = cProfile.Profile() if profile_dir is not None else None
+    start = time.monotonic()
+    if profiler is not None:
+        profiler.enable()
+    outcomes = run()
+    if profiler is not None:
+        profiler.disable()
+    seconds = time.monotonic() - start
+    if profiler is not None and profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(profile_dir / f"{family}.prof")
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(12)
+        print(text.getvalue())
+    return seconds, outcomes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--day", required=True, help="CST day directory name, YYYY-MM-DD")
     parser.add_argument("--index-dir", type=Path, default=None)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats per family here")
+    parser.add_argument("--families", default=",".join(PARTITION_FAMILIES), help="comma-separated, default all")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    families = tuple(f for f in args.families.split(",") if f)
+
+    files = day_files(args.data_dir, args.day)
+    floor_before, floor_rows = read_floor(files)
 
     index_dir = args.index_dir or Path(tempfile.mkdtemp(prefix="rca-bench-index-"))
     if index_dir.exists():
         shutil.rmtree(index_dir)
-    total_start = time.monotonic()
-    print(f"{'family':8s} {'seconds':>8s} {'input rows':>12s} {'rows/s':>10s} {'peak RSS MiB':>13s}")
-    for family in PARTITION_FAMILIES:
-        start = time.monotonic()
-        outcomes = run_nightly(data_dir=args.data_dir, index_dir=index_dir, days=[args.day], families=(family,),
-                               force=True, workers=args.workers)
-        seconds = time.monotonic() - start
+    job: dict[str, float] = {}
+    input_rows: dict[str, int] = {}
+    for family in families:
+        seconds, outcomes = timed_job(family, profile_dir=args.profile, run=lambda f=family: run_nightly(
+            data_dir=args.data_dir, index_dir=index_dir, days=[args.day], families=(f,), force=True,
+            workers=args.workers))
         outcome = outcomes[0]
         if outcome.status != "written":
             print(f"{family}: {outcome.status}: {outcome.errors}")
             return 1
-        rows = outcome.rows.get(INPUT_ROWS[family], 0)
-        print(f"{family:8s} {seconds:8.1f} {rows:12d} {rows / max(seconds, 1e-9):10.0f} {peak_rss_mib():13.0f}")
-    total = time.monotonic() - total_start
-    print(f"{'total':8s} {total:8.1f}   (target < 300 s)   peak RSS {peak_rss_mib():.0f} MiB (target < 6144)")
+        job[family] = seconds
+        input_rows[family] = outcome.rows.get(INPUT_ROWS[family], 0)
+    floor_after, _ = read_floor(files)
+    floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
+
+    print(f"day {args.day} of {args.data_dir}: {sum(len(v) for v in files.values())} parquet files")
+    print(f"{'family':8s} {'files':>6s} {'raw rows':>10s} {'floor s':>8s} {'job s':>8s} {'ratio':>6s} "
+          f"{'input rows':>11s} {'rows/s':>9s}")
+    for family in families:
+        print(f"{family:8s} {len(files[family]):6d} {floor_rows[family]:10d} {floor[family]:8.2f} {job[family]:8.2f} "
+              f"{job[family] / max(floor[family], 1e-9):6.2f} {input_rows[family]:11d} "
+              f"{input_rows[family] / max(job[family], 1e-9):9.0f}")
+    floor_total = sum(floor[f] for f in families)
+    job_total = sum(job.values())
+    print(f"{'total':8s} {'':6s} {sum(floor_rows[f] for f in families):10d} {floor_total:8.2f} {job_total:8.2f} "
+          f"{job_total / max(floor_total, 1e-9):6.2f}   (target ratio <= 2)")
+    print(f"floor before / after the job: {sum(floor_before[f] for f in families):.2f} s / "
+          f"{sum(floor_after[f] for f in families):.2f} s; peak RSS {peak_rss_mib():.0f} MiB (target < 6144)")
     if args.index_dir is None:
         shutil.rmtree(index_dir)
     return 0
