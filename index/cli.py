@@ -31,6 +31,7 @@ from index.lock import IndexBusyError
 from index.params import IndexParams
 from index.store import PARTITION_FAMILIES
 from preprocess import layout
+from preprocess.sniff import layout_hint
 from rca.clisupport import build_settings, fail
 from rca.errors import InputError, RcaError
 
@@ -69,7 +70,7 @@ def preprocess(
     except RcaError as exc:
         fail(str(exc))
     if not days:
-        fail(f"{data_root}: no YYYY-MM-DD day directories")
+        fail(f"{data_root}: no YYYY-MM-DD day directories: {layout_hint(data_root)}")
     unknown = [day for day in days if day not in available]
     if unknown:
         fail(f"{data_root}: no day directory for {', '.join(unknown)}")
