@@ -165,12 +165,13 @@ def _write_infra(out: Path, infra: pl.DataFrame) -> list[Path]:
     written = []
     frame = _with_slot(infra, "time").sort("time")
     for (day, family, kpi), part in frame.group_by(["_day", "family", "kpi_key"], maintain_order=True):
-        if family not in ("infra_pod", "infra_node"):
-            raise DatasetWriteError(f"infra: family {family!r} cannot be imported (infra_pod or infra_node)")
+        if family not in layout.INFRA_DIRS:
+            raise DatasetWriteError(f"infra: unknown family {family!r}; expected one of {list(layout.INFRA_DIRS)}")
         sub, prefix = layout.INFRA_DIRS[str(family)]
-        # The release's long format: the component sits in `pod` (infra_pod) or `kubernetes_node` (infra_node).
+        # The release's long format: the component sits in `pod` (infra_pod) or `kubernetes_node`
+        # (infra_node); a storage family's rows name no component (the family says which it is).
         pod = pl.col("component") if family == "infra_pod" else pl.lit(None, pl.Utf8)
-        node = pl.col("node") if family == "infra_pod" else pl.col("component")
+        node = pl.col("component") if family == "infra_node" else pl.col("node")
         table = part.select(
             _iso("time").alias("time"),
             pl.col("kpi_key"),

@@ -161,5 +161,16 @@ def test_rows_without_a_time_are_refused(tmp_path):
 def test_unknown_levels_are_refused(tmp_path):
     with pytest.raises(DatasetWriteError, match="object_type 'node'"):
         write_frames(tmp_path, apm=apm(0, 2).with_columns(pl.lit("node").alias("object_type")))
-    with pytest.raises(DatasetWriteError, match="family 'infra_tidb'"):
-        write_frames(tmp_path, infra=infra(0, 2).with_columns(pl.lit("infra_tidb").alias("family")))
+    with pytest.raises(DatasetWriteError, match="family 'infra_mongo'"):
+        write_frames(tmp_path, infra=infra(0, 2).with_columns(pl.lit("infra_mongo").alias("family")))
+
+
+def test_storage_families_round_trip(tmp_path):
+    """TiDB's families (rows that name no pod: the family says which component) are written too."""
+    rows = [(T0.replace(second=0, microsecond=0) + timedelta(minutes=m), family, "cpu_usage", component, "node-3",
+             "10.0.0.3:20180", None, None, "tidb", None, None, 1.5 + m)
+            for m in range(3) for family, component in (("infra_tidb", "tidb-tidb"), ("infra_tikv", "tidb-tikv"))]
+    frame = pl.DataFrame(rows, schema=INFRA_SCHEMA, orient="row")
+    write_frames(tmp_path, infra=frame)
+    back = read_infra(tmp_path, start=WHOLE[0], end=WHOLE[1], families=["infra_tidb", "infra_tikv"]).frame
+    assert back.sort(INFRA_KEY).select(INFRA_KEY + ["value"]).equals(frame.sort(INFRA_KEY).select(INFRA_KEY + ["value"]))
