@@ -125,10 +125,10 @@ def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl
     series per (component, kpi) by their maximum: the worst disk or statement type is
     what a fault moves, and one name per KPI keeps evidence lines exact.
     """
-    parts: list[pl.DataFrame] = []
+    parts: list[pl.LazyFrame] = []
     if apm is not None and apm.height:
-        long = apm.unpivot(index=["time", "object_type", "object_id"], on=list(APM_KPIS),
-                           variable_name="kpi", value_name="value")
+        long = apm.lazy().unpivot(index=["time", "object_type", "object_id"], on=list(APM_KPIS),
+                                  variable_name="kpi", value_name="value")
         parts.append(long.select(
             pl.col("time").dt.truncate("1m"),
             pl.col("object_id").alias("component"),
@@ -136,7 +136,7 @@ def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl
             "kpi", pl.col("value").cast(pl.Float64),
         ))
     if infra is not None and infra.height:
-        parts.append(infra.filter(pl.col("component").is_not_null()).select(
+        parts.append(infra.lazy().filter(pl.col("component").is_not_null()).select(
             pl.col("time").dt.truncate("1m"),
             "component",
             pl.col("family").alias("kind"),
@@ -147,13 +147,60 @@ def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl
         return pl.DataFrame(schema=SERIES_SCHEMA)
     # A missing value (an all-null column, a counter the exporter does not fill) is absent data,
     # not a zero: no row is kept for it, so it can never read as "went to zero".
-    frame = pl.concat(parts).filter(~pl.col("kpi").is_in(list(_STATIC_KPIS)) & pl.col("value").is_finite())
-    return (
-        frame.group_by("time", "component", "kind", "kpi")
-        .agg(pl.col("value").max())
-        .sort("component", "kind", "kpi", "time")
-        .cast(SERIES_SCHEMA)
-    )
+    frame = (pl.concat(parts).filter(~pl.col("kpi").is_in(list(_STATIC_KPIS)) & pl.col("value").is_finite())
+             .collect())
+    return _max_per_minute(frame).cast(SERIES_SCHEMA)
+
+
+_SERIES_KEY = ("component", "kind", "kpi")
+_MINUTE_US = 60_000_000
+
+
+def _max_per_minute(frame: pl.DataFrame) -> pl.DataFrame:
+    """The maximum ``value`` per (minute, component, kind, kpi), sorted by (component, kind, kpi, minute).
+
+    A full-scale day has ~1.4 M such rows; polars groups and sorts them by three string keys
+    in seconds. Here each key column is coded by its rank among the column's distinct values
+    (few), the key and the minute are folded into one int64 whose order is the wanted order,
+    and numpy sorts and reduces that: the same rows, ~20x faster. Frames this does not fit
+    (null keys or times, times before 1970, an absurd time span) take polars' way.
+    """
+    if frame.height == 0:
+        return frame.select("time", *_SERIES_KEY, "value").clear()
+    minutes = frame.get_column("time").dt.truncate("1m").cast(pl.Int64) // _MINUTE_US
+    keys = [frame.get_column(name) for name in _SERIES_KEY]
+    distinct = [key.unique().sort() for key in keys]
+    first, last = minutes.min(), minutes.max()
+    span = (last - first + 1) if isinstance(first, int) and isinstance(last, int) else 0
+    combinations = int(np.prod([len(d) for d in distinct], dtype=np.float64)) * span
+    if (minutes.null_count() or any(key.null_count() for key in keys) or not isinstance(first, int)
+            or first < 0 or combinations >= 2 ** 62):
+        return (
+            frame.lazy().group_by(pl.col("time").dt.truncate("1m"), *_SERIES_KEY)
+            .agg(pl.col("value").max())
+            .sort(*_SERIES_KEY, "time")
+            .collect()
+        )
+    code = np.zeros(frame.height, dtype=np.int64)
+    for key, values in zip(keys, distinct, strict=True):
+        rank = key.replace_strict(values, pl.int_range(len(values), eager=True), return_dtype=pl.Int64)
+        code = code * len(values) + rank.to_numpy()
+    code = code * span + (minutes.to_numpy() - first)
+    order = np.argsort(code, kind="stable")
+    code = code[order]
+    starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
+    value = np.maximum.reduceat(frame.get_column("value").to_numpy()[order], starts)
+    code = code[starts]
+    minute, code = code % span + first, code // span
+    columns: dict[str, pl.Series] = {}
+    for name, values in reversed(list(zip(_SERIES_KEY, distinct, strict=True))):
+        columns[name] = values.gather(pl.Series(code % len(values)))
+        code = code // len(values)
+    return pl.DataFrame({
+        "time": pl.Series(minute * _MINUTE_US).cast(pl.Datetime("us", "UTC")),
+        **{name: columns[name] for name in _SERIES_KEY},
+        "value": pl.Series(value, dtype=pl.Float64),
+    })
 
 
 def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
