@@ -76,16 +76,47 @@ _MASKS: tuple[tuple[str, str], ...] = (
 def extract_and_mask(messages: pl.Expr) -> pl.Expr:
     """Expression: inner JSON ``message`` (+ ``error``) or the raw line, masked and trimmed."""
     is_json = messages.str.starts_with("{")
-    inner = messages.str.json_path_match("$.message")
-    error = messages.str.json_path_match("$.error")
-    text = (
+    return mask_text(_text_of(messages, inner=messages.str.json_path_match("$.message"),
+                              error=messages.str.json_path_match("$.error"), is_json=is_json))
+
+
+def _text_of(messages: pl.Expr, *, inner: pl.Expr, error: pl.Expr, is_json: pl.Expr) -> pl.Expr:
+    return (
         pl.when(is_json & inner.is_not_null())
         .then(pl.when(error.is_not_null()).then(pl.concat_str(inner, pl.lit(": "), error)).otherwise(inner))
         .otherwise(messages)
     )
+
+
+def mask_text(text: pl.Expr) -> pl.Expr:
+    """Expression: ids, IPs and numbers of an extracted text masked, whitespace collapsed, trimmed."""
     for pattern, replacement in _MASKS:
         text = text.str.replace_all(pattern, replacement)
     return text.str.strip_chars().str.slice(0, MASKED_MAX_CHARS)
+
+
+def masked_messages(messages: pl.Series) -> pl.DataFrame:
+    """``extract_and_mask`` of the distinct values of ``messages``: columns ``message``, ``masked``.
+
+    The same text as the expression, computed where it is cheap: JSON is parsed once per
+    distinct line, ``$.error`` only in lines that can hold that key (its name written out,
+    or a backslash escape), and the masking regexes run once per distinct extracted text
+    (a full-scale hour: 200 k lines, 140 k distinct, 9 k distinct texts, 30 templates).
+    """
+    distinct = messages.unique().to_frame("message")
+    col = pl.col("message")
+    json_lines = distinct.filter(col.str.starts_with("{")).with_columns(col.str.json_path_match("$.message").alias("inner"))
+    may_have_error = (col.str.contains('"error"', literal=True) | col.str.contains("\\", literal=True)) \
+        & pl.col("inner").is_not_null()
+    with_error = json_lines.filter(may_have_error).with_columns(col.str.json_path_match("$.error").alias("error"))
+    without_error = json_lines.filter(~may_have_error).with_columns(pl.lit(None, pl.Utf8).alias("error"))
+    other_lines = distinct.filter(~col.str.starts_with("{") | col.is_null()).with_columns(
+        pl.lit(None, pl.Utf8).alias("inner"), pl.lit(None, pl.Utf8).alias("error"))
+    texts = pl.concat([with_error, without_error, other_lines]).select(
+        "message", _text_of(col, inner=pl.col("inner"), error=pl.col("error"), is_json=pl.lit(True)).alias("text"))
+    distinct_texts = texts.get_column("text").unique().to_frame("text")
+    masks = distinct_texts.with_columns(mask_text(pl.col("text")).alias("masked"))
+    return texts.join(masks, on="text", how="left", nulls_equal=True).select("message", "masked")
 
 
 MINER_STATE_NAME = "log_miner_state.bin"
@@ -180,9 +211,11 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
     """Per (minute, pod, node, template) line counts of canonical log rows."""
     if logs.height == 0:
         return pl.DataFrame(schema=LOG_COUNT_SCHEMA)
+    masks = masked_messages(logs.get_column("message"))
     deduplicated = (
         logs.lazy()
-        .select(pl.col("time").dt.truncate("1m"), "pod", "node", extract_and_mask(pl.col("message")).alias("masked"))
+        .select(pl.col("time").dt.truncate("1m"), "pod", "node", "message")
+        .join(masks.lazy(), on="message", how="left", nulls_equal=True)
         .group_by("time", "pod", "node", "masked")
         .agg(pl.len().alias("count"))
         .collect()
