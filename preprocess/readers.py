@@ -23,9 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from preprocess import layout
 from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, TIME, empty_frame
@@ -223,9 +226,9 @@ class InvalidUtf8Error(ReaderError):
     """A string column holds bytes that are not UTF-8 (the file is otherwise readable)."""
 
 
-def _collect(lazy: pl.LazyFrame, *, path: Path) -> pl.DataFrame:
+def _collect(lazy: pl.LazyFrame, *, path: Path, engine: Literal["auto", "in-memory", "streaming"] = "auto") -> pl.DataFrame:
     try:
-        return lazy.collect()
+        return lazy.collect(engine=engine)
     except (pl.exceptions.PolarsError, OSError) as exc:
         if "invalid utf-8" in str(exc).lower():
             raise InvalidUtf8Error(f"{path}: string values that are not UTF-8: {exc}") from exc
@@ -478,48 +481,103 @@ def _log_columns(columns: Iterable[str] | None) -> list[str]:
 # --------------------------------------------------------------------------- traces
 
 
-def _tag(list_column: pl.Expr, key: str) -> pl.Expr:
-    """Value (as string) of the first ``{key, type, value}`` entry named ``key`` in a tag list."""
-    return list_column.list.eval(
-        pl.element().filter(pl.element().struct.field("key") == key).struct.field("value").cast(pl.Utf8)
-    ).list.first()
+# Tags the span columns are made of: (raw list column, key field, value field, key, output column).
+_TAGS: tuple[tuple[str, str, str, str, str], ...] = (
+    *((("tags", "key", "value", key, f"tag:{key}")) for key in (
+        "span.kind", "status.code", "http.status_code", "error", "otel.status_code", "rpc.service", "db.system",
+        "peer.service")),
+    *((("process.tags", "key", "value", key, f"process:{key}")) for key in ("name", "podName", "node_name", "nodeName")),
+    ("references", "refType", "spanID", "CHILD_OF", "parent"),
+)
+
+
+def _first_values(lists: pl.Series, *, key_field: str, value_field: str, keys: list[str]) -> dict[str, pl.Series]:
+    """Per row of a list-of-structs column, the ``value_field`` (as string) of the first element whose
+    ``key_field`` equals each of ``keys``; null where none does (or the list is null).
+
+    Vectorised on the flat child arrays (Arrow offsets and parent indices): no per-row loop and
+    no per-list evaluation, the cost of ``list.eval`` on a full-scale hour of spans.
+    """
+    rows = len(lists)
+    array = lists.to_arrow()
+    flat = array.flatten()
+    parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+    names = pc.struct_field(flat, key_field)
+    values = pc.struct_field(flat, value_field)
+    found: dict[str, pl.Series] = {}
+    for key in keys:
+        hits = np.flatnonzero(pc.fill_null(pc.equal(names, key), False).to_numpy(zero_copy_only=False))
+        owners = parents[hits]
+        first = np.concatenate(([True], owners[1:] != owners[:-1])) if len(owners) else np.zeros(0, dtype=bool)
+        position = np.full(rows, -1, dtype=np.int64)
+        position[owners[first]] = hits[first]
+        taken = values.take(pa.array(position, mask=position < 0))
+        series = pl.Series(key, taken)
+        found[key] = series.cast(pl.Utf8) if series.dtype != pl.Utf8 else series
+    return found
+
+
+def _tag_columns(raw: pl.DataFrame) -> pl.DataFrame:
+    """The tag values ``_span_exprs`` reads, one column each (``tag:<key>``, ``process:<key>``, ``parent``)."""
+    columns: dict[str, pl.Series] = {}
+    sources: dict[str, pl.Series | None] = {
+        "tags": raw.get_column("tags") if "tags" in raw.columns else None,
+        "process.tags": raw.get_column("process").struct.field("tags"),
+        "references": raw.get_column("references") if "references" in raw.columns else None,
+    }
+    for source in dict.fromkeys(t[0] for t in _TAGS):
+        wanted = [t for t in _TAGS if t[0] == source]
+        lists = sources[source]
+        if lists is None or isinstance(lists.dtype, pl.Null):
+            for *_, output in wanted:
+                columns[output] = pl.Series(output, [None] * raw.height, dtype=pl.Utf8)
+            continue
+        _, key_field, value_field, _, _ = wanted[0]
+        values = _first_values(lists, key_field=key_field, value_field=value_field, keys=[t[3] for t in wanted])
+        for _, _, _, key, output in wanted:
+            columns[output] = values[key].alias(output)
+    return pl.DataFrame(columns)
+
+
+def _on_distinct(column: pl.Expr, transform: Callable[[pl.Expr], pl.Expr], dtype: pl.DataType) -> pl.Expr:
+    """``transform(column)`` computed once per distinct value (operation names, service tags: few)."""
+    distinct = column.unique(maintain_order=True)
+    return column.replace_strict(distinct, transform(distinct), return_dtype=dtype).cast(dtype)
 
 
 def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
+    """The span columns from the raw columns plus the tag columns of ``_tag_columns``."""
     _require(schema, ["traceID", "spanID", "operationName", "duration", "process"], path=path)
-    tags = pl.col("tags") if "tags" in schema else pl.lit(None, pl.List(pl.Struct({"key": pl.Utf8, "value": pl.Utf8})))
-    process_tags = pl.col("process").struct.field("tags")
     service_raw = pl.col("process").struct.field("serviceName").cast(pl.Utf8)
-    if "references" in schema:
-        parent = pl.col("references").list.eval(
-            pl.element().filter(pl.element().struct.field("refType") == "CHILD_OF").struct.field("spanID")
-        ).list.first()
-    else:
-        parent = pl.lit(None, pl.Utf8)
 
-    kind = _tag(tags, "span.kind").str.to_lowercase()
+    def tag(key: str) -> pl.Expr:
+        return pl.col(f"tag:{key}")
+
+    kind = tag("span.kind").str.to_lowercase()
     # status.code is a numeric string ('0'); a non-numeric value becomes null, not an error.
-    status = _tag(tags, "status.code").cast(pl.Int64, strict=False)
-    http_status = _tag(tags, "http.status_code").cast(pl.Int64, strict=False)
-    error_tag = _tag(tags, "error").str.to_lowercase() == "true"
-    otel_error = _tag(tags, "otel.status_code").str.to_uppercase() == "ERROR"
+    status = tag("status.code").cast(pl.Int64, strict=False)
+    http_status = tag("http.status_code").cast(pl.Int64, strict=False)
+    error_tag = tag("error").str.to_lowercase() == "true"
+    otel_error = tag("otel.status_code").str.to_uppercase() == "ERROR"
     operation = pl.col("operationName").cast(pl.Utf8)
     # Client spans name their callee: rpc.service 'hipstershop.AdService' -> 'adservice',
     # db.system=redis -> 'redis-cart', else the operation 'hipstershop.X/Method' ('/...' too).
     # Only the hipstershop package names a component: 'grpc.health.v1.Health' is not a service.
-    from_rpc = _tag(tags, "rpc.service").str.extract(r"^hipstershop\.([A-Za-z0-9]+)$", 1).str.to_lowercase()
-    from_db = pl.when(_tag(tags, "db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
-    from_operation = operation.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1).str.to_lowercase()
+    from_rpc = _on_distinct(tag("rpc.service"), lambda v: v.str.extract(r"^hipstershop\.([A-Za-z0-9]+)$", 1)
+                            .str.to_lowercase(), pl.Utf8)
+    from_db = pl.when(tag("db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
+    from_operation = _on_distinct(operation, lambda v: v.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1)
+                                  .str.to_lowercase(), pl.Utf8)
     # An explicit peer.service tag (OpenTelemetry's convention, and what imported datasets carry) wins.
-    from_peer = _tag(tags, "peer.service")
+    from_peer = tag("peer.service")
     return [
         pl.col("traceID").cast(pl.Utf8).alias("trace_id"),
         pl.col("spanID").cast(pl.Utf8).alias("span_id"),
-        parent.cast(pl.Utf8).alias("parent_span_id"),
+        pl.col("parent").cast(pl.Utf8).alias("parent_span_id"),
         operation.alias("operation"),
         pl.when(service_raw == "redis").then(pl.lit("redis-cart")).otherwise(service_raw).alias("service"),
-        pl.coalesce(_tag(process_tags, "name"), _tag(process_tags, "podName")).alias("pod"),
-        pl.coalesce(_tag(process_tags, "node_name"), _tag(process_tags, "nodeName")).alias("node"),
+        pl.coalesce(pl.col("process:name"), pl.col("process:podName")).alias("pod"),
+        pl.coalesce(pl.col("process:node_name"), pl.col("process:nodeName")).alias("node"),
         kind.alias("span_kind"),
         pl.when(kind == "client").then(pl.coalesce(from_peer, from_rpc, from_db, from_operation)).alias("peer_service"),
         pl.col("time"),
@@ -534,6 +592,11 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
     ]
 
 
+# Raw trace columns the span columns are made of (projection push-down: `logs`, `flags`,
+# `startTimeMillis` when `startTime` is there, are never read).
+_SPAN_RAW = ("traceID", "spanID", "operationName", "duration", "process", "tags", "references")
+
+
 def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.DataFrame:
     lazy, schema = scanned
     if "startTime" in schema:
@@ -542,10 +605,15 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
         start_us = pl.col("startTimeMillis").cast(pl.Int64) * 1000
     else:
         raise ReaderError(f"{path}: no startTime or startTimeMillis column; has {list(schema)}")
-    lazy = lazy.with_columns(start_us.cast(pl.Datetime("us", "UTC")).alias("time"))
-    # Filter on the cheap integer time before flattening the nested columns.
-    lazy = lazy.filter(_in_window(window)).select(_span_exprs(schema, path=path)).rename({"time": "start"})
-    return _collect(lazy, path=path)
+    exprs = _span_exprs(schema, path=path)  # checks the required columns first
+    # Filter on the cheap integer time before touching the nested columns (predicate push-down).
+    raw = _collect(lazy.select(*(c for c in _SPAN_RAW if c in schema), start_us.cast(pl.Datetime("us", "UTC"))
+                               .alias("time")).filter(_in_window(window)), path=path, engine="in-memory")
+    try:
+        flat = pl.concat([raw, _tag_columns(raw)], how="horizontal")
+    except (pa.ArrowException, KeyError, TypeError, pl.exceptions.PolarsError) as exc:
+        raise ReaderError(f"{path}: cannot read rows: {exc}") from exc
+    return _collect(flat.lazy().select(exprs).rename({"time": "start"}), path=path)
 
 
 # --------------------------------------------------------------------------- hourly families
