@@ -383,6 +383,7 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
         for item in comp.items:
             if item.role == "edge" and item.caller:
                 complaints[service_of(name)].add(item.caller)
+    discounted: set[int] = set()  # one item is shared by a pod and its service: discount it once
     for name, comp in components.items():
         if is_node(name):
             continue
@@ -395,9 +396,9 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
         if cause.get(caller, 0.0) < weights.clear_anomaly or cause.get(caller, 0.0) <= cause.get(service, 0.0):
             continue
         for item in comp.items:
-            if item.role == "edge" and item.caller == caller and not getattr(item, "_lone", False):
+            if item.role == "edge" and item.caller == caller and id(item) not in discounted:
                 item.strength *= weights.fanout_victim_weight
-                item._lone = True  # type: ignore[attr-defined]  # one item is shared by a pod and its service
+                discounted.add(id(item))
 
 
 def _local_score(component: _Component | None) -> float:
