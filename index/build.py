@@ -113,14 +113,19 @@ def _hour_windows(day: str) -> list[tuple[datetime, datetime]]:
 _HOURLY_READERS = {"log": read_logs, "trace": read_traces}
 
 
-def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None) -> ReadResult:
+def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None,
+          columns: tuple[str, ...] | None = None) -> ReadResult:
     """One source's rows, file by file: an unreadable file is skipped and listed in ``issues``.
 
     Absent files are summarised once per partition by the caller, not per hour here.
+    ``columns`` (log only): the canonical columns the detector reads; the others are not
+    read from the files (projection push-down).
     """
     if hour is None:
         return read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False)
     start, end = hour
+    if source == "log" and columns is not None:
+        return read_logs(data_dir, start=start, end=end, columns=columns, skip_unreadable=True, report_missing=False)
     return _HOURLY_READERS[source](data_dir, start=start, end=end, skip_unreadable=True, report_missing=False)
 
 
@@ -133,6 +138,9 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
     """
     built = PartitionBuild(rows={})
     rows_read = 0
+    # A detector may name the canonical columns it reads per source (the log detector: not the
+    # namespace, nor the service derived from the pod name by a regex on every line).
+    raw_columns: Mapping[str, tuple[str, ...]] = getattr(detector, "raw_columns", None) or {}
 
     def chunks() -> Iterator[Mapping[str, pl.DataFrame | None]]:
         nonlocal rows_read
@@ -141,7 +149,7 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
         for number, hour in enumerate(hours):
             chunk: dict[str, pl.DataFrame | None] = {}
             for source in detector.raw.sources:
-                result = _read(source, data_dir=data_dir, day=day, hour=hour)
+                result = _read(source, data_dir=data_dir, day=day, hour=hour, columns=raw_columns.get(source))
                 built.take(result, source=source, hour=number if hour is not None else None)
                 chunk[source] = result.frame
             rows_read += sum(frame.height for frame in chunk.values() if frame is not None)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from drain3 import TemplateMiner
 from drain3.persistence_handler import PersistenceHandler
@@ -96,27 +97,36 @@ def mask_text(text: pl.Expr) -> pl.Expr:
 
 
 def masked_messages(messages: pl.Series) -> pl.DataFrame:
-    """``extract_and_mask`` of the distinct values of ``messages``: columns ``message``, ``masked``.
+    """``extract_and_mask`` of the distinct values of ``messages``: columns ``message``, ``masked``."""
+    distinct = messages.unique()
+    return pl.DataFrame({"message": distinct, "masked": masked_of_distinct(distinct)})
 
-    The same text as the expression, computed where it is cheap: JSON is parsed once per
-    distinct line, ``$.error`` only in lines that can hold that key (its name written out,
-    or a backslash escape), and the masking regexes run once per distinct extracted text
-    (a full-scale hour: 200 k lines, 140 k distinct, 9 k distinct texts, 30 templates).
+
+def masked_of_distinct(messages: pl.Series) -> pl.Series:
+    """``extract_and_mask`` of each of ``messages`` (distinct values), computed where it is cheap.
+
+    JSON is parsed once per distinct line, ``$.error`` only in lines that can hold that key
+    (its name written out, or a backslash escape), and the masking regexes run once per
+    distinct extracted text (a full-scale hour: 200 k lines, 140 k distinct, 9 k distinct
+    texts, 30 templates).
     """
-    distinct = messages.unique().to_frame("message")
     col = pl.col("message")
-    json_lines = distinct.filter(col.str.starts_with("{")).with_columns(col.str.json_path_match("$.message").alias("inner"))
-    may_have_error = (col.str.contains('"error"', literal=True) | col.str.contains("\\", literal=True)) \
-        & pl.col("inner").is_not_null()
-    with_error = json_lines.filter(may_have_error).with_columns(col.str.json_path_match("$.error").alias("error"))
-    without_error = json_lines.filter(~may_have_error).with_columns(pl.lit(None, pl.Utf8).alias("error"))
-    other_lines = distinct.filter(~col.str.starts_with("{") | col.is_null()).with_columns(
-        pl.lit(None, pl.Utf8).alias("inner"), pl.lit(None, pl.Utf8).alias("error"))
-    texts = pl.concat([with_error, without_error, other_lines]).select(
-        "message", _text_of(col, inner=pl.col("inner"), error=pl.col("error"), is_json=pl.lit(True)).alias("text"))
+    frame = messages.rename("message").to_frame().with_columns(
+        col.str.starts_with("{").fill_null(False).alias("is_json"))
+    frame = frame.with_columns(pl.when(pl.col("is_json")).then(col.str.json_path_match("$.message")).alias("inner"))
+    may_have_error = (frame.get_column("inner").is_not_null()
+                      & (frame.get_column("message").str.contains('"error"', literal=True)
+                         | frame.get_column("message").str.contains("\\", literal=True)))
+    rows = may_have_error.arg_true()
+    error = pl.Series("error", [None] * frame.height, dtype=pl.Utf8)
+    if len(rows):
+        error = error.scatter(rows, frame.get_column("message").gather(rows).str.json_path_match("$.error"))
+    texts = frame.with_columns(error).select(
+        _text_of(col, inner=pl.col("inner"), error=pl.col("error"), is_json=pl.col("is_json")).alias("text"))
     distinct_texts = texts.get_column("text").unique().to_frame("text")
     masks = distinct_texts.with_columns(mask_text(pl.col("text")).alias("masked"))
-    return texts.join(masks, on="text", how="left", nulls_equal=True).select("message", "masked")
+    return (texts.join(masks, on="text", how="left", nulls_equal=True, maintain_order="left")
+            .get_column("masked").alias("masked"))
 
 
 MINER_STATE_NAME = "log_miner_state.bin"
@@ -211,13 +221,24 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
     """Per (minute, pod, node, template) line counts of canonical log rows."""
     if logs.height == 0:
         return pl.DataFrame(schema=LOG_COUNT_SCHEMA)
-    masks = masked_messages(logs.get_column("message"))
+    # Each distinct line is masked once; lines find theirs through the row numbers grouped per line.
+    by_message = logs.select("message").with_row_index("row").group_by("message").agg("row")
+    masked = masked_of_distinct(by_message.get_column("message"))
+    distinct_masked = masked.unique(maintain_order=True)  # null (a null line) stays apart from ""
+    lookup = pl.DataFrame({"masked": distinct_masked,
+                           "code": pl.int_range(len(distinct_masked), eager=True, dtype=pl.Int64)})
+    codes = (masked.to_frame().join(lookup, on="masked", how="left", nulls_equal=True, maintain_order="left")
+             .get_column("code").to_numpy())
+    rows = by_message.get_column("row")
+    line_code = np.empty(logs.height, dtype=np.int64)
+    line_code[rows.explode().to_numpy()] = np.repeat(codes, rows.list.len().to_numpy())
     deduplicated = (
         logs.lazy()
-        .select(pl.col("time").dt.truncate("1m"), "pod", "node", "message")
-        .join(masks.lazy(), on="message", how="left", nulls_equal=True)
-        .group_by("time", "pod", "node", "masked")
+        .select(pl.col("time").dt.truncate("1m"), "pod", "node", pl.Series("code", line_code))
+        .group_by("time", "pod", "node", "code")
         .agg(pl.len().alias("count"))
+        .join(lookup.lazy(), on="code", how="left")
+        .drop("code")
         .collect()
     )
     unique_masked = deduplicated.get_column("masked").unique().fill_null("").to_list()
@@ -388,6 +409,7 @@ class LogDetector:
     name = "log"
     sequential = True  # one miner, its state carried from day to day
     raw = RawInput(sources=("log",), per_hour=True, rows_read="lines_read")
+    raw_columns = {"log": ("time", "pod", "node", "message")}  # what build reads (the nightly job projects on it)
     feature_tables = (
         FeatureTable("log_counts", LOG_COUNT_SCHEMA),
         FeatureTable("log_templates", TEMPLATE_SCHEMA, scope="index"),

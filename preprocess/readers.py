@@ -27,8 +27,6 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from preprocess import layout
 from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, TIME, empty_frame
@@ -495,25 +493,28 @@ def _first_values(lists: pl.Series, *, key_field: str, value_field: str, keys: l
     """Per row of a list-of-structs column, the ``value_field`` (as string) of the first element whose
     ``key_field`` equals each of ``keys``; null where none does (or the list is null).
 
-    Vectorised on the flat child arrays (Arrow offsets and parent indices): no per-row loop and
-    no per-list evaluation, the cost of ``list.eval`` on a full-scale hour of spans.
+    Vectorised on the exploded elements (each knows its row from the list lengths): no per-row
+    loop and no per-list evaluation, the cost of ``list.eval`` on a full-scale hour of spans.
     """
     rows = len(lists)
-    array = lists.to_arrow()
-    flat = array.flatten()
-    parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
-    names = pc.struct_field(flat, key_field)
-    values = pc.struct_field(flat, value_field)
+    lengths = lists.list.len().fill_null(0).to_numpy()
+    elements = lists.explode(empty_as_null=False, keep_nulls=False)
+    if len(elements) != int(lengths.sum()):
+        raise ReaderError(f"list column {lists.name!r}: {len(elements)} elements for lengths summing to {lengths.sum()}")
+    owners_of = np.repeat(np.arange(rows, dtype=np.int64), lengths)
+    names = elements.struct.field(key_field)
+    values = elements.struct.field(value_field)
+    if values.dtype != pl.Utf8:
+        values = values.cast(pl.Utf8)
     found: dict[str, pl.Series] = {}
     for key in keys:
-        hits = np.flatnonzero(pc.fill_null(pc.equal(names, key), False).to_numpy(zero_copy_only=False))
-        owners = parents[hits]
+        hits = np.flatnonzero((names == key).fill_null(False).to_numpy())
+        owners = owners_of[hits]
         first = np.concatenate(([True], owners[1:] != owners[:-1])) if len(owners) else np.zeros(0, dtype=bool)
         position = np.full(rows, -1, dtype=np.int64)
         position[owners[first]] = hits[first]
-        taken = values.take(pa.array(position, mask=position < 0))
-        series = pl.Series(key, taken)
-        found[key] = series.cast(pl.Utf8) if series.dtype != pl.Utf8 else series
+        index = pl.Series(position)
+        found[key] = values.gather(pl.select(pl.when(index >= 0).then(index)).to_series()).alias(key)
     return found
 
 
@@ -611,7 +612,7 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
                                .alias("time")).filter(_in_window(window)), path=path, engine="in-memory")
     try:
         flat = pl.concat([raw, _tag_columns(raw)], how="horizontal")
-    except (pa.ArrowException, KeyError, TypeError, pl.exceptions.PolarsError) as exc:
+    except (pl.exceptions.PolarsError, TypeError, ReaderError) as exc:
         raise ReaderError(f"{path}: cannot read rows: {exc}") from exc
     return _collect(flat.lazy().select(exprs).rename({"time": "start"}), path=path)
 
