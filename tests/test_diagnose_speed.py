@@ -178,7 +178,14 @@ def test_a_concurrent_batch_answers_exactly_as_a_serial_one(tmp_path: Path) -> N
     assert backend.most_in_flight > 1  # the cases really overlapped in the model
     assert parallel == serial  # same answers, same order in the file
     keep = ("answer", "decision", "prompt", "raw_responses", "rules_answer", "choices", "usage")
-    assert [{k: r[k] for k in keep} for r in parallel_records] == [{k: r[k] for k in keep} for r in serial_records]
+
+    def content(record: dict[str, Any]) -> dict[str, Any]:
+        # The seconds a call took are measured, not decided: they differ between any two runs.
+        kept = {k: record[k] for k in keep}
+        kept["usage"] = {k: v for k, v in kept["usage"].items() if k != "llm_seconds"}
+        return kept
+
+    assert [content(r) for r in parallel_records] == [content(r) for r in serial_records]
     # Each record says where its model seconds went and that the prefix came from the cache.
     timings = parallel_records[0]["timings_s"]
     assert timings["prefill_s"] == 3.0 and timings["prompt_cached"] == 1500.0 and "prepare_s" in timings
