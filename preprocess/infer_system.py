@@ -178,7 +178,8 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
     out.pods = dict(sorted(pods.items()))
     out.placement = {pod: sorted(found) for pod, found in sorted(placement.items())}
     out.nodes = sorted(nodes)
-    out.edges = [edge for edge, _ in calls.most_common()]
+    # Most frequent first, ties by name: the drafted file must be the same on every run.
+    out.edges = [edge for edge, _ in sorted(calls.items(), key=lambda item: (-item[1], item[0]))]
     for service, evidence in from_metrics.items():
         out.runtimes[service], out.runtime_evidence[service] = "java", evidence
     for service, (runtime, evidence) in from_logs.items():
