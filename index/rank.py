@@ -373,11 +373,10 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
     are fine and the one complaining caller shows clear trouble of its own, the edge says more
     about the caller than the callee: it keeps ``fanout_victim_weight`` of its strength.
     """
-    cause = {service_of(n): 0.0 for n in components if not is_node(n)}
+    cause: dict[str, float] = defaultdict(float)
     for name, comp in components.items():
         if not is_node(name):
-            local = max((i.strength for i in comp.items if i.role == "local"), default=0.0)
-            cause[service_of(name)] = max(cause[service_of(name)], local)
+            cause[service_of(name)] = max(cause[service_of(name)], _local_score(comp))
     complaints: dict[str, set[str]] = defaultdict(set)
     for name, comp in components.items():
         for item in comp.items:

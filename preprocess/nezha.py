@@ -27,7 +27,7 @@ import json
 import logging
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -418,6 +418,18 @@ def _each_file(source: Source, folder: str, issues: list[Issue]) -> Iterator[tup
         yield path, raw
 
 
+def _read_each(source: Source, folder: str, read: Callable[[bytes], pl.DataFrame],
+               issues: list[Issue]) -> list[pl.DataFrame]:
+    """Every file of ``folder`` read by ``read``; a file that fails is an issue and costs itself only."""
+    parts = []
+    for path, raw in _each_file(source, folder, issues):
+        try:
+            parts.append(read(raw))
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            issues.append(Issue(path=path, reason=str(exc), lost=True))
+    return parts
+
+
 def read_day(source: Source, *, day: str) -> NezhaDay:
     """Every telemetry file of one day, as canonical frames; absent and bad files become issues."""
     issues: list[Issue] = []
@@ -439,19 +451,8 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
         infra_parts.append(infra_part)
         apm_parts.append(apm_part)
 
-    span_parts = []
-    for path, raw in _each_file(source, f"rca_data/{day}/trace", issues):
-        try:
-            span_parts.append(_read_trace_file(raw))
-        except (ValueError, pl.exceptions.PolarsError) as exc:
-            issues.append(Issue(path=path, reason=str(exc), lost=True))
-
-    log_parts = []
-    for path, raw in _each_file(source, f"rca_data/{day}/log", issues):
-        try:
-            log_parts.append(_read_log_file(raw))
-        except (ValueError, pl.exceptions.PolarsError) as exc:
-            issues.append(Issue(path=path, reason=str(exc), lost=True))
+    span_parts = _read_each(source, f"rca_data/{day}/trace", _read_trace_file, issues)
+    log_parts = _read_each(source, f"rca_data/{day}/log", _read_log_file, issues)
 
     apm_pods = pl.concat(apm_parts) if apm_parts else empty_frame(APM_SCHEMA)
     return NezhaDay(
