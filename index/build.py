@@ -97,8 +97,8 @@ def family_inputs(data_dir: Path, day: str, raw: RawInput) -> tuple[list[Path], 
             continue
         listings = ([layout.apm_files(data_dir, day, level) for level in layout.APM_LEVELS] if source == "apm"
                     else [layout.infra_files(data_dir, day, family) for family in layout.INFRA_FAMILIES])
-        for found, absent in listings:
-            files += [m.path for m in found]
+        for metas, absent in listings:
+            files += [m.path for m in metas]
             missing += absent
     return files, missing
 

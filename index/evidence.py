@@ -94,7 +94,7 @@ def _render(item: EvidenceItem, *, max_chars: int) -> str:
     if item.signal == "latency":
         detail = f"p95 {item.ratio:.1f}x (z={item.z:.1f})"
     elif item.signal == "errors":
-        detail = f"errors {100 * item.ratio:.0f}% (z={item.z:.1f})"
+        detail = f"errors {item.ratio:.0%} (z={item.z:.1f})"
     else:
         detail = "calls stopped"
     return f"{edge} {detail} to {item.component} from {when}"

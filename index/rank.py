@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Literal
 
 import networkx as nx
 import polars as pl
@@ -514,7 +515,7 @@ def _merge_breakdowns(parts: list[dict[str, float]]) -> dict[str, float]:
     return dict(merged)
 
 
-def _candidate(name: str, level: str, breakdown: dict[str, float], factor: float,
+def _candidate(name: str, level: Literal["service", "pod", "node"], breakdown: dict[str, float], factor: float,
                sources: list[_Component], max_evidence: int) -> Candidate:
     # Equal strengths are common (z is capped): a full key keeps the order the same every run.
     items = sorted((i for comp in sources for i in comp.items),

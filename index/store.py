@@ -209,8 +209,8 @@ def load_table(
             missing.append(f"{day}/{table}")
             continue
         try:
-            frames.append(
-                pl.scan_parquet(path).filter(pl.col("time").is_between(pl.lit(lo), pl.lit(hi))).collect().cast(schema))
+            frames.append(pl.scan_parquet(path).filter(pl.col("time").is_between(pl.lit(lo), pl.lit(hi))).collect()
+                          .cast(pl.Schema(schema)))
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise _corrupt(path, day) from exc
     if not frames:
@@ -234,7 +234,7 @@ def load_feature(index_dir: Path, table: FeatureTable, *, start: datetime, end: 
     if not path.exists():
         return pl.DataFrame(schema=table.schema), []
     try:
-        return pl.read_parquet(path).cast(table.schema), []
+        return pl.read_parquet(path).cast(pl.Schema(table.schema)), []
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise IndexStoreError(f"{path}: corrupt index table; rebuild it with `rca preprocess --all --force`") from exc
 
@@ -247,7 +247,7 @@ def load_intervals(index_dir: Path, *, table: str, start: datetime, end: datetim
         path = table_path(index_dir, day, table)
         if _readable(path, schema):
             try:
-                frame = pl.read_parquet(path).cast(schema)
+                frame = pl.read_parquet(path).cast(pl.Schema(schema))
             except (pl.exceptions.PolarsError, OSError) as exc:
                 raise _corrupt(path, day) from exc
             frames.append(frame.filter((pl.col("last") >= start) & (pl.col("first") <= end)))

@@ -65,7 +65,7 @@ def _merge_write(path: Path, table: pa.Table, *, key: list[str] | None) -> Path:
     if path.exists():
         old = pl.read_parquet(path)
         if old.columns == frame.columns:
-            frame = pl.concat([old, frame.cast(dict(old.schema))], how="vertical_relaxed")
+            frame = pl.concat([old, frame.cast(old.schema)], how="vertical_relaxed")
         else:  # an older export with other columns: keep its rows as they were
             frame = pl.concat([old, frame], how="diagonal_relaxed")
     frame = frame.unique(subset=key, keep="first", maintain_order=True)

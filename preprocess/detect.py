@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -33,14 +33,36 @@ __all__ = ["DETECTORS", "Detector", "FeatureTable", "LogParams", "MetricParams",
 
 
 class Detector(Protocol):
-    """One modality's build and score halves (see the module docstring)."""
+    """One modality's build and score halves (see the module docstring).
 
-    Params: type  # the frozen dataclass of its knobs; the constructor takes one
-    name: str  # also the index partition family: "metric", "log", "trace"
-    raw: RawInput
-    sequential: bool  # builds share state across days: build its partitions in day order, in one process
-    feature_tables: tuple[FeatureTable, ...]
-    event_schemas: Mapping[str, Schema]
+    The declarations are read-only (class constants of each detector): as plain attributes a
+    protocol would require exactly these types, and ``Params = MetricParams`` or a dict of
+    schemas would not match ``type`` and ``Mapping``.
+    """
+
+    @property
+    def Params(self) -> type:  # the frozen dataclass of its knobs; the constructor takes one
+        ...
+
+    @property
+    def name(self) -> str:  # also the index partition family: "metric", "log", "trace"
+        ...
+
+    @property
+    def raw(self) -> RawInput:
+        ...
+
+    @property
+    def sequential(self) -> bool:  # builds share state across days: build its partitions in day order, in one process
+        ...
+
+    @property
+    def feature_tables(self) -> tuple[FeatureTable, ...]:
+        ...
+
+    @property
+    def event_schemas(self) -> Mapping[str, Schema]:
+        ...
 
     def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *,
               state_dir: Path | None = None) -> dict[str, pl.DataFrame]:
@@ -68,8 +90,27 @@ class Detector(Protocol):
         ...
 
 
+class DetectorClass(Protocol):
+    """What the registry holds: a detector class, whose declarations are read before any instance exists."""
+
+    @property
+    def Params(self) -> type:
+        ...
+
+    @property
+    def name(self) -> str:
+        ...
+
+    @property
+    def feature_tables(self) -> tuple[FeatureTable, ...]:
+        ...
+
+    def __call__(self, params: Any, /) -> Detector:
+        ...
+
+
 # Name -> detector class; the order is the order of partitions in a build and of modalities in a query.
-DETECTORS: dict[str, type] = {
+DETECTORS: dict[str, DetectorClass] = {
     MetricDetector.name: MetricDetector,
     LogDetector.name: LogDetector,
     TraceDetector.name: TraceDetector,

@@ -33,32 +33,32 @@ log = logging.getLogger(__name__)
 # Long per-minute series: the stored metric feature.
 SERIES_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
-    "component": pl.Utf8,
+    "component": pl.Utf8(),
     # apm_pod | apm_service | infra_pod | infra_node | infra_tidb | infra_tikv | infra_pd
-    "kind": pl.Utf8,
-    "kpi": pl.Utf8,
-    "value": pl.Float64,
+    "kind": pl.Utf8(),
+    "kpi": pl.Utf8(),
+    "value": pl.Float64(),
 }
 
 METRIC_EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "component": pl.Utf8,
-    "kind": pl.Utf8,
-    "kpi": pl.Utf8,
-    "direction": pl.Utf8,  # up | down | silent
-    "z": pl.Float64,  # robust z of the window against the baseline (capped)
-    "ratio": pl.Float64,  # window level / baseline median (null when baseline is 0)
-    "baseline": pl.Float64,
-    "window_value": pl.Float64,
+    "component": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "kpi": pl.Utf8(),
+    "direction": pl.Utf8(),  # up | down | silent
+    "z": pl.Float64(),  # robust z of the window against the baseline (capped)
+    "ratio": pl.Float64(),  # window level / baseline median (null when baseline is 0)
+    "baseline": pl.Float64(),
+    "window_value": pl.Float64(),
     "onset": TIME,
     # what the window was compared with: before (the baseline), history (older minutes, the
     # baseline holding a previous incident), same_hour (the same clock span on earlier days,
     # no history before the window), after (the minutes after the window) or peers (the other
     # pods of its service / other nodes, no history at all)
-    "reference": pl.Utf8,
+    "reference": pl.Utf8(),
 }
 
 # Pod -> node placement intervals (from infra_pod's hosting-node label).
-PLACEMENT_SCHEMA: dict[str, pl.DataType] = {"pod": pl.Utf8, "node": pl.Utf8, "first": TIME, "last": TIME}
+PLACEMENT_SCHEMA: dict[str, pl.DataType] = {"pod": pl.Utf8(), "node": pl.Utf8(), "first": TIME, "last": TIME}
 
 # Series whose values say little about faults (constants, capacities, clocks).
 _STATIC_KPIS = frozenset({
@@ -149,7 +149,7 @@ def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl
     # not a zero: no row is kept for it, so it can never read as "went to zero".
     frame = (pl.concat(parts).filter(~pl.col("kpi").is_in(list(_STATIC_KPIS)) & pl.col("value").is_finite())
              .collect())
-    return _max_per_minute(frame).cast(SERIES_SCHEMA)
+    return _max_per_minute(frame).cast(pl.Schema(SERIES_SCHEMA))
 
 
 _SERIES_KEY = ("component", "kind", "kpi")
@@ -211,7 +211,7 @@ def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
     return (
         pods.group_by(pl.col("component").alias("pod"), "node")
         .agg(pl.col("time").min().alias("first"), pl.col("time").max().alias("last"))
-        .sort("pod", "first", "node").cast(PLACEMENT_SCHEMA)
+        .sort("pod", "first", "node").cast(pl.Schema(PLACEMENT_SCHEMA))
     )
 
 
@@ -297,7 +297,8 @@ def score_metric_window(
     expected_history_minutes = max(1, int(clean_minutes(history_start, baseline_start, spans)))
     expected_earlier_minutes = max(1, int(sum((hi - lo).total_seconds() // 60 for lo, hi in earlier)))
     data_end = sub.get_column("time").max()
-    expected_after_minutes = max(1, int((min(after_end, data_end) - end).total_seconds() // 60))  # type: ignore[operator]
+    assert isinstance(data_end, datetime)  # ``time`` is TIME and ``sub`` is not empty
+    expected_after_minutes = max(1, int((min(after_end, data_end) - end).total_seconds() // 60))
     # A component that keeps reporting other KPIs in the window is alive: one of its series
     # missing there is an absent column (an exporter that stops filling it), not silence.
     alive = {(component, kind): minutes for component, kind, minutes in
@@ -534,7 +535,9 @@ def _score_one(
 
 def _first_exceeding(win: np.ndarray, median: float, direction: str) -> int:
     deviation = win - median if direction == "up" else median - win
-    above = np.flatnonzero(deviation > 0.5 * np.max(deviation)) if deviation.size else []
+    if not deviation.size:
+        return 0
+    above = np.flatnonzero(deviation > 0.5 * np.max(deviation))
     return int(above[0]) if len(above) else 0
 
 
@@ -569,10 +572,10 @@ class MetricDetector:
         apm: list[pl.DataFrame] = []
         infra: list[pl.DataFrame] = []
         for chunk in chunks:
-            if chunk.get("apm") is not None:
-                apm.append(chunk["apm"])
-            if chunk.get("infra") is not None:
-                infra.append(chunk["infra"])
+            if (apm_chunk := chunk.get("apm")) is not None:
+                apm.append(apm_chunk)
+            if (infra_chunk := chunk.get("infra")) is not None:
+                infra.append(infra_chunk)
         apm_frame = pl.concat(apm) if apm else None
         infra_frame = pl.concat(infra) if infra else None
         return {"metric_series": metric_series(apm=apm_frame, infra=infra_frame),

@@ -43,36 +43,36 @@ EDGE_KEY: tuple[str, ...] = ("caller", "caller_pod", "callee", "callee_pod", "ca
 CALLEE_KEY: tuple[str, ...] = ("caller", "callee", "callee_pod", "operation")
 EDGE_STATS_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
-    "caller": pl.Utf8,
-    "caller_pod": pl.Utf8,
-    "callee": pl.Utf8,
-    "callee_pod": pl.Utf8,  # null when the callee is seen only from the client side
-    "callee_node": pl.Utf8,
-    "operation": pl.Utf8,
-    "count": pl.Int64,
-    "errors": pl.Int64,
-    "p50_us": pl.Float64,
-    "p95_us": pl.Float64,
-    "mean_us": pl.Float64,
+    "caller": pl.Utf8(),
+    "caller_pod": pl.Utf8(),
+    "callee": pl.Utf8(),
+    "callee_pod": pl.Utf8(),  # null when the callee is seen only from the client side
+    "callee_node": pl.Utf8(),
+    "operation": pl.Utf8(),
+    "count": pl.Int64(),
+    "errors": pl.Int64(),
+    "p50_us": pl.Float64(),
+    "p95_us": pl.Float64(),
+    "mean_us": pl.Float64(),
 }
 TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "caller": pl.Utf8,
-    "callee": pl.Utf8,
-    "callee_pod": pl.Utf8,
-    "callee_node": pl.Utf8,
-    "operation": pl.Utf8,
-    "signal": pl.Utf8,  # latency | errors | silent
-    "z": pl.Float64,
-    "ratio": pl.Float64,  # p95 ratio for latency, error rate in window for errors
-    "window_calls": pl.Int64,
+    "caller": pl.Utf8(),
+    "callee": pl.Utf8(),
+    "callee_pod": pl.Utf8(),
+    "callee_node": pl.Utf8(),
+    "operation": pl.Utf8(),
+    "signal": pl.Utf8(),  # latency | errors | silent
+    "z": pl.Float64(),
+    "ratio": pl.Float64(),  # p95 ratio for latency, error rate in window for errors
+    "window_calls": pl.Int64(),
     "onset": TIME,
 }
 FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "caller": pl.Utf8,
-    "caller_pod": pl.Utf8,
+    "caller": pl.Utf8(),
+    "caller_pod": pl.Utf8(),
     "callees": pl.List(pl.Utf8),  # callees whose calls from this pod went wrong, strongest first
-    "signal": pl.Utf8,  # errors | latency
-    "z": pl.Float64,  # strongest per-callee z
+    "signal": pl.Utf8(),  # errors | latency
+    "z": pl.Float64(),  # strongest per-callee z
     "onset": TIME,
 }
 Z_CAP = 50.0
@@ -159,7 +159,7 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
         # The whole key: group_by's row order varies from run to run, and a rebuild must
         # rewrite the same file (float sums downstream depend on the order).
         .sort("time", *EDGE_KEY, nulls_last=True)
-        .cast(EDGE_STATS_SCHEMA)
+        .cast(pl.Schema(EDGE_STATS_SCHEMA))
     )
 
 
@@ -210,7 +210,8 @@ def caller_fanout(
     key = ("caller", "caller_pod", "callee")
     events = _edge_anomalies(stats.filter(pl.col("caller_pod").is_not_null()), key=key, start=start, end=end,
                              baseline_start=baseline_start, params=params, exclude=exclude)
-    schema = {**{k: pl.Utf8 for k in key}, "signal": pl.Utf8, "z": pl.Float64, "onset": TIME}
+    schema: dict[str, pl.DataType] = {**{k: pl.Utf8() for k in key}, "signal": pl.Utf8(), "z": pl.Float64(),
+                                      "onset": TIME}
     frame = pl.DataFrame([{k: e[k] for k in schema} for e in events if e["signal"] != "silent"], schema=schema)
     # A callee that also fails for another caller service is broken itself: it does not
     # count towards this caller's fan-out.
@@ -227,7 +228,8 @@ def caller_fanout(
         .agg(pl.col("callee").unique(maintain_order=True).alias("callees"), pl.col("z").max(), pl.col("onset").min())
         .filter(pl.col("callees").list.len() >= params.min_callees)
     )
-    return strongest_first(fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(FANOUT_EVENT_SCHEMA), "caller", "caller_pod", "signal")
+    return strongest_first(fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(pl.Schema(FANOUT_EVENT_SCHEMA)),
+                           "caller", "caller_pod", "signal")
 
 
 def _edge_anomalies(
@@ -385,7 +387,7 @@ class TraceDetector:
     def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *, state_dir: Path | None = None,
               ) -> dict[str, pl.DataFrame]:
         """Edge statistics of one day's hour chunks ``{"trace": spans}``."""
-        parts = [edge_stats(chunk["trace"]) for chunk in chunks if chunk.get("trace") is not None]
+        parts = [edge_stats(spans) for chunk in chunks if (spans := chunk.get("trace")) is not None]
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
@@ -397,6 +399,9 @@ class TraceDetector:
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         edges = features["trace_edges"]
-        window = {"start": start, "end": end, "baseline_start": baseline_start, "params": self.params,
-                  "exclude": exclude}
-        return {"trace": score_trace_window(edges, **window), "fanout": caller_fanout(edges, **window)}
+        return {
+            "trace": score_trace_window(edges, start=start, end=end, baseline_start=baseline_start,
+                                        params=self.params, exclude=exclude),
+            "fanout": caller_fanout(edges, start=start, end=end, baseline_start=baseline_start, params=self.params,
+                                    exclude=exclude),
+        }

@@ -316,7 +316,7 @@ def _spans(raw_spans: pl.DataFrame) -> pl.DataFrame:
             pl.lit(False).alias("is_error"),
         )
     )
-    return out.select(list(SPAN_SCHEMA)).cast(SPAN_SCHEMA)
+    return out.select(list(SPAN_SCHEMA)).cast(pl.Schema(SPAN_SCHEMA))
 
 
 # --------------------------------------------------------------------------- logs
@@ -458,7 +458,7 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     return NezhaDay(
         day=day,
         spans=_spans(pl.concat(span_parts)) if span_parts else empty_frame(SPAN_SCHEMA),
-        logs=pl.concat(log_parts).cast(LOG_SCHEMA) if log_parts else empty_frame(LOG_SCHEMA),
+        logs=pl.concat(log_parts).cast(pl.Schema(LOG_SCHEMA)) if log_parts else empty_frame(LOG_SCHEMA),
         apm=pl.concat([apm_pods, _service_level(apm_pods)]),
         infra=pl.concat(infra_parts) if infra_parts else empty_frame(INFRA_SCHEMA),
         faults=faults,

@@ -142,14 +142,18 @@ class ReadResult:
                     skip_unreadable: bool) -> list[pl.DataFrame]:
         frames: list[pl.DataFrame] = []
         for path, plan, _ in planned:
-            frame = self.read_file(path, lambda p, scanned, plan=plan: _collect(plan(p, scanned), path=p),
-                                   skip_unreadable=skip_unreadable)
+            frame = self.read_file(path, _collected(plan), skip_unreadable=skip_unreadable)
             if frame is not None:
                 frames.append(frame)
         return frames
 
 
 # --------------------------------------------------------------------------- shared helpers
+
+
+def _collected(plan: FilePlanner) -> FileReader:
+    """The reader that collects ``plan``'s query on its own (a factory: binds ``plan`` now, not at call time)."""
+    return lambda path, scanned: _collect(plan(path, scanned), path=path)
 
 
 def _checked_window(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -342,6 +346,10 @@ def _plan_apm_file(meta: layout.MetricFile, scanned: Scanned, *, level: str, win
     return lazy.select(exprs).filter(_in_window(window))
 
 
+def _apm_planner(meta: layout.MetricFile, *, level: str, window: Window) -> FilePlanner:
+    return lambda _, scanned: _plan_apm_file(meta, scanned, level=level, window=window)
+
+
 def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, skip_unreadable: bool = False,
          report_missing: bool = True) -> ReadResult:
     levels = layout.APM_LEVELS if level is None else (level,)
@@ -354,8 +362,7 @@ def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, 
         for name in levels:
             metas, missing = layout.apm_files(data_dir, day, name)
             result.missing += missing
-            entries += [(meta.path, lambda _, scanned, m=meta, n=name: _plan_apm_file(m, scanned, level=n, window=window))
-                        for meta in metas]
+            entries += [(meta.path, _apm_planner(meta, level=name, window=window)) for meta in metas]
     frames = result.read_files(entries, skip_unreadable=skip_unreadable)
     result.frame = _stack_sorted(frames, APM_SCHEMA, ["object_id", "time"])
     if report_missing:
@@ -406,6 +413,10 @@ def _plan_infra_file(meta: layout.MetricFile, scanned: Scanned, *, window: Windo
     return lazy.select(exprs).filter(_in_window(window))
 
 
+def _infra_planner(meta: layout.MetricFile, *, window: Window) -> FilePlanner:
+    return lambda _, scanned: _plan_infra_file(meta, scanned, window=window)
+
+
 def _infra(
     data_dir: Path, days: list[str], *, families: Iterable[str] | None, kpis: Iterable[str] | None, window: Window,
     skip_unreadable: bool = False, report_missing: bool = True,
@@ -421,7 +432,7 @@ def _infra(
         for family in chosen:
             metas, missing = layout.infra_files(data_dir, day, family)
             result.missing += missing
-            entries += [(meta.path, lambda _, scanned, m=meta: _plan_infra_file(m, scanned, window=window))
+            entries += [(meta.path, _infra_planner(meta, window=window))
                         for meta in metas if wanted is None or meta.key in wanted]
     frames = result.read_files(entries, skip_unreadable=skip_unreadable)
     result.frame = _stack_sorted(frames, INFRA_SCHEMA, ["family", "kpi_key", "component", "time"])
@@ -565,10 +576,10 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
     # db.system=redis -> 'redis-cart', else the operation 'hipstershop.X/Method' ('/...' too).
     # Only the hipstershop package names a component: 'grpc.health.v1.Health' is not a service.
     from_rpc = _on_distinct(tag("rpc.service"), lambda v: v.str.extract(r"^hipstershop\.([A-Za-z0-9]+)$", 1)
-                            .str.to_lowercase(), pl.Utf8)
+                            .str.to_lowercase(), pl.Utf8())
     from_db = pl.when(tag("db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
     from_operation = _on_distinct(operation, lambda v: v.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1)
-                                  .str.to_lowercase(), pl.Utf8)
+                                  .str.to_lowercase(), pl.Utf8())
     # An explicit peer.service tag (OpenTelemetry's convention, and what imported datasets carry) wins.
     from_peer = tag("peer.service")
     return [

@@ -16,19 +16,19 @@ TIME = pl.Datetime("us", "UTC")
 # APM, wide: one row per (object, minute). object_type is "pod" or "service".
 APM_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
-    "object_type": pl.Utf8,
-    "object_id": pl.Utf8,
-    "request": pl.Float64,
-    "response": pl.Float64,
-    "rrt": pl.Float64,
-    "rrt_max": pl.Float64,
-    "error": pl.Float64,
-    "client_error": pl.Float64,
-    "server_error": pl.Float64,
-    "timeout": pl.Float64,
-    "error_ratio": pl.Float64,
-    "client_error_ratio": pl.Float64,
-    "server_error_ratio": pl.Float64,
+    "object_type": pl.Utf8(),
+    "object_id": pl.Utf8(),
+    "request": pl.Float64(),
+    "response": pl.Float64(),
+    "rrt": pl.Float64(),
+    "rrt_max": pl.Float64(),
+    "error": pl.Float64(),
+    "client_error": pl.Float64(),
+    "server_error": pl.Float64(),
+    "timeout": pl.Float64(),
+    "error_ratio": pl.Float64(),
+    "client_error_ratio": pl.Float64(),
+    "server_error_ratio": pl.Float64(),
 }
 APM_KPIS: tuple[str, ...] = tuple(k for k in APM_SCHEMA if k not in ("time", "object_type", "object_id"))
 
@@ -39,43 +39,43 @@ APM_KPIS: tuple[str, ...] = tuple(k for k in APM_SCHEMA if k not in ("time", "ob
 # node: hosting node for infra_pod (raw `instance`), the node itself for infra_node.
 INFRA_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
-    "family": pl.Utf8,
-    "kpi_key": pl.Utf8,
-    "component": pl.Utf8,
-    "node": pl.Utf8,
-    "instance": pl.Utf8,
-    "device": pl.Utf8,
-    "mountpoint": pl.Utf8,
-    "namespace": pl.Utf8,
-    "type": pl.Utf8,
-    "sql_type": pl.Utf8,
-    "value": pl.Float64,
+    "family": pl.Utf8(),
+    "kpi_key": pl.Utf8(),
+    "component": pl.Utf8(),
+    "node": pl.Utf8(),
+    "instance": pl.Utf8(),
+    "device": pl.Utf8(),
+    "mountpoint": pl.Utf8(),
+    "namespace": pl.Utf8(),
+    "type": pl.Utf8(),
+    "sql_type": pl.Utf8(),
+    "value": pl.Float64(),
 }
 
 LOG_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
-    "namespace": pl.Utf8,
-    "pod": pl.Utf8,
-    "service": pl.Utf8,  # pod name without its ordinal
-    "node": pl.Utf8,
-    "message": pl.Utf8,
+    "namespace": pl.Utf8(),
+    "pod": pl.Utf8(),
+    "service": pl.Utf8(),  # pod name without its ordinal
+    "node": pl.Utf8(),
+    "message": pl.Utf8(),
 }
 
 # One row per span, flattened from the Jaeger nesting.
 SPAN_SCHEMA: dict[str, pl.DataType] = {
-    "trace_id": pl.Utf8,
-    "span_id": pl.Utf8,
-    "parent_span_id": pl.Utf8,  # from the CHILD_OF reference; null for roots
-    "operation": pl.Utf8,
-    "service": pl.Utf8,  # process.serviceName, with "redis" mapped to "redis-cart"
-    "pod": pl.Utf8,  # process tag `name` or `podName`
-    "node": pl.Utf8,  # process tag `node_name` or `nodeName`
-    "span_kind": pl.Utf8,  # "server" / "client" / null
-    "peer_service": pl.Utf8,  # callee service a client span targets (rpc.service / db.system), else null
+    "trace_id": pl.Utf8(),
+    "span_id": pl.Utf8(),
+    "parent_span_id": pl.Utf8(),  # from the CHILD_OF reference; null for roots
+    "operation": pl.Utf8(),
+    "service": pl.Utf8(),  # process.serviceName, with "redis" mapped to "redis-cart"
+    "pod": pl.Utf8(),  # process tag `name` or `podName`
+    "node": pl.Utf8(),  # process tag `node_name` or `nodeName`
+    "span_kind": pl.Utf8(),  # "server" / "client" / null
+    "peer_service": pl.Utf8(),  # callee service a client span targets (rpc.service / db.system), else null
     "start": TIME,
-    "duration_us": pl.Int64,
-    "status_code": pl.Int64,  # gRPC status code, 0 = OK
-    "is_error": pl.Boolean,  # error tag, non-zero status or http status >= 500
+    "duration_us": pl.Int64(),
+    "status_code": pl.Int64(),  # gRPC status code, 0 = OK
+    "is_error": pl.Boolean(),  # error tag, non-zero status or http status >= 500
 }
 
 FAMILIES: tuple[str, ...] = ("apm", "infra", "log", "trace")
@@ -97,6 +97,8 @@ def strongest_first(events: pl.DataFrame, *ties: str) -> pl.DataFrame:
 
 # --- What a detector declares (the contract of ``preprocess.detect``) -------------------
 
+# Plain dicts of dtype instances (``==`` ignores key order, ``{**a, **b}`` stays a dict):
+# ``DataFrame.cast`` is typed for polars' own ``pl.Schema``, so a cast wraps one in it.
 Schema = dict[str, pl.DataType]
 
 

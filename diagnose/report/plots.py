@@ -123,8 +123,22 @@ def _time_axis(ax, *, label: bool = True) -> None:
         ax.set_xlabel(f"time (UTC, {lo:%Y-%m-%d})")
 
 
+def _date(value: datetime) -> float:
+    """The x position of ``value`` on a time axis (matplotlib's date number, days since its epoch).
+
+    Why converted here: matplotlib's type stubs take only floats and arrays of numbers for x
+    (matplotlib#27140), though its unit system would convert datetimes itself to the same
+    numbers; every time axis here gets its date locator and formatter from ``_time_axis``.
+    """
+    return float(mdates.date2num(value))
+
+
+def _dates(values: Sequence[datetime]) -> np.ndarray:
+    return np.array([_date(v) for v in values], dtype=float)
+
+
 def _shade_window(ax, window: tuple[datetime, datetime], *, label: str | None = "incident window") -> None:
-    ax.axvspan(window[0], window[1], color=WINDOW_COLOUR, alpha=0.18, lw=0, label=label)
+    ax.axvspan(_date(window[0]), _date(window[1]), color=WINDOW_COLOUR, alpha=0.18, lw=0, label=label)
 
 
 def _empty(ax, message: str) -> None:
@@ -166,19 +180,19 @@ def series_plot(
     if not panel.times:
         _empty(ax, "no samples in the window or its baseline")
         return render(fig, alt=f"{title}: no data")
-    ax.axvspan(baseline_start, window[0], color=BASELINE_COLOUR, alpha=0.06, lw=0)
+    ax.axvspan(_date(baseline_start), _date(window[0]), color=BASELINE_COLOUR, alpha=0.06, lw=0)
     _shade_window(ax, window)
     if panel.band is not None:
         lo, hi = panel.band
-        ax.fill_between([baseline_start, window[1]], [lo, lo], [hi, hi], color=BASELINE_COLOUR, alpha=0.22, lw=0,
-                        label="baseline band")
+        ax.fill_between(_dates([baseline_start, window[1]]), [lo, lo], [hi, hi], color=BASELINE_COLOUR, alpha=0.22,
+                        lw=0, label="baseline band")
     if panel.baseline_median is not None:
         ax.axhline(panel.baseline_median, color=BASELINE_COLOUR, lw=1, ls="--", label="baseline median")
-    ax.plot(list(panel.times), list(panel.values), color="#1d3557", lw=1.4, marker="." if len(panel.times) < 40 else None,
-            label=panel.kpi)
+    ax.plot(_dates(panel.times), list(panel.values), color="#1d3557", lw=1.4,
+            marker="." if len(panel.times) < 40 else None, label=panel.kpi)
     if panel.onset is not None:
-        ax.axvline(panel.onset, color=ONSET_COLOUR, lw=1.3, label=f"onset {panel.onset:%H:%M}")
-    ax.set_xlim(baseline_start, window[1])
+        ax.axvline(_date(panel.onset), color=ONSET_COLOUR, lw=1.3, label=f"onset {panel.onset:%H:%M}")
+    ax.set_xlim(_date(baseline_start), _date(window[1]))
     ax.yaxis.set_major_formatter(value_formatter(panel.unit))
     ax.set_ylabel(panel.unit or "value", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -339,9 +353,9 @@ def log_counts_plot(
     _shade_window(ax, window)
     colours = colormaps["tab10"]
     for i, template in enumerate(templates):
-        ax.step(list(template.times), list(template.counts), where="post", color=colours(i % 10), lw=1.4,
+        ax.step(_dates(template.times), list(template.counts), where="post", color=colours(i % 10), lw=1.4,
                 label=template.label[:70])
-    ax.set_xlim(baseline_start, window[1])
+    ax.set_xlim(_date(baseline_start), _date(window[1]))
     ax.set_ylim(bottom=0)
     ax.set_ylabel("lines / min", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -482,8 +496,9 @@ def line_plot(
         _empty(ax, "no data")
         return render(fig, alt=f"{title}: no data")
     colours = colormaps["tab10"]
+    positions = [_date(v) if isinstance(v, datetime) else float(v) for v in x]
     for i, (name, values) in enumerate(series.items()):
-        ax.plot(list(x), list(values), color=colours(i % 10), lw=1.4, marker="o" if len(x) <= 20 else None, ms=3,
+        ax.plot(positions, list(values), color=colours(i % 10), lw=1.4, marker="o" if len(x) <= 20 else None, ms=3,
                 label=name)
     is_time = isinstance(x[0], datetime)
     if window is not None and is_time:
