@@ -60,7 +60,6 @@ class DecisionOutcome:
 class _Reply(BaseModel):
     component: str
     fault_type: str
-    reason: str = Field(default="", max_length=400)
 
 
 class _Extra(BaseModel):
@@ -85,7 +84,7 @@ def _check_extra(text: str, extra: Mapping[str, dict[str, Any]]) -> dict[str, An
     return values
 
 
-def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool,
+def _check_decision(text: str, candidates: Sequence[str], *,
                     extra: Mapping[str, dict[str, Any]] | None = None,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
                     system: SystemSpec | None = None) -> Decision:
@@ -98,8 +97,6 @@ def _check_decision(text: str, candidates: Sequence[str], *, need_reason: bool,
     if reply.fault_type not in allowed:
         why = "is not among the open types of" if narrowed else "cannot happen to"
         raise ValueError(f"fault_type: '{reply.fault_type}' {why} {reply.component}; choose from {', '.join(allowed)}")
-    if need_reason and len(reply.reason.strip()) < 5:
-        raise ValueError("reason: give one sentence naming the fault type and its key metric or log keyword")
     return Decision(**reply.model_dump(), extras=_check_extra(text, extra) if extra else {})
 
 
@@ -161,7 +158,6 @@ def _one_decision(
     prompt: Prompt,
     candidates: Sequence[str],
     *,
-    need_reason: bool,
     temperature: float | None,
     seed: int | None,
     outcome: DecisionOutcome,
@@ -171,10 +167,10 @@ def _one_decision(
 ) -> tuple[Decision, str]:
     return _ask(
         llm, prompt.messages,
-        schema=decision_schema(candidates, with_reason=need_reason, extra=extra, fault_types=fault_types,
+        schema=decision_schema(candidates, extra=extra, fault_types=fault_types,
                                system=system),
         schema_name="root_cause",
-        check=lambda text: _check_decision(text, candidates, need_reason=need_reason, extra=extra,
+        check=lambda text: _check_decision(text, candidates, extra=extra,
                                            fault_types=fault_types, system=system),
         reminder=f"component must be one of: {', '.join(candidates)}",
         outcome=outcome, temperature=temperature, seed=seed,
@@ -209,14 +205,13 @@ def decide(
     # A caller-supplied outcome keeps the replies gathered so far when a later call fails,
     # so the failed case's run record still holds them.
     outcome = DecisionOutcome() if outcome is None else outcome
-    need_reason = confirm is None
     if samples <= 1:
-        decision, raw = _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=temperature,
+        decision, raw = _one_decision(llm, prompt, candidates, temperature=temperature,
                                       seed=None, outcome=outcome, extra=extra, fault_types=fault_types,
                                       system=system)
     else:
         sampled = [
-            _one_decision(llm, prompt, candidates, need_reason=need_reason, temperature=SELF_CONSISTENCY_TEMPERATURE,
+            _one_decision(llm, prompt, candidates, temperature=SELF_CONSISTENCY_TEMPERATURE,
                           seed=i + 1, outcome=outcome, extra=extra, fault_types=fault_types, system=system)
             for i in range(samples)
         ]

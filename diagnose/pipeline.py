@@ -324,7 +324,7 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
                else None)
     prompt = build_prompt(
         catalogue=knowledge.catalogue(), uuid=case.uuid, window=window, candidates=candidates,
-        sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(),
+        sops=sops, max_tokens=settings.diagnose.max_prompt_tokens, missing=result.data_gaps(brief=True),
         runbook_matches=matches, reading=reading_text(reading) if settings.diagnose.show_rules_reading else None,
         choices=choices,
         distinctions=open_distinctions(choices, knowledge, limit=settings.diagnose.max_distinctions) if choices else (),

@@ -8,15 +8,16 @@ modality, rounded numbers, no repeated prose (the format is explained once, in t
 When a case runs over, the least important text goes first: runbook excerpts, look-alike
 notes, then evidence items per candidate.
 
-Seconds a case, embedded 1.5B on 2 cores (prefill ~60 tok/s, decode ~11 tok/s, docs/models.md):
-``CASE_TOKENS`` 330 / 60 ~ 5.5 s worst case, a typical ~220-token case ~3.7 s, plus ~30 reply
-tokens / 11 ~ 2.7 s.
+Seconds a case, embedded 1.5B on 2 cores (measured here: prefill ~38 tok/s, decode ~11 tok/s):
+``CASE_TOKENS`` 230 / 38 ~ 6 s, plus a ~16-token reply (component and fault type only) / 11
+~ 1.5 s: under the 8 s a case of issue 27.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from diagnose.templates import render
@@ -26,21 +27,18 @@ from knowledge.signatures import SignatureMatch
 from rca.system import SystemSpec, spec_for
 from rca.taxonomy import applicable_fault_types
 
-# Conservative characters-per-token for English/KPI text with Qwen's tokenizer (measured
-# ~3.9); the real count comes back in the usage of each call and is recorded.
-CHARS_PER_TOKEN = 3.3
+# Characters per token of a case part with Qwen's tokenizer (measured 2.9 on real and simulated
+# cases: every digit is a token of its own); the real count comes back in the usage of each call.
+CHARS_PER_TOKEN = 2.9
 
 # The per-case budget, in approximate tokens of the user message: what the server evaluates
 # on every call once the static prefix is cached (see the module docstring for the seconds).
-CASE_TOKENS = 330
+CASE_TOKENS = 230
 # Evidence items a candidate shows at most (grouped into one line per modality).
 EVIDENCE_PER_CANDIDATE = 4
 # Runbook excerpt characters per retrieved SOP in the case part; 0 leaves them out (the
 # catalogue in the prefix and the look-alike notes carry the runbooks' knowledge).
 SOP_CHARS = 0
-# The model's reason: a few words (the answer's reason is led by a code-built head and the
-# trace is built by code), so it costs few decode steps.
-REASON_MAX_CHARS = 60
 
 # Per candidate: fault types whose SOP signals best fit that candidate's own evidence.
 RunbookMatches = dict[str, list[SignatureMatch]]
@@ -111,6 +109,7 @@ def shown_evidence(candidate: Candidate, max_items: int) -> list[EvidenceItem]:
 _Z_SCORE = re.compile(r"\s*\(z=[^)]*\)|, z=[-\d.]+")
 _RATIO = re.compile(r"\b(\d+(?:\.\d+)?(?:e[+-]?\d+)?)x\b")
 _SCIENTIFIC = re.compile(r"\b\d+(?:\.\d+)?e\+\d+\b")
+_ONSET = re.compile(r",? from \d\d:\d\d\b")
 
 
 def _round_ratio(match: re.Match[str]) -> str:
@@ -118,43 +117,66 @@ def _round_ratio(match: re.Match[str]) -> str:
     return f"{value:.0f}x" if value >= 10 else f"{value:.1f}x"
 
 
-def compact_evidence(text: str, *, own: str) -> str:
+def compact_evidence(text: str, *, own: str | Sequence[str]) -> str:
     """An evidence line without what the prompt says elsewhere: the z-score (the order already
-    ranks), the candidate's own name (the line sits under it), and ratios rounded (``2.9e+02x``
-    -> ``290x``, ``39.8x`` -> ``40x``)."""
+    ranks), the candidate's own name (the line sits under it), the onset (its head line has the
+    first one; a digit is a token to Qwen's tokenizer, so a time costs six), and ratios rounded
+    (``2.9e+02x`` -> ``290x``, ``39.8x`` -> ``40x``)."""
     text = _Z_SCORE.sub("", text)
-    text = re.sub(rf" on {re.escape(own)}(?= |$)", "", text)
+    for name in (own,) if isinstance(own, str) else own:
+        text = re.sub(rf" (?:on|to|from) {re.escape(name)}(?= |;|$)", "", text)
+    text = _ONSET.sub("", text)
     text = _RATIO.sub(_round_ratio, text)
-    return _SCIENTIFIC.sub(lambda m: f"{float(m.group(0)):.0f}", text).strip()
+    return _SCIENTIFIC.sub(lambda m: f"{float(m.group(0)):.0f}", text).strip(" ,")
 
 
 def _fits(matches: Sequence[SignatureMatch]) -> str:
-    """The best fit with the signals seen (and against), the others as counts only."""
-    return "; ".join([matches[0].render()] + [f"{m.fault_type} {len(m.matched)}/{m.expected}" for m in matches[1:]])
+    """Fault types by how many of their documented signals show, best first; what speaks against
+    the best one. The signals themselves are the evidence lines below it, so they are not repeated."""
+    best = matches[0]
+    against = f" (against: {', '.join(best.contradicted)})" if best.contradicted else ""
+    return "; ".join([f"{best.fault_type} {len(best.matched)}/{best.expected}{against}"]
+                     + [f"{m.fault_type} {len(m.matched)}/{m.expected}" for m in matches[1:]])
+
+
+def _onset(candidate: Candidate) -> datetime | None:
+    """The first moment any of the candidate's evidence moved: where a cause precedes its victims."""
+    onsets = [item.onset for item in candidate.evidence if item.onset is not None]
+    return min(onsets) if onsets else None
+
+
+def _head(rank: int, candidate: Candidate) -> str:
+    """``2. cartservice service 4.9, 2 pods, from 03:12``: rank, name, level, score, breadth, onset."""
+    head = f"{rank}. {candidate.component} {candidate.level} {candidate.score:.1f}"
+    pods = _abnormal_pods(candidate)
+    if pods:
+        head += f", {len(pods)} pod{'s' if len(pods) > 1 else ''}"
+    onset = _onset(candidate)
+    if onset is not None:
+        head += f", from {onset:%H:%M}"
+    return head
 
 
 def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch], *,
                      in_question: bool = True) -> str:
     """A candidate in the case: a head line, its fits, one line per modality of evidence.
 
-    A candidate out of the question (not a contender) is context only: one line with its best
-    fit and strongest evidence item, so it costs a tenth of the tokens.
+    A candidate out of the question (not a contender) is context only: its head line and best
+    fit, so it costs a tenth of the tokens.
     """
-    head = f"{rank}. {candidate.component} {candidate.level}, score {candidate.score:.1f}"
-    pods = _abnormal_pods(candidate)
-    if pods:
-        head += f", pods: {', '.join(pods)}"
+    head = _head(rank, candidate)
     if not in_question:
         best = f"; fits {matches[0].fault_type} {len(matches[0].matched)}/{matches[0].expected}" if matches else ""
-        strongest = candidate.evidence[:1]
-        shown = f"; {strongest[0].modality}: {compact_evidence(strongest[0].text, own=candidate.component)}" if strongest else ""
-        return head + best + shown
+        return head + best
     lines = [head]
     if matches:
         lines.append(" fits: " + _fits(matches))
+    # A service with one abnormal pod: its head line says so, and the evidence need not name the pod.
+    pods = _abnormal_pods(candidate)
+    own = (candidate.component, *pods) if len(pods) == 1 else (candidate.component,)
     by_modality: dict[str, list[str]] = {}
     for item in shown_evidence(candidate, max_items):
-        by_modality.setdefault(item.modality, []).append(compact_evidence(item.text, own=candidate.component))
+        by_modality.setdefault(item.modality, []).append(compact_evidence(item.text, own=own))
     lines += [f" {modality}: {'; '.join(texts)}" for modality, texts in by_modality.items()]
     return "\n".join(lines)
 
@@ -188,9 +210,7 @@ def case_prompt_text(
     system: SystemSpec | None = None,
 ) -> str:
     """The case part of the prompt; ``uuid`` is not shown (it tells the model nothing)."""
-    blocks = [f"Window {_short_window(window)}."]
-    if missing:
-        blocks.append("Missing data: " + "; ".join(missing))
+    blocks = [f"Window {_short_window(window)}." + (f" Gaps: {'; '.join(missing)}." if missing else "")]
     # Runbook text goes before the candidates: a small model leans on whatever it read
     # last, and the last thing it reads should be this incident's own evidence.
     if sops and sop_chars > 0:
@@ -203,14 +223,13 @@ def case_prompt_text(
     if reading:
         blocks.append(reading)
     if choices:
-        blocks.append("open: " + "; ".join(f"{name}: {_open_types(name, types, system=system)}" for name, types in choices.items()))
         if distinctions:
             blocks.append("notes:")
             blocks.extend(f"- {line}" for line in distinctions)
-        names = ", ".join(choices)
+        question = " or ".join(f"{name} ({_open_types(name, types, system=system)})" for name, types in choices.items())
     else:
-        names = ", ".join(c.component for c in candidates)
-    blocks.append(f"Root cause among: {names}.")
+        question = " or ".join(c.component for c in candidates)
+    blocks.append(f"Choose: {question}.")
     return "\n".join(blocks)
 
 
@@ -273,23 +292,22 @@ def build_prompt(
     )
 
 
-def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
+def decision_schema(candidates: Sequence[str], *,
                     extra: Mapping[str, dict[str, Any]] | None = None,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
                     system: SystemSpec | None = None) -> dict[str, Any]:
-    """JSON schema of the model's reply.
+    """JSON schema of the model's reply: the component and its fault type, nothing else.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
     one of the types that can happen to it (no JVM faults outside Java services, node
     faults only on nodes), so the grammar-constrained decoder cannot emit an impossible pair.
-    Without ``with_reason`` (a confirmation turn follows and writes it) the reply is shorter.
+    No free-text reason: the answer's reason and trace are built by code from the chosen
+    candidate's evidence, and every reply token is a decode step (~90 ms on 2 cores).
     ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
     ``fault_types`` narrows a candidate's types further (the open ones, ``diagnose.reading``).
     ``system``: the system whose runtimes, storage and node names decide what can happen (None: bundled).
     """
-    reason = {"type": "string", "minLength": 5, "maxLength": REASON_MAX_CHARS}
-    fields = ["component", "fault_type", "reason"] if with_reason else ["component", "fault_type"]
-    fields += list(extra or {})
+    fields = ["component", "fault_type", *(extra or {})]
     branches = [
         {
             "type": "object",
@@ -297,7 +315,6 @@ def decision_schema(candidates: Sequence[str], *, with_reason: bool = True,
                 "component": {"type": "string", "const": name},
                 "fault_type": {"type": "string", "enum": list((fault_types or {}).get(name)
                                                                   or applicable_fault_types(name, system=system))},
-                **({"reason": reason} if with_reason else {}),
                 **(extra or {}),
             },
             "required": fields,

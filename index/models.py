@@ -14,6 +14,7 @@ EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped"
                          "new_template"]
 
 
+
 class EvidenceItem(BaseModel):
     """One anomaly as data, plus ``text``, its observation line (``index.evidence.render``).
 
@@ -106,6 +107,25 @@ class ModalityStatus(BaseModel):
             parts.append(thin)
         return "; ".join(parts) or f"{label} data partial"
 
+    def brief(self) -> str:
+        """The same status in a few words, for a prompt that explains the shorthand once:
+        ``no log data``, ``trace baseline 2 min``, ``no metric data 16:00-16:30``."""
+        label = self.modality
+        thin = f"{label} baseline {self.baseline_minutes or 0} min" if self.baseline_thin else ""
+        if self.state == "ok":
+            return thin or f"{label} data complete"
+        if self.state == "no_data":
+            return "; ".join(filter(None, [f"no {label} data", thin]))
+        parts: list[str] = []
+        if self.gaps:
+            spans = ", ".join(f"{a:%H:%M}-{b:%H:%M}" for a, b in self.gaps[:2])
+            parts.append(f"no {label} data {spans}" + (f" +{len(self.gaps) - 2} more" if len(self.gaps) > 2 else ""))
+        if self.lost_files:
+            parts.append(f"{len(self.lost_files)} {label} file(s) unreadable")
+        if thin:
+            parts.append(thin)
+        return "; ".join(parts) or f"{label} data partial"
+
     def _thin_words(self) -> str:
         if not self.baseline_thin:
             return ""
@@ -132,10 +152,12 @@ class WindowQueryResult(BaseModel):
     # relaxed ones (IndexParams.relaxed): weak evidence, said so to the reader.
     relaxed: bool = False
 
-    def data_gaps(self) -> list[str]:
+    def data_gaps(self, *, brief: bool = False) -> list[str]:
         """The data status in words, one line per incomplete modality or thin baseline (empty when all is
-        complete), and whether the candidates rest on relaxed thresholds."""
-        gaps = [s.describe() for s in self.data_status if s.state != "ok" or s.baseline_thin]
+        complete), and whether the candidates rest on relaxed thresholds. ``brief``: a few words each
+        (``ModalityStatus.brief``), for the model's prompt, which explains the shorthand once."""
+        gaps = [s.brief() if brief else s.describe() for s in self.data_status if s.state != "ok" or s.baseline_thin]
         if self.relaxed:
-            gaps.append("weak evidence: no anomaly passed the usual thresholds; candidates from relaxed ones")
+            gaps.append("weak evidence (relaxed thresholds)" if brief else
+                        "weak evidence: no anomaly passed the usual thresholds; candidates from relaxed ones")
         return gaps

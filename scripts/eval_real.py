@@ -102,6 +102,8 @@ def main() -> int:
     parser.add_argument("--system-file", type=Path, default=None,
                         help="system description (default: HipsterShop's for onlineboutique, else drafted by "
                              "`rca system infer` from the imported data)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --model: keep the answers an interrupted run already wrote (default: start afresh)")
     parser.add_argument("--show-misses", action="store_true", help="per-case misses (tuning sets only)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -144,6 +146,10 @@ def main() -> int:
     if args.model:
         result_file = data_dir.parent / "result.jsonl"
         runs = settings.paths.runs_dir / result_file.stem
+        if result_file.exists() and not args.resume:
+            # The runner resumes an answer file; answers of an earlier code or model must not pass for this run's.
+            log.warning("starting afresh: removing the answers of an earlier run in %s (--resume keeps them)", result_file)
+            result_file.unlink()
         with Diagnoser.from_settings(settings) as diagnoser:
             diagnoser.run(load_cases(settings.paths.input_file), out=result_file)
         share = model_share(truth_file=truth_file, result_file=result_file, runs_dir=runs, settings=settings)

@@ -7,7 +7,7 @@ import pytest
 from diagnose.cases import Case
 from diagnose.decide import DecisionError, decide
 from diagnose.pipeline import diagnose_case, names_other_fault_types
-from diagnose.prompt import build_prompt, decision_schema, shown_evidence
+from diagnose.prompt import approx_tokens, build_prompt, decision_schema, shown_evidence, static_system_prompt
 from diagnose.record import RunRecord
 from diagnose.runner import finished_uuids, run_cases
 from index.models import Candidate, EvidenceItem
@@ -88,8 +88,11 @@ def test_self_consistency_majority_vote() -> None:
 
 def test_prompt_budget_drops_evidence_not_candidates() -> None:
     many = [c.model_copy(update={"evidence": c.evidence * 10}) for c in _candidates()]
-    prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=many, sops=[], max_tokens=1200)
-    assert prompt.approx_tokens <= 1200
+    system_tokens = approx_tokens(static_system_prompt(StaticKnowledge().catalogue()))
+    limit = system_tokens + 120
+    prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=many, sops=[],
+                          max_tokens=limit)
+    assert prompt.approx_tokens <= limit
     assert prompt.dropped_evidence > 0
     assert all(c.component in prompt.messages[1]["content"] for c in many)
 
@@ -317,14 +320,27 @@ def test_the_prompt_shows_a_log_line_even_when_stronger_metrics_would_crowd_it_o
     assert "name resolver error" in prompt.messages[1]["content"]
 
 
+def test_the_decision_reply_is_component_and_fault_type_only() -> None:
+    """Every reply token is a decode step (~90 ms on 2 cores): the schema asks for no free text,
+    and the answer's reason is the code-built head from the chosen candidate's evidence."""
+    schema = decision_schema(["emailservice", "checkoutservice"])
+    assert all(branch["required"] == ["component", "fault_type"] for branch in schema["anyOf"])
+    backend = RecordedBackend([_reply(component="emailservice", fault_type="cpu stress", reason="ignored words")])
+    record = diagnose_case(_case(), settings=_one_turn_settings(), llm=backend, evidence=StaticEvidence(_candidates()),
+                           knowledge=StaticKnowledge())
+    assert record.answer.reason == "cpu stress on emailservice (pod_cpu_usage, rrt)"
+
+
 @pytest.mark.parametrize(("model_reason", "kept"), [
     ("emailservice: cpu stress or network loss or pod failure", False),  # the open choices, copied
     ("cpu stress: pod_cpu_usage saturated, mails time out", True),
     ("network loss: packets to emailservice dropped", False),  # names another fault than answered
 ])
 def test_a_reason_naming_other_fault_types_keeps_only_the_code_built_head(model_reason: str, kept: bool) -> None:
-    settings = _one_turn_settings()
-    backend = RecordedBackend([_reply(component="emailservice", fault_type="cpu stress", reason=model_reason)])
+    # The confirmation turn (``confirm_fault_type``) is where the model still writes a reason.
+    settings = load_settings(environ={}, overrides={"diagnose": {"confirm_fault_type": True}})
+    backend = RecordedBackend([_reply(component="emailservice", fault_type="cpu stress"),
+                               json.dumps({"fault_type": "cpu stress", "reason": model_reason})])
     record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
                            knowledge=StaticKnowledge())
     reason = record.answer.reason
@@ -351,7 +367,7 @@ def test_the_runbooks_distinctions_between_open_fault_types_close_the_prompt() -
     assert record.choices["emailservice"] == ["cpu stress", "memory stress"]
     user = backend.requests[0]["messages"][1]["content"]
     note = "- memory stress rather than cpu stress: pod_memory_working_set_bytes moves instead of CPU."
-    assert note in user and user.index("open: ") < user.index(note)
+    assert note in user and user.index(note) < user.index("Choose: ")
     quiet = RecordedBackend([_reply()])
     diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"max_distinctions": 0}}),
                   llm=quiet, evidence=StaticEvidence(_candidates()), knowledge=knowledge)

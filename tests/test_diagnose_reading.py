@@ -55,7 +55,7 @@ def test_the_prompt_ends_on_the_reading_when_given():
     user = with_reading.messages[-1]["content"]
     assert "Close call on the component" in user and "Close call" not in without.messages[-1]["content"]
     # The reading sits after the candidates and before the closing question.
-    assert user.index("1. cartservice") < user.index("Rules' reading") < user.index("Root cause among")
+    assert user.index("1. cartservice") < user.index("Rules' reading") < user.index("Choose: ")
 
 
 def _ranked(*scores: float) -> list[Candidate]:
@@ -96,6 +96,5 @@ def test_the_prompt_asks_only_about_the_open_choices():
     choices = {"cartservice": ["pod failure", "pod kill"], "redis-cart": ["cpu stress", "pod failure"]}
     user = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000,
                         choices=choices).messages[-1]["content"]
-    assert "open: cartservice: pod failure, pod kill; redis-cart: cpu stress, pod failure" in user
-    assert user.endswith("Root cause among: cartservice, redis-cart.")
-    assert "1. cartservice" in user and "3. frontend" in user  # the weaker candidate's evidence is still shown
+    assert user.splitlines()[-1] == "Choose: cartservice (pod failure, pod kill) or redis-cart (cpu stress, pod failure)."
+    assert "1. cartservice" in user and "3. frontend" in user  # the weaker candidate is still shown, as context

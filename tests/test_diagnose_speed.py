@@ -81,16 +81,21 @@ def test_the_case_part_keeps_its_budget_and_compact_form() -> None:
     assert prompt.dropped_sops == 2 and prompt.dropped_evidence > 0
     assert all(c.component in user for c in many)  # candidates are never dropped, only their details
     assert "z=" not in user and "Window 16:10-16:20." in user
-    # The candidate out of the question takes one line.
-    assert [line for line in user.splitlines() if "adservice" in line] == [
-        "3. adservice service, score 0.5, pods: adservice-0; log: Injected error x3 (1.1x) on adservice-0"]
+    # The candidate out of the question takes one line: rank, name, level, score, breadth.
+    assert [line for line in user.splitlines() if "adservice" in line] == ["3. adservice service 0.5, 1 pod"]
+    # The question comes last, with each contender's open types.
+    assert user.splitlines()[-1] == "Choose: emailservice (cpu stress) or checkoutservice (cpu stress)."
 
 
 def test_evidence_lines_are_compacted() -> None:
+    # The onset goes to the candidate's head line (a time is six tokens), "from 0 to" stays.
     assert compact_evidence("rrt_max up 2.9e+02x (z=50.0) on redis-cart from 01:11", own="redis-cart") == \
-        "rrt_max up 290x from 01:11"
+        "rrt_max up 290x"
     assert compact_evidence("rrt up 39.8x (z=5.0) on redis-cart-0", own="redis-cart") == "rrt up 40x on redis-cart-0"
-    assert compact_evidence("request up from 0 to 1.62e+04 from 02:12", own="x") == "request up from 0 to 16200 from 02:12"
+    assert compact_evidence("request up from 0 to 1.62e+04 from 02:12", own="x") == "request up from 0 to 16200"
+    # A service's only abnormal pod is named once, in the head line, not on every line.
+    assert compact_evidence("a->b p95 4.6x to b-5f6585d649-fnmft from 03:54", own=("b", "b-5f6585d649-fnmft")) == \
+        "a->b p95 4.6x"
 
 
 def _completion(timings: dict[str, Any] | None) -> ChatCompletion:

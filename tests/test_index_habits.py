@@ -248,7 +248,7 @@ def test_null_kpi_columns_in_raw_files_are_read_as_absent(tmp_path):
     assert not {"error", "timeout", "pod_processes"} & kpis
 
 
-def test_thin_baseline_reaches_the_prompt_in_words(tmp_path):
+def test_thin_baseline_reaches_the_prompt(tmp_path):
     from diagnose.cases import Case
     from diagnose.pipeline import prepare_case
     from index.models import Candidate, EvidenceItem, ModalityStatus
@@ -265,7 +265,7 @@ def test_thin_baseline_reaches_the_prompt_in_words(tmp_path):
     prepared = prepare_case(Case(uuid="c0", description="x", start=_t(0), end=_t(10)), settings=settings,
                             evidence=StaticEvidence(candidates, data_status=status), knowledge=StaticKnowledge())
     user = prepared.prompt.messages[-1]["content"]
-    assert "metric baseline thin: only 0 minute(s) of data before the window" in user
+    assert "Gaps: metric baseline 0 min." in user  # the prompt's prefix says what a thin baseline means
     assert "log baseline" not in user
 
 

@@ -250,8 +250,8 @@ def test_data_status_reaches_the_prompt_and_the_run_record(tmp_path):
     record = diagnose_case(_cases(1)[0], settings=settings, llm=RecordedBackend([_reply()]),
                            evidence=StaticEvidence(_candidates(), data_status=status), knowledge=StaticKnowledge())
     user = record.prompt.messages[-1]["content"]
-    assert "no trace data 16:10-16:30 UTC" in user
-    assert "metric data partial: 1 file(s) unreadable (infra_pod_pod_cpu_usage_2025-06-06.parquet)" in user
+    # In a few words (the prompt's prefix explains "Gaps:" once); the file's name is in the record.
+    assert "Gaps: 1 metric file(s) unreadable; no trace data 16:10-16:30." in user
     saved = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert [s.state for s in saved.data_status] == ["partial", "ok", "partial"]
     assert saved.data_status[0].lost_files[0].name() == "infra_pod_pod_cpu_usage_2025-06-06.parquet"
