@@ -36,6 +36,7 @@ import polars as pl
 
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
 from rca.errors import DataError
+from rca.pods import service_of_pod
 from rca.taxonomy import FAULT_TYPES as FAULT_CATEGORIES
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,6 @@ _INFRA_COLUMNS: dict[str, tuple[str, float]] = {
     "PodClientLatencyP99(s)": ("pod_client_latency_p99", 1e6),
 }
 _GO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
-_POD_HASH = re.compile(r"^(?P<service>.+?)-[a-z0-9]{5,10}-[a-z0-9]{5}$")
 _GRPC_SERVICE = re.compile(r"(?:^|[./])([A-Za-z0-9]+)/[A-Za-z0-9_]+$")
 
 
@@ -153,12 +153,6 @@ class Source:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def service_of_pod(pod: str) -> str:
-    """``frontend-579b9bff58-t2dbm`` -> ``frontend`` (Deployment pods: ReplicaSet hash and suffix)."""
-    match = _POD_HASH.match(pod)
-    return match.group("service") if match else pod
 
 
 def system_of_pod(pod: str) -> str:

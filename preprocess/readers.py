@@ -31,6 +31,7 @@ import polars as pl
 from preprocess import layout
 from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, TIME, empty_frame
 from rca.errors import DataError
+from rca.pods import NODE_NAME, POD_NAME
 from rca.taxonomy import TIDB_COMPONENTS
 from rca.timeutil import as_utc, cst_hours_between, format_utc
 
@@ -50,9 +51,6 @@ _LOG_RAW: dict[str, str] = {
     "node": "k8_node_name",
     "message": "message",
 }
-# Pod -> service, vectorised: a StatefulSet ordinal (`redis-cart-0`) or a Deployment's
-# ReplicaSet hash and pod suffix (`frontend-579b9bff58-t2dbm`); the same rule as rca.taxonomy.service_of.
-_POD_SUFFIX = r"(-[a-z0-9]{5,10}-[a-z0-9]{5}|-\d+)$"
 
 Window = tuple[datetime, datetime] | None
 Scanned = tuple[pl.LazyFrame, pl.Schema]
@@ -154,6 +152,11 @@ class ReadResult:
 def _collected(plan: FilePlanner) -> FileReader:
     """The reader that collects ``plan``'s query on its own (a factory: binds ``plan`` now, not at call time)."""
     return lambda path, scanned: _collect(plan(path, scanned), path=path)
+
+
+def _service_of_pod(pod: pl.Expr) -> pl.Expr:
+    """rca.pods' rule, vectorised: a node names itself, a pod its service (``redis-cart-0`` -> ``redis-cart``)."""
+    return pl.when(pod.str.contains(NODE_NAME)).then(pod).otherwise(pod.str.replace(POD_NAME, "${service}"))
 
 
 def _checked_window(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -467,7 +470,7 @@ def _read_log_file(path: Path, scanned: Scanned, *, columns: list[str], window: 
             exprs.append(_utc_time("@timestamp", schema["@timestamp"], path=path).alias("time"))
         elif name == "service":
             pod = _null_string("k8_pod") if "k8_pod" in schema else pl.lit(None, pl.Utf8)
-            exprs.append(pod.str.replace(_POD_SUFFIX, "").alias("service"))
+            exprs.append(_service_of_pod(pod).alias("service"))
         elif name == "message":
             # The message is content, not a label: a literal "null" line stays as written.
             exprs.append(pl.col("message").cast(pl.Utf8) if "message" in schema else pl.lit(None, pl.Utf8).alias("message"))

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from rca.errors import InputError
+from rca.pods import NODE_NAME, POD_PATTERNS, pod_service, service_of_pod
 
 if TYPE_CHECKING:
     from rca.settings import Settings
@@ -37,17 +38,9 @@ log = logging.getLogger(__name__)
 BUNDLED_NAME = "system.toml"
 LEVELS: tuple[str, ...] = ("service", "pod", "node")
 
-# Kubernetes' name-suffix alphabet (no vowels, no 0/1/3) so that a word such as "service"
-# is never mistaken for a ReplicaSet hash or a pod suffix.
-_K8S = "[bcdfghjklmnpqrstvwxz2456789]"
-# Pod name -> owning service, tried in order; the first match's ``service`` group wins.
-# Deployment pods (``ts-order-service-5b8c7d9f4-x7k2q``, ``frontend-579b9bff58-t2dbm``) first,
-# then StatefulSet / numbered pods (``frontend-2``, ``redis-cart-0``).
-DEFAULT_POD_PATTERNS: tuple[str, ...] = (
-    rf"^(?P<service>.+?)-{_K8S}{{6,10}}-{_K8S}{{5}}$",
-    r"^(?P<service>.+?)-\d+$",
-)
-DEFAULT_NODE_PATTERN = r"^(aiops-k8s-\d+|k8s-master\d+)$"
+# The naming rule (rca/pods.py): Deployment pods, then StatefulSet / numbered pods; the nodes.
+DEFAULT_POD_PATTERNS: tuple[str, ...] = POD_PATTERNS
+DEFAULT_NODE_PATTERN = NODE_NAME
 
 
 class SystemSpecError(InputError):
@@ -124,19 +117,12 @@ class SystemSpec(BaseModel):
     def is_node(self, name: str) -> bool:
         return bool(self._node.match(name))
 
-    def _pod_service(self, name: str) -> str | None:
-        for pattern in self._pods:
-            match = pattern.match(name)
-            if match:
-                return match.group("service")
-        return None
-
     def service_of(self, component: str) -> str:
         """Service owning a pod (``cartservice-1``, ``ts-order-service-5b8c7d9f4-x7k2q``); services and nodes map to themselves."""
         cached = self._service_cache.get(component)
         if cached is not None:
             return cached
-        owner = component if self.is_node(component) else (self._pod_service(component) or component)
+        owner = service_of_pod(component, node=self._node, pods=self._pods)
         # Hot path (ranking, detectors); names are few, so the cache stays small.
         self._service_cache[component] = owner
         return owner
@@ -145,7 +131,7 @@ class SystemSpec(BaseModel):
         """``node``, ``pod`` or ``service`` for a component name."""
         if self.is_node(component):
             return "node"
-        return "pod" if self._pod_service(component) is not None else "service"
+        return "pod" if pod_service(component, self._pods) is not None else "service"
 
     def runtime_of(self, component: str) -> str | None:
         return self.runtimes.get(self.service_of(component))

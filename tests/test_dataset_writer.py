@@ -49,7 +49,7 @@ def logs(first: int = 0, count: int = 8) -> pl.DataFrame:
              f'{{"severity":"info","message":"line {n}"}}')
             for n in range(first, first + count)
             for pod, service, node in (("frontend-0", "frontend", "node-1"),
-                                       ("cartservice-579f59597d-abcde", "cartservice", "node-2"))]
+                                       ("cartservice-579f59597d-wc2lz", "cartservice", "node-2"))]
     rows.append((T0, "hipstershop", "frontend-0", "frontend", None, "null"))  # a literal "null" line stays
     return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
 
@@ -58,7 +58,7 @@ def apm(first: int = 0, count: int = 90) -> pl.DataFrame:
     rows = []
     for m in range(first, first + count):
         t = T0.replace(second=0, microsecond=0) + timedelta(minutes=m)
-        for level, name in (("pod", "frontend-0"), ("pod", "cartservice-579f59597d-abcde"), ("service", "frontend")):
+        for level, name in (("pod", "frontend-0"), ("pod", "cartservice-579f59597d-wc2lz"), ("service", "frontend")):
             values = [100.0 + m, 99.0 + m, 1500.5, 9000.0, float(m % 3), None, 0.5, None, (m % 3) / (100.0 + m),
                       None, 0.1]
             rows.append((t, level, name, *values))
@@ -72,7 +72,7 @@ def infra(first: int = 0, count: int = 90) -> pl.DataFrame:
         rows += [
             (t, "infra_pod", "pod_cpu_usage", "frontend-0", "node-1", "node-1", None, None, "hipstershop", None, None,
              0.2 + m / 1000),
-            (t, "infra_pod", "pod_cpu_usage", "cartservice-579f59597d-abcde", "node-2", "node-2", None, None,
+            (t, "infra_pod", "pod_cpu_usage", "cartservice-579f59597d-wc2lz", "node-2", "node-2", None, None,
              "hipstershop", None, None, 0.3),
             (t, "infra_pod", "pod_fs_writes_bytes", "frontend-0", "node-1", "node-1", "/dev/vda", None, "hipstershop",
              None, None, 4096.0 * m),

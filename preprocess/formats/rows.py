@@ -5,15 +5,13 @@ which is both faster than building datetimes per record and exact (no float roun
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import polars as pl
 
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from rca import pods
 
-# The log reader's rule (preprocess/readers.py): a StatefulSet ordinal or a Deployment's hash and suffix.
-_POD_SUFFIX = re.compile(r"(-[a-z0-9]{5,10}-[a-z0-9]{5}|-\d+)$")
 _TIME_COLUMNS = ("time", "start")
 # The order each reader's frame comes out in, so a format's output does not depend on file order.
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -27,8 +25,8 @@ _SCHEMAS: dict[str, dict[str, pl.DataType]] = {"spans": SPAN_SCHEMA, "logs": LOG
 
 
 def service_of_pod(pod: str | None) -> str | None:
-    """``cartservice-1`` -> ``cartservice``, exactly as the parquet log reader derives ``service``."""
-    return None if pod is None else _POD_SUFFIX.sub("", pod, count=1)
+    """``cartservice-1`` -> ``cartservice`` (rca.pods' rule, as the parquet log reader derives ``service``); None stays None."""
+    return None if pod is None else pods.service_of_pod(pod)
 
 
 class Rows:
