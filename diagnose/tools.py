@@ -7,9 +7,11 @@
 
 Tools: ``get_metrics`` reads the metric events of the evidence index's one scoring of the
 window (``index.query.ScoredWindow``: the configured ``IndexParams``, other incidents left
-out of the baseline), the same events the ranking and the case report read; ``get_logs`` /
-``get_traces`` summarise the raw telemetry of the case window against that scoring's baseline
-(read once per case through ``preprocess.readers``) with the trace detector's thresholds;
+out of the baseline), the same events the ranking and the case report read; ``get_logs``
+compares the same scoring's per-minute counts of the index's Drain templates (the templates
+the ranking and the case report name) with its baseline; ``get_traces`` summarises the raw
+telemetry of the case window against that baseline (read once per case through
+``preprocess.readers``) with the trace detector's thresholds;
 ``get_candidates`` is the evidence index's ranking; ``search_sops`` the knowledge base. Every observation is bounded (``max_chars``) and its first line is the
 strongest finding, led by the KPI, log keyword or call edge, so a trace step can quote it.
 
@@ -34,7 +36,7 @@ import polars as pl
 from diagnose.cases import Case
 from index.models import Candidate
 from index.query import ScoredWindow
-from preprocess.detect_log import extract_and_mask, template_keyword
+from preprocess.detect_log import template_keyword
 from preprocess.detect_metric import metric_series
 from preprocess.detect_trace import call_edges
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
@@ -475,25 +477,42 @@ class LogsTool:
 
     def run(self, args: dict[str, Any]) -> Observation:
         w = self.window
-        logs = w.logs()
+        scored = w.scored
+        # The index's per-minute counts of its Drain templates over [baseline_start, scored_end]
+        # and the templates' text: the templates the ranking and the case report show, rather
+        # than others mined again here from the raw lines.
+        minutes = scored.core["log"]
         component = args.get("component")
         if component:
-            logs = logs.filter(_belongs("pod", component, system=w.system) | (pl.col("node") == component))
-        if logs.height == 0:
+            minutes = minutes.filter(_belongs("pod", component, system=w.system) | (pl.col("node") == component))
+        minutes = minutes.filter(pl.col("count") > 0)
+        if minutes.height == 0:
             return _nothing(f"{component or 'all components'}: no log lines in {w.label}")
-        masked = logs.with_columns(
-            extract_and_mask(pl.col("message").fill_null("")).alias("template"),
-            (pl.col("time") >= pl.lit(w.start).dt.cast_time_unit("us")).alias("in_window"),
+        templates = scored.features.get("log_templates")
+        if templates is not None:
+            minutes = minutes.join(templates.select("template_id", "template"), on="template_id", how="left")
+        else:
+            minutes = minutes.with_columns(pl.lit(None, pl.Utf8).alias("template"))
+        window_start = w.start.replace(second=0, microsecond=0)  # the rows are whole minutes
+        in_window = pl.col("time") >= pl.lit(window_start).dt.cast_time_unit("us")
+        marked = minutes.with_columns(
+            # A template the table lacks (an index mid-rebuild) shows its example line instead.
+            pl.coalesce("template", "example").fill_null("").alias("template"),
+            pl.col("pod").map_elements(w.system.service_of, return_dtype=pl.Utf8, skip_nulls=True).alias("service"),
+            in_window.alias("in_window"),
         )
-        scale = (w.end - w.start).total_seconds() / max(1.0, (w.start - w.baseline_start).total_seconds())
+        window_minutes = (scored.scored_end - window_start).total_seconds() // 60 + 1
+        scale = window_minutes / max(1.0, (window_start - w.baseline_start).total_seconds() / 60)
         counts = (
-            masked.group_by("service", "template")
-            .agg(pl.col("in_window").sum().alias("window"), (~pl.col("in_window")).sum().alias("baseline"),
-                 pl.col("pod").filter(pl.col("in_window")).unique().sort().alias("pods"))
+            marked.group_by("service", "template_id", "template")
+            .agg(pl.col("count").filter(pl.col("in_window")).sum().alias("window"),
+                 pl.col("count").filter(~pl.col("in_window")).sum().alias("baseline"),
+                 pl.col("pod").filter(pl.col("in_window")).drop_nulls().unique().sort().alias("pods"))
             .with_columns((pl.col("baseline") * scale).alias("expected"))
             .with_columns(((pl.col("window") + 1) / (pl.col("expected") + 1)).alias("rise"))
             .filter((pl.col("window") > 0) & ((pl.col("baseline") == 0) | (pl.col("rise") >= 2.0)))
-            .sort(["rise", "window"], descending=True)
+            # Ties broken by name: group_by's order varies from run to run.
+            .sort(["rise", "window", "service", "template_id"], descending=[True, True, False, False], nulls_last=True)
         )
         lines = []
         for row in counts.head(_limit(args)).iter_rows(named=True):
@@ -503,8 +522,8 @@ class LogsTool:
                 lines.append(f"{keyword} x{row['window']} NEW in window on {pods}")
             else:
                 lines.append(f"{keyword} x{row['window']} vs ~{row['expected']:.0f} expected on {pods}")
-        pods_before = set(masked.filter(~pl.col("in_window")).get_column("pod").drop_nulls().unique())
-        pods_now = set(masked.filter(pl.col("in_window")).get_column("pod").drop_nulls().unique())
+        pods_before = set(marked.filter(~pl.col("in_window")).get_column("pod").drop_nulls().unique())
+        pods_now = set(marked.filter(pl.col("in_window")).get_column("pod").drop_nulls().unique())
         lines += [f"log stream silent on {pod} (logged in baseline, nothing in window)" for pod in sorted(pods_before - pods_now)]
         if not lines:
             return _nothing(f"{component or 'all components'}: no log template rose against the baseline "

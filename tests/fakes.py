@@ -12,6 +12,7 @@ from index.params import IndexParams
 from index.query import ScoredWindow
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
+from preprocess.detect_log import LogDetector
 from preprocess.detect_metric import SERIES_SCHEMA, score_metric_window
 from preprocess.schema import LOG_SCHEMA, SPAN_SCHEMA
 from rca.llm.base import LLMReply
@@ -39,26 +40,30 @@ class RecordedBackend:
 
 
 class StaticEvidence:
-    """Fixed candidates; ``score`` runs the index's metric scorer over ``MemoryTelemetry``'s series
-    (what the evidence index would have scored for the window)."""
+    """Fixed candidates; ``score`` runs the index's metric scorer over ``telemetry``'s series and its
+    log detector's build over its logs (what the evidence index would have stored and scored for
+    the window; ``MemoryTelemetry`` when none is given)."""
 
     def __init__(self, candidates: list[Candidate], data_status: list[ModalityStatus] | None = None,
-                 params: IndexParams | None = None) -> None:
+                 params: IndexParams | None = None, telemetry: MemoryTelemetry | None = None) -> None:
         self.candidates = candidates
         self.data_status = data_status or []
         self.params = params or IndexParams()
+        self.telemetry = telemetry
         self.queries: list[tuple[datetime, datetime]] = []
         self.scorings: list[tuple[datetime, datetime]] = []
 
     def score(self, *, start: datetime, end: datetime) -> ScoredWindow:
         self.scorings.append((start, end))
         baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=self.params.baseline_minutes)
-        series = MemoryTelemetry().metric_series(start=baseline_start, end=end)
+        telemetry = self.telemetry or MemoryTelemetry()
+        series = telemetry.metric_series(start=baseline_start, end=end)
         events = {"metric": score_metric_window(series, start=start, end=end, baseline_start=baseline_start,
                                                 params=self.params.metric)}
+        logs = LogDetector(self.params.log).build([{"log": telemetry.logs(start=baseline_start, end=end)}])
         return ScoredWindow(start=start, end=end, scored_end=end, baseline_start=baseline_start, excluded=[],
-                            params=self.params, features={}, core={"metric": series}, events=events,
-                            history={}, missing={}, manifest=None)
+                            params=self.params, features=logs, core={"metric": series, "log": logs["log_counts"]},
+                            events=events, history={}, missing={}, manifest=None)
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
         self.queries.append((start, end))

@@ -190,7 +190,7 @@ def test_team_judge_sends_the_controller_back_for_one_more_round():
 
 def test_team_specialist_with_nothing_to_report_costs_no_model_call():
     toolbox, ranked = _open()
-    toolbox.invoke("get_logs", {})  # warm the cache so the patched frame is used
+    toolbox.invoke("get_logs", {})  # score the window once, so the patched frame is used
     backend = RecordedBackend([
         json.dumps({"order": ["metric", "log", "trace"], "focus": "cartservice"}),
         _finding("pod_cpu_usage up", "cartservice-0"),
@@ -198,7 +198,7 @@ def test_team_specialist_with_nothing_to_report_costs_no_model_call():
         _answer(verdict="accept"),
     ])
     empty_logs = toolbox._tools["get_logs"]  # a window with no log change at all
-    empty_logs.window._cache["logs"] = empty_logs.window._cache["logs"].head(0)
+    empty_logs.window.scored.core["log"] = empty_logs.window.scored.core["log"].head(0)
     record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY, max_rounds=1,
                       temperature=0.0)
     assert len(backend.requests) == 4

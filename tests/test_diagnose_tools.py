@@ -1,14 +1,18 @@
 """The agent-cloud observation tools: bounded, KPI-led observations; bad calls become observations."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
+import polars as pl
 import pytest
 
 from diagnose.cases import Case
 from diagnose.tools import FunctionTool, Observation, Param, Toolbox, ToolSpec, bound, case_toolbox
 from index.models import Candidate, EvidenceItem
-from tests.fakes import START, MemoryTelemetry, StaticEvidence, StaticKnowledge
+from preprocess.detect_log import LogDetector, template_keyword
+from preprocess.schema import LOG_SCHEMA
+from tests.fakes import MINUTES, START, MemoryTelemetry, StaticEvidence, StaticKnowledge
 
 END = START + timedelta(minutes=10)
 
@@ -45,6 +49,35 @@ def test_logs_and_traces_summaries():
     assert "GET /product" not in logs.text  # a steady template is not a finding
     traces = toolbox.invoke("get_traces", {"component": "cartservice"})
     assert traces.lead.startswith("frontend->cartservice p95 10->100 ms (10.0x)")
+
+
+class _CartUsersTelemetry(MemoryTelemetry):
+    """cartservice-0 fails to load three users' carts in the window: three masked lines, one Drain template."""
+
+    def logs(self, *, start, end) -> pl.DataFrame:
+        failures = [(t, "hipstershop", "cartservice-0", "cartservice", "aiops-k8s-02",
+                     f"could not load cart of user {user}: redis timeout")
+                    for t in MINUTES if t >= START for user in ("alice", "bob", "carol")]
+        return pl.concat([super().logs(start=start, end=end), pl.DataFrame(failures, schema=LOG_SCHEMA, orient="row")])
+
+
+def test_logs_name_the_templates_of_the_index():
+    """The tool reads the index's templates of the window (those the ranking and the case report name),
+    not templates of its own masked from the raw lines (which kept one line per user)."""
+    telemetry = _CartUsersTelemetry()
+    evidence = StaticEvidence([], telemetry=telemetry)
+    toolbox = case_toolbox(_case(), telemetry=telemetry, evidence=evidence, knowledge=StaticKnowledge())
+    logs = toolbox.invoke("get_logs", {"component": "cartservice"})
+    found = [re.match(r"(.*) x(\d+) NEW in window on (.*)$", line) for line in logs.text.splitlines()[:-1]]
+    assert all(found), logs.text
+    scored = evidence.score(start=START, end=END)
+    events = LogDetector(scored.params.log).score(scored.features, start=START, end=END,
+                                                  baseline_start=scored.baseline_start)["log"]
+    shown = events.filter(pl.col("component") == "cartservice-0").get_column("template").to_list()
+    assert [m.group(1) for m in found] == [template_keyword(t, max_chars=60) for t in shown]
+    assert set(shown) <= set(scored.features["log_templates"].get_column("template"))
+    assert [(m.group(2), m.group(3)) for m in found] == [("33", "cartservice-0")]
+    assert "alice" not in logs.text
 
 
 def test_candidates_and_sops():

@@ -30,6 +30,7 @@ from diagnose.sources import IndexEvidence
 from diagnose.tools import RawTelemetry, case_toolbox
 from index.build import run_nightly
 from index.params import IndexParams
+from preprocess.detect_log import template_keyword
 from rca.settings import load_settings
 from rca.taxonomy import applicable_fault_types
 from simulate.simulator import SimulationOptions, simulate
@@ -165,6 +166,22 @@ def test_a_setting_moves_the_ranking_the_tools_and_the_report_together(diagnosed
     assert metrics.empty and "no KPI deviates" in metrics.text
     assert traces.empty and "no call edge changed" in traces.text
     assert all(edge.vanished for edge in degraded)
+
+
+def test_the_log_tool_names_the_templates_the_index_holds_for_the_window(diagnosed) -> None:
+    """``get_logs`` and the page read one set of templates: the index's Drain templates, not a re-masking."""
+    root, record = diagnosed
+    case = load_cases(root / "data" / "input.json")[0]
+    evidence = _scorer(root / "index")
+    tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge())
+    logs = tools.invoke("get_logs", {})
+    scored = evidence.score(start=case.start, end=case.end)
+    index_keywords = {template_keyword(t, max_chars=60) for t in scored.features["log_templates"].get_column("template")}
+    named = [m.group(1) for line in logs.text.splitlines()
+             if (m := re.match(r"(.*) x\d+ (?:NEW in window|vs ~\d+ expected) on ", line))]
+    assert named and set(named) <= index_keywords, logs.text
+    page = load_case_evidence(record, scorer=evidence)
+    assert {b.template for b in page.logs} <= set(scored.features["log_templates"].get_column("template"))
 
 
 def test_page_tells_what_is_missing(diagnosed, tmp_path: Path) -> None:
