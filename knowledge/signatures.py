@@ -15,7 +15,8 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   not the rendered sentence) contains the phrase (case-insensitive); ``log:silent``
   matches a log stream that stopped;
 * ``trace:<signal>``: trace evidence of that signal: ``latency`` or ``errors`` on calls
-  into the component, ``calls_stopped`` (calls into it vanished), ``fanout`` (the
+  into the component, ``calls_stopped`` (calls into it vanished), ``calls_dropped`` (the
+  component stopped making some of its own calls while its demand held), ``fanout`` (the
   component's own calls to several services went wrong at once; a fan-out of errors also
   counts as ``errors``);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
@@ -38,7 +39,7 @@ MODALITIES = ("metric", "log", "trace")
 DIRECTIONS = ("up", "down", "silent", "any")
 # trace clue -> the words of the evidence line it points the reader to (its label in a fit).
 TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_stopped": "calls stopped",
-                                 "fanout": "on calls from"}
+                                 "calls_dropped": "calls dropped", "fanout": "on calls from"}
 
 
 class SignalError(InputError):
@@ -137,6 +138,9 @@ class SignatureMatch:
     matched: tuple[str, ...]  # labels of expected signals seen
     expected: int  # number of expected (non-negated) signals
     contradicted: tuple[str, ...]  # labels of contradicting signals seen
+    # Position, in the evidence as given (strongest first), of the strongest line an expected
+    # signal explains; ties in ``score`` go to the fit that explains the stronger evidence.
+    lead: int = 0
 
     @property
     def score(self) -> float:
@@ -165,21 +169,27 @@ def parse_signals(specs: Iterable[str]) -> list[Signal]:
 def match_signature(fault_type: str, signals: Sequence[Signal], evidence: Sequence[Observation]) -> SignatureMatch:
     matched: list[str] = []
     contradicted: list[str] = []
+    lead = len(evidence)
     for signal in signals:
         clue = signal.seen(evidence)
-        if clue is not None:
-            (contradicted if signal.negated else matched).append(clue.label())
+        if clue is None:
+            continue
+        (contradicted if signal.negated else matched).append(clue.label())
+        if not signal.negated:
+            lead = min(lead, next(i for i, item in enumerate(evidence) if any(c.matches(item) for c in signal.clues)))
     expected = sum(1 for s in signals if not s.negated)
     return SignatureMatch(fault_type=fault_type, matched=tuple(matched), expected=expected,
-                          contradicted=tuple(contradicted))
+                          contradicted=tuple(contradicted), lead=lead)
 
 
 def rank_signatures(signatures: Mapping[str, Sequence[Signal]], evidence: Sequence[Observation], *,
                     fault_types: Sequence[str]) -> list[SignatureMatch]:
     """``fault_types`` (those with signals) ranked by fit to ``evidence``, best first.
 
-    Ties keep the order of ``fault_types``; a type with no matched signal is left out.
+    ``evidence`` comes strongest first (a candidate's own order). Equal scores go to the fit
+    that explains the stronger evidence line (``lead``), then keep the order of ``fault_types``;
+    a type with no matched signal is left out.
     """
     matches = [match_signature(ft, signatures[ft], evidence) for ft in fault_types if signatures.get(ft)]
     kept = [m for m in matches if m.matched]
-    return sorted(kept, key=lambda m: -m.score)
+    return sorted(kept, key=lambda m: (-m.score, m.lead))

@@ -7,7 +7,7 @@ from typing import get_args
 import polars as pl
 import pytest
 
-from index.evidence import fanout_items, log_items, metric_items, trace_items
+from index.evidence import dropped_calls_item, fanout_items, log_items, metric_items, trace_items
 from index.models import EvidenceItem, EvidenceSignal
 from index.params import RankWeights
 from knowledge.documents import SHIPPED_DOCS_DIR, DocumentError, load_documents, parse_document
@@ -75,6 +75,22 @@ def test_contradictions_lower_the_score():
     assert noisy.contradicted == ("trace 'errors'",)
     assert noisy.score < clean.score
     assert noisy.render() == "network delay 2/2 (rrt* up, trace 'p95'), against: trace 'errors'"
+
+
+def test_equal_fits_go_to_the_type_that_explains_the_stronger_evidence():
+    """Two types each see one of their signals: the one that explains the candidate's strongest
+    line (evidence comes strongest first) ranks first, whatever the catalogue's order."""
+    signatures = {"target port misconfig": [Signal.parse(s) for s in ("metric:pod_network_*:down", "log:refused",
+                                                                     "metric:request:silent", "trace:calls_stopped")],
+                  "code error": [Signal.parse(s) for s in ("metric:*error*:up", "trace:errors|trace:calls_dropped",
+                                                           "log:panic", "metric:pod_processes")]}
+    dropped = trace("calls_dropped", component="frontend")
+    network = metric("pod_network_receive_bytes", "down", component="frontend")
+    order = ["target port misconfig", "code error"]
+    assert [m.fault_type for m in rank_signatures(signatures, [dropped, network], fault_types=order)] == \
+        ["code error", "target port misconfig"]
+    assert [m.fault_type for m in rank_signatures(signatures, [network, dropped], fault_types=order)] == \
+        ["target port misconfig", "code error"]
 
 
 # Evidence a textbook case of each fault type would produce, and the type it must rank first.
@@ -176,7 +192,8 @@ def _trace_items() -> list[EvidenceItem]:
                             "callees": ["emailservice", "shippingservice"], "signal": signal, "z": 9.0,
                             "onset": ONSET} for signal in ("errors", "latency")], schema=FANOUT_EVENT_SCHEMA)
     items = trace_items(edges, propagation={}, fanout_callers=set(), weights=RankWeights()) + fanout_items(fanout)
-    return [item.evidence for _, item in items]
+    dropped = dropped_calls_item(caller="checkoutservice", callees=["emailservice", "shippingservice"], z=9.0, onset=ONSET)
+    return [item.evidence for _, item in items] + [dropped.evidence]
 
 
 def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:
