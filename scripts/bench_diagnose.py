@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 from pathlib import Path
 
 from rich.console import Console
@@ -53,6 +54,8 @@ from judge.challenge import CaseOutcome
 from rca.challenge import rule_version
 from rca.logsetup import configure_logging
 from rca.settings import Settings, load_settings
+
+log = logging.getLogger("bench_diagnose")
 
 MODES = ("pipeline", "react", "team")
 
@@ -217,6 +220,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=None,
                         help="cases in the model at once (config llm.concurrency; embedded: server slots)")
     parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the answers an interrupted run already wrote (default: diagnose every case afresh)")
     args = parser.parse_args()
     configure_logging(0)
     if args.pool:
@@ -238,8 +243,14 @@ def main() -> None:
                                        randomize=args.randomize)
     if args.cases is not None:
         problem_set = _first_cases(problem_set, args.cases, out_dir=args.work_dir / f"first-{args.cases}")
-    result = run_full_path(settings, problem_set, index_dir=args.work_dir / "index",
-                           result_file=args.work_dir / f"result{_suffix(mode)}.jsonl")
+    result_file = args.work_dir / f"result{_suffix(mode)}.jsonl"
+    if result_file.exists() and not args.resume:
+        # The diagnose stage resumes an answer file: answers and run records of an earlier code or
+        # model would pass for this run's (scores and seconds alike). The data and index are reused.
+        log.warning("starting the diagnosis afresh: removing %s and its run records (--resume keeps them)", result_file)
+        result_file.unlink()
+        shutil.rmtree(settings.paths.runs_dir / result_file.stem, ignore_errors=True)
+    result = run_full_path(settings, problem_set, index_dir=args.work_dir / "index", result_file=result_file)
     console = Console()
     print_path_result(result, console)
     report = result.report
