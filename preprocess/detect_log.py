@@ -23,10 +23,13 @@ import json
 import logging
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -41,6 +44,8 @@ from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
 
 log = logging.getLogger(__name__)
+A = TypeVar("A")
+R = TypeVar("R")
 
 LOG_COUNT_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
@@ -337,12 +342,18 @@ def masked_codes(messages: pl.Series) -> tuple[pl.Series, np.ndarray]:
 
 def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
     """Per (minute, pod, node, template) line counts of canonical log rows."""
+    return _with_templates(masked_counts(logs), miner=miner)
+
+
+def masked_counts(logs: pl.DataFrame) -> pl.DataFrame:
+    """Per (minute, pod, node, masked line) line counts: the half of ``log_counts`` that needs no miner."""
     if logs.height == 0:
-        return pl.DataFrame(schema=LOG_COUNT_SCHEMA)
+        return pl.DataFrame(schema={"time": TIME, "pod": pl.Utf8, "node": pl.Utf8, "count": pl.UInt32,
+                                    "masked": pl.Utf8})
     distinct_masked, line_code = masked_codes(logs.get_column("message"))
     lookup = pl.DataFrame({"code": pl.int_range(len(distinct_masked), eager=True, dtype=pl.Int64),
                            "masked": distinct_masked})
-    deduplicated = (
+    return (
         logs.lazy()
         .select(pl.col("time").dt.truncate("1m"), "pod", "node", pl.Series("code", line_code))
         .group_by("time", "pod", "node", "code")
@@ -351,18 +362,43 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
         .drop("code")
         .collect()
     )
-    unique_masked = deduplicated.get_column("masked").unique().to_list()
+
+
+def _with_templates(counts: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
+    """``masked_counts`` per template: the masked lines mined (in sorted order), then summed."""
+    if counts.height == 0:
+        return pl.DataFrame(schema=LOG_COUNT_SCHEMA)
+    unique_masked = counts.get_column("masked").unique().to_list()
     mapping = pl.DataFrame({"masked": unique_masked,
                             "template_id": miner.template_ids(unique_masked)},
                            schema={"masked": pl.Utf8, "template_id": pl.Int64})
     return (
-        deduplicated
+        counts
         .join(mapping, on="masked", how="left")
         .group_by("time", "pod", "node", "template_id")
         .agg(pl.col("count").sum(), _most_frequent("masked").alias("example"))
         .sort("time", "pod", "template_id", "node", nulls_last=True)
         .cast(pl.Schema(LOG_COUNT_SCHEMA))
     )
+
+
+# Hours whose lines are counted on threads while the caller reads the next hour and mines
+# the previous one: polars and numpy leave the GIL, so a two-core machine works on both.
+# Three rather than two: one thread is often waiting for the GIL (full-scale day, 2 cores:
+# 4.7 s with one, 3.0 s with two, 2.7 s with three; ~60 MB more memory an hour ahead).
+HOURS_AHEAD = 3
+
+
+def _map_ahead(function: Callable[[A], R], items: Iterable[A], *, ahead: int = HOURS_AHEAD) -> Iterator[R]:
+    """``function`` of each of ``items``, in order, run on threads up to ``ahead`` items ahead of the caller."""
+    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="log-counts") as pool:
+        pending: deque[Future[R]] = deque()
+        for item in items:
+            pending.append(pool.submit(function, item))
+            if len(pending) >= ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _most_frequent(column: str) -> pl.Expr:
@@ -548,7 +584,8 @@ class LogDetector:
         same template ids again.
         """
         miner = self.miner(state_dir)
-        parts = [log_counts(chunk["log"], miner=miner) for chunk in chunks if chunk.get("log") is not None]
+        hours = (logs for chunk in chunks if (logs := chunk.get("log")) is not None)
+        parts = [_with_templates(counts, miner=miner) for counts in _map_ahead(masked_counts, hours)]
         miner.save()
         counts = pl.concat(parts) if parts else pl.DataFrame(schema=LOG_COUNT_SCHEMA)
         return {"log_counts": counts, "log_templates": miner.templates()}

@@ -1,6 +1,7 @@
 """Log detector: masking, template mining with persisted state, bursts vs chronic noise."""
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -8,8 +9,10 @@ import polars as pl
 import pytest
 
 from preprocess.detect_log import (
+    LogDetector,
     LogTemplateMiner,
     MinerStateError,
+    _map_ahead,
     extract_and_mask,
     log_counts,
     score_log_window,
@@ -129,3 +132,30 @@ def test_corrupt_miner_state_names_the_file(tmp_path):
 def test_template_keyword_drops_masks():
     assert template_keyword("request error: could not retrieve cart <*> <IP> refused") == \
         "request error: could not retrieve cart refused"
+
+
+def test_build_counts_hours_on_threads_as_one_by_one():
+    hours = [_day(fault=None, seed=s).with_columns(pl.col("time") + timedelta(hours=h))
+             for h, s in enumerate([0, 1, 2, 3, 4])]
+    hours[2] = hours[2].with_columns(pl.col("message").str.replace("request", "reply"))  # a template of its own
+    miner = LogTemplateMiner(state_path=None)
+    expected = pl.concat([log_counts(h, miner=miner) for h in hours])
+    chunks = [{"log": h} for h in hours[:2]] + [{"log": None}] + [{"log": h} for h in hours[2:]]
+    built = LogDetector().build(chunks, state_dir=None)
+    assert built["log_counts"].equals(expected)
+    assert built["log_templates"].equals(miner.templates())
+
+
+def test_map_ahead_keeps_order_and_raises_where_it_failed():
+    def slow_square(n: int) -> int:
+        time.sleep(0.01 * (n % 3))
+        if n == 7:
+            raise ValueError("seven")
+        return n * n
+
+    assert list(_map_ahead(slow_square, range(7), ahead=3)) == [n * n for n in range(7)]
+    seen = []
+    with pytest.raises(ValueError, match="seven"):
+        for value in _map_ahead(slow_square, range(10), ahead=3):
+            seen.append(value)
+    assert seen == [n * n for n in range(7)]
