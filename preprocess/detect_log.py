@@ -49,23 +49,23 @@ R = TypeVar("R")
 
 LOG_COUNT_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
-    "pod": pl.Utf8,
-    "node": pl.Utf8,
-    "template_id": pl.Int64,
-    "count": pl.Int64,
-    "example": pl.Utf8,  # the template's most frequent masked line in this row (Drain keeps no words it merged)
+    "pod": pl.Utf8(),
+    "node": pl.Utf8(),
+    "template_id": pl.Int64(),
+    "count": pl.Int64(),
+    "example": pl.Utf8(),  # the template's most frequent masked line in this row (Drain keeps no words it merged)
 }
-TEMPLATE_SCHEMA: dict[str, pl.DataType] = {"template_id": pl.Int64, "template": pl.Utf8}
+TEMPLATE_SCHEMA: dict[str, pl.DataType] = {"template_id": pl.Int64(), "template": pl.Utf8()}
 LOG_EVENT_SCHEMA: dict[str, pl.DataType] = {
-    "component": pl.Utf8,  # pod emitting the lines
-    "template_id": pl.Int64,  # -1 for the whole stream (silent pod)
-    "template": pl.Utf8,
-    "example": pl.Utf8,  # most frequent masked line of the template in the window; "" for a silent pod
-    "direction": pl.Utf8,  # up | new | silent
-    "z": pl.Float64,
-    "ratio": pl.Float64,
-    "window_count": pl.Int64,
-    "baseline_count": pl.Int64,
+    "component": pl.Utf8(),  # pod emitting the lines
+    "template_id": pl.Int64(),  # -1 for the whole stream (silent pod)
+    "template": pl.Utf8(),
+    "example": pl.Utf8(),  # most frequent masked line of the template in the window; "" for a silent pod
+    "direction": pl.Utf8(),  # up | new | silent
+    "z": pl.Float64(),
+    "ratio": pl.Float64(),
+    "window_count": pl.Int64(),
+    "baseline_count": pl.Int64(),
     "onset": TIME,
 }
 
@@ -195,25 +195,25 @@ class LogTemplateMiner:
         self._persistence = AtomicFilePersistence(state_path) if state_path is not None else None
         self._miner = TemplateMiner(persistence_handler=None, config=config)
         if self._persistence is not None:
-            self._with_persistence(self._miner.load_state)
+            self._with_persistence(self._persistence, self._miner.load_state)
             if self._miner.drain.clusters:
                 log.info("loaded %d log templates from %s", len(self._miner.drain.clusters), self._persistence.path)
 
-    def _with_persistence(self, action) -> None:
-        self._miner.persistence_handler = self._persistence
+    def _with_persistence(self, persistence: AtomicFilePersistence, action: Callable[[], object]) -> None:
+        self._miner.persistence_handler = persistence
         try:
             action()
         except (ValueError, TypeError, KeyError, AttributeError, zlib.error, binascii.Error,
                 json.JSONDecodeError) as exc:
             # jsonpickle raises any of these on a truncated or foreign state.
-            raise MinerStateError(f"{self._persistence.path}: unreadable Drain3 miner state: {exc}") from exc
+            raise MinerStateError(f"{persistence.path}: unreadable Drain3 miner state: {exc}") from exc
         finally:
             self._miner.persistence_handler = None
 
     def save(self) -> None:
         """Write the miner state atomically (a no-op without a state path)."""
         if self._persistence is not None:
-            self._with_persistence(lambda: self._miner.save_state("partition done"))
+            self._with_persistence(self._persistence, lambda: self._miner.save_state("partition done"))
 
     def template_ids(self, masked_messages: list[str]) -> list[int]:
         """Cluster id of each message; messages are mined in sorted order for determinism."""
@@ -477,8 +477,8 @@ def score_log_window(
         events.select(pl.col("pod").alias("component"), "template_id", "template",
                       pl.col("example").fill_null(""), "direction",
                       pl.col("z").clip(upper_bound=50.0), "ratio", "window_count", "baseline_count", "onset"
-                      ).cast(LOG_EVENT_SCHEMA),
-        silent.cast(LOG_EVENT_SCHEMA),
+                      ).cast(pl.Schema(LOG_EVENT_SCHEMA)),
+        silent.cast(pl.Schema(LOG_EVENT_SCHEMA)),
     ])
     return strongest_first(frame, "component", "template_id", "direction")
 
