@@ -37,6 +37,10 @@ from rca.errors import InputError
 Modality = Literal["metric", "log", "trace"]
 MODALITIES = ("metric", "log", "trace")
 DIRECTIONS = ("up", "down", "silent", "any")
+# The z at which an evidence line shows its signal fully; a line at z 5 (the detectors' usual
+# threshold) shows it half. Why: a pod whose CPU rose 180x (z 50) and memory 1.3x (z 7) is a CPU
+# stress, though the memory-stress signature counts as many signals seen.
+FULL_Z = 10.0
 # trace clue -> the words of the evidence line it points the reader to (its label in a fit).
 TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_stopped": "calls stopped",
                                  "calls_dropped": "calls dropped", "fanout": "on calls from"}
@@ -62,6 +66,8 @@ class Observation(Protocol):
     def example(self) -> str: ...  # log: the quoted log line
     @property
     def fanout_signal(self) -> str | None: ...  # fanout: what the caller pod's calls showed (errors | latency)
+    @property
+    def magnitude(self) -> float: ...  # robust z against the baseline; 0 = not measured
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,9 @@ class SignatureMatch:
     # Position, in the evidence as given (strongest first), of the strongest line an expected
     # signal explains; ties in ``score`` go to the fit that explains the stronger evidence.
     lead: int = 0
+    # Sum over the expected signals seen of how strongly the evidence shows them (each at most
+    # 1, see ``FULL_Z``); None: every one counts 1.
+    support: float | None = None
 
     @property
     def score(self) -> float:
@@ -151,7 +160,8 @@ class SignatureMatch:
         """
         if not self.expected:
             return 0.0
-        return (len(self.matched) - len(self.contradicted)) / math.sqrt(self.expected)
+        seen = len(self.matched) if self.support is None else self.support
+        return (seen - len(self.contradicted)) / math.sqrt(self.expected)
 
     def render(self) -> str:
         text = f"{self.fault_type} {len(self.matched)}/{self.expected}"
@@ -166,20 +176,29 @@ def parse_signals(specs: Iterable[str]) -> list[Signal]:
     return [Signal.parse(spec) for spec in specs]
 
 
+def _strength(item: Observation) -> float:
+    """How fully one evidence line shows a signal: a z of ``FULL_Z`` or more counts whole, a weaker
+    line in proportion; a line without a measured z counts whole."""
+    return 1.0 if item.magnitude <= 0 else min(1.0, item.magnitude / FULL_Z)
+
+
 def match_signature(fault_type: str, signals: Sequence[Signal], evidence: Sequence[Observation]) -> SignatureMatch:
     matched: list[str] = []
     contradicted: list[str] = []
     lead = len(evidence)
+    support = 0.0
     for signal in signals:
         clue = signal.seen(evidence)
         if clue is None:
             continue
         (contradicted if signal.negated else matched).append(clue.label())
         if not signal.negated:
-            lead = min(lead, next(i for i, item in enumerate(evidence) if any(c.matches(item) for c in signal.clues)))
+            showing = [i for i, item in enumerate(evidence) if any(c.matches(item) for c in signal.clues)]
+            lead = min(lead, showing[0])
+            support += max(_strength(evidence[i]) for i in showing)
     expected = sum(1 for s in signals if not s.negated)
     return SignatureMatch(fault_type=fault_type, matched=tuple(matched), expected=expected,
-                          contradicted=tuple(contradicted), lead=lead)
+                          contradicted=tuple(contradicted), lead=lead, support=round(support, 6))
 
 
 def rank_signatures(signatures: Mapping[str, Sequence[Signal]], evidence: Sequence[Observation], *,

@@ -93,6 +93,23 @@ def test_equal_fits_go_to_the_type_that_explains_the_stronger_evidence():
         ["target port misconfig", "code error"]
 
 
+def test_a_signal_shown_only_by_weak_evidence_counts_in_proportion():
+    """A real CPU stress (Nezha OnlineBoutique): CPU up 180x at z 50, memory up 1.3x at z 6.7, the
+    response time up. Counting signals, memory stress (2 of 3) beat cpu stress (2 of 4)."""
+    signatures = {"memory stress": [Signal.parse(s) for s in ("metric:pod_memory_working_set_bytes:up",
+                                                              "metric:pod_processes:up", "metric:rrt*:up")],
+                  "cpu stress": [Signal.parse(s) for s in ("metric:pod_cpu_usage:up", "metric:rrt*:up", "trace:latency",
+                                                           "metric:pod_processes:up")]}
+    evidence = [metric("rrt").model_copy(update={"magnitude": 50.0}),
+                metric("pod_cpu_usage").model_copy(update={"magnitude": 50.0}),
+                metric("pod_memory_working_set_bytes").model_copy(update={"magnitude": 6.7})]
+    ranked = rank_signatures(signatures, evidence, fault_types=["memory stress", "cpu stress"])
+    assert [m.fault_type for m in ranked] == ["cpu stress", "memory stress"]
+    assert ranked[1].render() == "memory stress 2/3 (pod_memory_working_set_bytes up, rrt* up)"  # still both seen
+    strong = [evidence[0], evidence[1], metric("pod_memory_working_set_bytes").model_copy(update={"magnitude": 30.0})]
+    assert rank_signatures(signatures, strong, fault_types=["memory stress", "cpu stress"])[0].fault_type == "memory stress"
+
+
 # Evidence a textbook case of each fault type would produce, and the type it must rank first.
 SHIPPED_CASES = [
     ("cpu stress", "shippingservice", [metric("pod_cpu_usage"), metric("rrt"), trace("latency"),
