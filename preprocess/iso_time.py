@@ -59,10 +59,13 @@ def _parsed(text: np.ndarray, name: str, *, fraction_digits: int, zulu: bool) ->
         if not np.logical_or.reduce([found == ord(char) for char in allowed]).all():
             return None
 
+    rows = np.ascontiguousarray(digits.T).astype(np.int32)  # one contiguous row per digit position
+
     def number(first: int, count: int) -> np.ndarray:
-        value = digits[:, first].astype(np.int64)
+        value = rows[first].copy()
         for i in range(first + 1, first + count):
-            value = value * 10 + digits[:, i]
+            value *= 10
+            value += rows[i]
         return value
 
     # Dates are few (one or two a file): they are checked and converted once each.
@@ -71,6 +74,7 @@ def _parsed(text: np.ndarray, name: str, *, fraction_digits: int, zulu: bool) ->
         dates, date_index = date[:1], np.zeros(len(date), dtype=np.int64)
     else:
         dates, date_index = np.unique(date, return_inverse=True)
+    dates = dates.astype(np.int64)
     year, month, day = dates // 10_000, dates // 100 % 100, dates % 100
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     if ((year < 1900) | (year > 2999) | (month < 1) | (month > 12) | (day < 1)).any():
@@ -80,7 +84,8 @@ def _parsed(text: np.ndarray, name: str, *, fraction_digits: int, zulu: bool) ->
     hour, minute, second = number(8, 2), number(10, 2), number(12, 2)
     if (hour > 23).any() or (minute > 59).any() or (second > 59).any():
         return None  # a leap second, or no time at all
-    micros = (_days_from_civil(year, month, day)[date_index] * 86_400 + hour * 3600 + minute * 60 + second) * 1_000_000
+    second += hour * 3600 + minute * 60  # of the day
+    micros = (_days_from_civil(year, month, day)[date_index] * 86_400 + second) * 1_000_000
     if fraction_digits:
         micros += number(14, fraction_digits) * 10 ** (_MAX_FRACTION_DIGITS - fraction_digits)
     return pl.Series(name, micros, dtype=pl.Int64).cast(pl.Datetime("us", "UTC"))
