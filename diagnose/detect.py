@@ -11,19 +11,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose.cases import Case
 from diagnose.pipeline import EvidenceSource, one_level_per_service
+from diagnose.templates import render
 from index.models import Candidate
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import Settings
+from rca.system import system_from_settings
 from rca.timeutil import format_utc
 
-TEMPLATE = Path(__file__).parent / "templates" / "detect.txt"
 SCHEMA = {
     "type": "object",
     "properties": {"fault": {"type": "boolean"}, "reason": {"type": "string"}},
@@ -82,9 +82,9 @@ def detect_from_candidates(case: Case, candidates: Sequence[Candidate], *, setti
         return Detection(uuid=case.uuid, fault=score >= floor, score=round(score, 3), floor=floor,
                          decided_by="evidence", top=top, reason=f"strongest evidence {score:.2f} vs floor {floor:.2f}",
                          seconds=round(time.perf_counter() - t0, 3))
-    prompt = TEMPLATE.read_text(encoding="utf-8").format(
-        window=f"{format_utc(case.start)} to {format_utc(case.end)}", score=f"{score:.2f}", floor=f"{floor:.2f}",
-        evidence=_evidence_lines(candidates))
+    prompt = render("detect", window=f"{format_utc(case.start)} to {format_utc(case.end)}", score=f"{score:.2f}",
+                    floor=f"{floor:.2f}", evidence=_evidence_lines(candidates),
+                    **system_from_settings(settings).prompt_values())
     reply = model().chat([{"role": "user", "content": prompt}], json_schema=SCHEMA, schema_name="detection",
                      temperature=0.0, max_tokens=80)
     try:

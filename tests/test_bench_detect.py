@@ -6,6 +6,7 @@ from diagnose.cases import Case
 from diagnose.detect import detect_case
 from index.models import Candidate
 from rca.settings import Settings
+from rca.system import system_from_settings
 from tests.fakes import RecordedBackend, StaticEvidence
 
 CASE = Case(uuid="w-1", description="x", start=datetime(2025, 6, 5, 17, 10, tzinfo=UTC),
@@ -39,6 +40,10 @@ def test_near_the_floor_the_model_judges():
     backend = RecordedBackend(['{"fault": false, "reason": "a two-minute blip only"}'])
     found = detect_case(CASE, settings=_settings(), evidence=_evidence(2.2), model=lambda: backend)
     assert found.decided_by == "model" and found.fault is False and "blip" in found.reason
+    # One prompt mechanism (diagnose/prompts/*.md): the configured system's paragraph, no unfilled value.
+    prompt = backend.requests[0]["messages"][0]["content"]
+    assert system_from_settings(_settings()).prompt_paragraph() in prompt
+    assert "Strongest evidence score 2.20" in prompt and "$" not in prompt
 
 
 def test_calibrated_floor_separates_fault_from_quiet_windows():
