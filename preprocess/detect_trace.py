@@ -145,7 +145,8 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
     """Per-minute statistics of every call edge (the stored trace feature)."""
     if spans.height == 0:
         return pl.DataFrame(schema=EDGE_STATS_SCHEMA)
-    calls = call_edges(spans)
+    # Contiguous columns: the reader's come in pieces, on which the joins below cost ~20% more.
+    calls = call_edges(spans.rechunk())
     return (
         calls.with_columns(pl.col("time").dt.truncate("1m"), pl.col("latency_us").cast(pl.Float64))
         .group_by("time", *EDGE_KEY)

@@ -629,6 +629,12 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
     else:
         raise ReaderError(f"{path}: no startTime or startTimeMillis column; has {list(schema)}")
     exprs = _span_exprs(schema, path=path)  # checks the required columns first
+    # Imported here: pyarrow costs the CLI's other commands ~75 ms of start-up.
+    from preprocess.span_arrow import arrow_spans
+
+    flat = arrow_spans(path, window=window) if "startTime" in schema else None
+    if flat is not None:
+        return _collect(flat.lazy().select(exprs).rename({"time": "start"}), path=path)
     # Filter on the cheap integer time before touching the nested columns (predicate push-down).
     raw = _collect(lazy.select(*(c for c in _SPAN_RAW if c in schema), start_us.cast(pl.Datetime("us", "UTC"))
                                .alias("time")).filter(_in_window(window)), path=path, engine="in-memory")

@@ -1,0 +1,101 @@
+"""The pyarrow fast path of the trace reader (preprocess/span_arrow.py) reads what the polars path reads."""
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from polars.testing import assert_frame_equal
+
+from preprocess import readers, span_arrow
+from preprocess.readers import _read_trace_file, _scan_schema
+from tests import layout_fixtures as fx
+
+T0 = datetime(2025, 6, 6, 0, 0, tzinfo=UTC)
+_KV = pl.List(pl.Struct({"key": pl.Utf8, "type": pl.Utf8, "value": pl.Utf8}))
+_REF = pl.List(pl.Struct({"refType": pl.Utf8, "spanID": pl.Utf8, "traceID": pl.Utf8}))
+
+
+def _kv(**tags: str) -> list[dict]:
+    return [{"key": k.replace("_", "."), "type": "string", "value": v} for k, v in tags.items()]
+
+
+def _edge_case_file(path: Path) -> Path:
+    """Spans with null and empty tag lists, repeated and null keys, no parent, one outside the window."""
+    us = int((T0 - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
+    rows = [
+        ("a", _kv(span_kind="server", status_code="0"), [], us),
+        ("b", _kv(span_kind="client", rpc_service="hipstershop.AdService"),
+         [{"refType": "CHILD_OF", "spanID": "a", "traceID": "t"}], us + 10),
+        ("c", None, [{"refType": "FOLLOWS_FROM", "spanID": "x", "traceID": "t"},
+                     {"refType": "CHILD_OF", "spanID": "b", "traceID": "t"}], us + 20),
+        ("d", [], None, us + 30),
+        ("e", [{"key": None, "type": "string", "value": "client"}, *_kv(span_kind="CLIENT", span_kind_="server"),
+               *_kv(http_status_code="503", error="true")], [], us + 40),
+        ("f", _kv(span_kind="server"), [], us + 3_600_000_000),  # the next hour
+    ]
+    frame = pl.DataFrame(
+        {
+            "traceID": ["t"] * len(rows),
+            "spanID": [r[0] for r in rows],
+            "operationName": ["hipstershop.CartService/GetCart"] * len(rows),
+            "references": [r[2] for r in rows],
+            "startTime": [r[3] for r in rows],
+            "duration": [100 * (i + 1) for i in range(len(rows))],
+            "tags": [r[1] for r in rows],
+            "process": [{"serviceName": "cartservice", "tags": _kv(name="cartservice-0", node_name="n1")},
+                        {"serviceName": "frontend", "tags": _kv(podName="frontend-1", nodeName="n2")},
+                        {"serviceName": "redis", "tags": None},
+                        {"serviceName": "cartservice", "tags": []},
+                        None,
+                        {"serviceName": "cartservice", "tags": _kv(name="cartservice-1", name_="other")}],
+        },
+        schema_overrides={"tags": _KV, "references": _REF},
+    )
+    frame.write_parquet(path)
+    return path
+
+
+def _both(path: Path, window: readers.Window, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
+    assert span_arrow.arrow_spans(path, window=window) is not None, "the fast path declined the file"
+    fast = _read_trace_file(path, _scan_schema(path), window=window)
+    with monkeypatch.context() as patch:
+        patch.setattr(span_arrow, "arrow_spans", lambda path, window: None)
+        general = _read_trace_file(path, _scan_schema(path), window=window)
+    return fast, general
+
+
+@pytest.mark.parametrize("window", [None, (T0, T0 + timedelta(hours=1) - timedelta(microseconds=1))])
+def test_edge_cases_read_alike(tmp_path: Path, window: readers.Window, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, general = _both(_edge_case_file(tmp_path / "spans.parquet"), window, monkeypatch)
+    assert fast.height == (6 if window is None else 5)
+    assert_frame_equal(fast, general)
+
+
+def test_fixture_day_reads_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    day = fx.write_day(tmp_path, "2025-06-06")
+    files = sorted((day / "trace-parquet").glob("*.parquet"))
+    assert files
+    for path in files:
+        fast, general = _both(path, None, monkeypatch)
+        assert_frame_equal(fast, general)
+
+
+def test_non_utf8_string_goes_to_the_general_path(tmp_path: Path) -> None:
+    """A spanID that is not UTF-8: decoded with a replacement character and counted, as before."""
+    day = fx.write_day(tmp_path, "2025-06-06")
+    path = sorted((day / "trace-parquet").glob("*.parquet"))[0]
+    table = pq.read_table(path)
+    ids = table.column("spanID").combine_chunks().cast(pa.binary()).to_pylist()
+    ids[0] = b"\xff" + ids[0][1:]
+    table = table.set_column(table.schema.get_field_index("spanID"), "spanID",
+                             pa.array(ids, pa.binary()).view(pa.string()))
+    pq.write_table(table, path)
+    assert span_arrow.arrow_spans(path, window=None) is None
+    result = readers.read_day(day, "trace", skip_unreadable=True, report_missing=False)
+    assert [i.reason for i in result.issues if path == i.path] == [
+        "1 string value(s) not UTF-8, decoded with replacement characters"]
+    assert result.frame.filter(pl.col("span_id").str.contains("\ufffd")).height == 1
