@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -133,6 +134,18 @@ def tuning_sets_from_args(parser: argparse.ArgumentParser, args: argparse.Namesp
                                 randomize=args.randomize, per_type=args.per_type, difficulty=args.difficulty))
     except ValueError as exc:
         parser.error(str(exc))
+
+
+def discard_earlier_answers(result_file: Path, *, runs_dir: Path) -> None:
+    """Remove an earlier run's answer file and its run records before a measured run.
+
+    The diagnose stage resumes an answer file, so answers and records of an earlier code or model
+    would pass for this run's (scores and seconds alike). A benchmark's ``--resume`` skips this.
+    """
+    if result_file.exists():
+        log.warning("starting the diagnosis afresh: removing %s and its run records (--resume keeps them)", result_file)
+        result_file.unlink()
+        shutil.rmtree(runs_dir / result_file.stem, ignore_errors=True)
 
 
 def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Path, result_file: Path, workers: int = 1) -> PathResult:

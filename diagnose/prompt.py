@@ -145,10 +145,10 @@ def _onset(candidate: Candidate) -> datetime | None:
     return min(onsets) if onsets else None
 
 
-def _head(rank: int, candidate: Candidate) -> str:
-    """``2. cartservice service 4.9, 2 pods, from 03:12``: rank, name, level, score, breadth, onset."""
+def _head(rank: int, candidate: Candidate, *, pods: Sequence[str]) -> str:
+    """``2. cartservice service 4.9, 2 pods, from 03:12``: rank, name, level, score, breadth (``pods``:
+    the abnormal pods of a service), onset."""
     head = f"{rank}. {candidate.component} {candidate.level} {candidate.score:.1f}"
-    pods = _abnormal_pods(candidate)
     if pods:
         head += f", {len(pods)} pod{'s' if len(pods) > 1 else ''}"
     onset = _onset(candidate)
@@ -164,7 +164,8 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
     A candidate out of the question (not a contender) is context only: its head line and best
     fit, so it costs a tenth of the tokens.
     """
-    head = _head(rank, candidate)
+    pods = _abnormal_pods(candidate)
+    head = _head(rank, candidate, pods=pods)
     if not in_question:
         best = f"; fits {matches[0].fault_type} {len(matches[0].matched)}/{matches[0].expected}" if matches else ""
         return head + best
@@ -172,7 +173,6 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
     if matches:
         lines.append(" fits: " + _fits(matches))
     # A service with one abnormal pod: its head line says so, and the evidence need not name the pod.
-    pods = _abnormal_pods(candidate)
     own = (candidate.component, *pods) if len(pods) == 1 else (candidate.component,)
     by_modality: dict[str, list[str]] = {}
     for item in shown_evidence(candidate, max_items):

@@ -35,12 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 from pathlib import Path
 
 from rich.console import Console
 
 from bench.pipeline import (
+    discard_earlier_answers,
     print_model_share,
     print_path_result,
     print_score_intervals,
@@ -54,8 +54,6 @@ from judge.challenge import CaseOutcome
 from rca.challenge import rule_version
 from rca.logsetup import configure_logging
 from rca.settings import Settings, load_settings
-
-log = logging.getLogger("bench_diagnose")
 
 MODES = ("pipeline", "react", "team")
 
@@ -244,12 +242,8 @@ def main() -> None:
     if args.cases is not None:
         problem_set = _first_cases(problem_set, args.cases, out_dir=args.work_dir / f"first-{args.cases}")
     result_file = args.work_dir / f"result{_suffix(mode)}.jsonl"
-    if result_file.exists() and not args.resume:
-        # The diagnose stage resumes an answer file: answers and run records of an earlier code or
-        # model would pass for this run's (scores and seconds alike). The data and index are reused.
-        log.warning("starting the diagnosis afresh: removing %s and its run records (--resume keeps them)", result_file)
-        result_file.unlink()
-        shutil.rmtree(settings.paths.runs_dir / result_file.stem, ignore_errors=True)
+    if not args.resume:  # the data and index are reused, the answers are not
+        discard_earlier_answers(result_file, runs_dir=settings.paths.runs_dir)
     result = run_full_path(settings, problem_set, index_dir=args.work_dir / "index", result_file=result_file)
     console = Console()
     print_path_result(result, console)

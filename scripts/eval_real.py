@@ -27,7 +27,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.index_eval import evaluate_index, index_table
-from bench.pipeline import print_model_share, print_score_intervals
+from bench.pipeline import discard_earlier_answers, print_model_share, print_score_intervals
 from bench.report import model_share, score_file, score_intervals
 from diagnose.answer import no_anomaly_answer
 from diagnose.cases import load_cases
@@ -146,10 +146,8 @@ def main() -> int:
     if args.model:
         result_file = data_dir.parent / "result.jsonl"
         runs = settings.paths.runs_dir / result_file.stem
-        if result_file.exists() and not args.resume:
-            # The runner resumes an answer file; answers of an earlier code or model must not pass for this run's.
-            log.warning("starting afresh: removing the answers of an earlier run in %s (--resume keeps them)", result_file)
-            result_file.unlink()
+        if not args.resume:
+            discard_earlier_answers(result_file, runs_dir=settings.paths.runs_dir)
         with Diagnoser.from_settings(settings) as diagnoser:
             diagnoser.run(load_cases(settings.paths.input_file), out=result_file)
         share = model_share(truth_file=truth_file, result_file=result_file, runs_dir=runs, settings=settings)

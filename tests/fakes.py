@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -140,3 +141,12 @@ class MemoryTelemetry:
             rows.append((f"t{i}", "b", "a", "hipstershop.CartService/GetCart", "cartservice", "cartservice-0", "aiops-k8s-02",
                          "server", None, t, latency, 0, False))
         return pl.DataFrame(rows, schema=SPAN_SCHEMA, orient="row")
+
+
+def external_agent_package(home: Path, *, package: str, module: str, source: str) -> Path:
+    """A user's agent written outside the repository (``home/package/module.py``), as
+    ``rca bench run --agent package.module:Class`` finds it; returns ``home`` for ``sys.path``."""
+    (home / package).mkdir(parents=True)
+    (home / package / "__init__.py").write_text("")
+    (home / package / f"{module}.py").write_text(source)
+    return home

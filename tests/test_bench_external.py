@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from app.cli import app
 from bench.external import AgentSpecError, load_agent_class
 from bench.store import ResultsStore
+from tests.fakes import external_agent_package
 
 # An AIOpsLab agent: built from the problem, the instructions and the API list; one async method.
 AGENT_SOURCE = textwrap.dedent('''
@@ -38,10 +39,7 @@ AGENT_SOURCE = textwrap.dedent('''
 
 @pytest.fixture()
 def agent_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "elsewhere"
-    (home / "my_agents").mkdir(parents=True)
-    (home / "my_agents" / "__init__.py").write_text("")
-    (home / "my_agents" / "sre.py").write_text(AGENT_SOURCE)
+    home = external_agent_package(tmp_path / "elsewhere", package="my_agents", module="sre", source=AGENT_SOURCE)
     monkeypatch.syspath_prepend(str(home))
     return home
 

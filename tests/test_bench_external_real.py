@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from app.cli import app
 from bench.store import ResultsStore, Row
 from tests import nezha_fixtures
+from tests.fakes import external_agent_package
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = "outside_agents.first_look:FirstLook"
@@ -46,10 +47,8 @@ AGENT_SOURCE = textwrap.dedent('''
 
 @pytest.fixture()
 def agent_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "elsewhere"
-    (home / "outside_agents").mkdir(parents=True)
-    (home / "outside_agents" / "__init__.py").write_text("")
-    (home / "outside_agents" / "first_look.py").write_text(AGENT_SOURCE)
+    home = external_agent_package(tmp_path / "elsewhere", package="outside_agents", module="first_look",
+                                  source=AGENT_SOURCE)
     assert REPO not in home.parents
     monkeypatch.syspath_prepend(str(home))
     monkeypatch.setenv("PYTHONPATH", str(home))
