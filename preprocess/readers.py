@@ -541,7 +541,7 @@ def _first_values(lists: pl.Series, *, key_field: str, value_field: str, keys: l
 
 
 def _tag_columns(raw: pl.DataFrame) -> pl.DataFrame:
-    """The tag values ``_span_exprs`` reads, one column each (``tag:<key>``, ``process:<key>``, ``parent``)."""
+    """The tag values ``span_attribute_exprs`` reads, one column each (``tag:<key>``, ``process:<key>``, ``parent``)."""
     columns: dict[str, pl.Series] = {}
     sources: dict[str, pl.Series | None] = {
         "tags": raw.get_column("tags") if "tags" in raw.columns else None,
@@ -568,9 +568,13 @@ def _on_distinct(column: pl.Expr, transform: Callable[[pl.Expr], pl.Expr], dtype
     return column.replace_strict(distinct, transform(distinct), return_dtype=dtype).cast(dtype)
 
 
-def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
-    """The span columns from the raw columns plus the tag columns of ``_tag_columns``."""
-    _require(schema, ["traceID", "spanID", "operationName", "duration", "process"], path=path)
+def span_attribute_exprs() -> list[pl.Expr]:
+    """The span columns made of low-cardinality raw values only (operation, service, pod, node, kind, peer, status).
+
+    They read ``operationName``, ``process.serviceName`` and the tag columns of ``_tag_columns``,
+    row by row: the pyarrow path (``preprocess.span_arrow``) evaluates them once per distinct
+    combination of those values.
+    """
     service_raw = pl.col("process").struct.field("serviceName").cast(pl.Utf8)
 
     def tag(key: str) -> pl.Expr:
@@ -594,17 +598,12 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
     # An explicit peer.service tag (OpenTelemetry's convention, and what imported datasets carry) wins.
     from_peer = tag("peer.service")
     return [
-        pl.col("traceID").cast(pl.Utf8).alias("trace_id"),
-        pl.col("spanID").cast(pl.Utf8).alias("span_id"),
-        pl.col("parent").cast(pl.Utf8).alias("parent_span_id"),
         operation.alias("operation"),
         pl.when(service_raw == "redis").then(pl.lit("redis-cart")).otherwise(service_raw).alias("service"),
         pl.coalesce(pl.col("process:name"), pl.col("process:podName")).alias("pod"),
         pl.coalesce(pl.col("process:node_name"), pl.col("process:nodeName")).alias("node"),
         kind.alias("span_kind"),
         pl.when(kind == "client").then(pl.coalesce(from_peer, from_rpc, from_db, from_operation)).alias("peer_service"),
-        pl.col("time"),
-        pl.col("duration").cast(pl.Int64).alias("duration_us"),
         status.alias("status_code"),
         (
             error_tag.fill_null(False)
@@ -613,6 +612,23 @@ def _span_exprs(schema: pl.Schema, *, path: Path) -> list[pl.Expr]:
             | (http_status.fill_null(0) >= 500)
         ).alias("is_error"),
     ]
+
+
+def span_identity_exprs() -> list[pl.Expr]:
+    """The span columns of each span's own values: ids, parent, start (``time`` until renamed), duration."""
+    return [
+        pl.col("traceID").cast(pl.Utf8).alias("trace_id"),
+        pl.col("spanID").cast(pl.Utf8).alias("span_id"),
+        pl.col("parent").cast(pl.Utf8).alias("parent_span_id"),
+        pl.col("time"),
+        pl.col("duration").cast(pl.Int64).alias("duration_us"),
+    ]
+
+
+def span_columns(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The span columns in ``SPAN_SCHEMA``'s order from the raw columns plus ``_tag_columns`` (start as ``time``)."""
+    named = {e.meta.output_name(): e for e in (*span_identity_exprs(), *span_attribute_exprs())}
+    return frame.select(named["time" if name == "start" else name] for name in SPAN_SCHEMA).rename({"time": "start"})
 
 
 # Raw trace columns the span columns are made of (projection push-down: `logs`, `flags`,
@@ -628,13 +644,13 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
         start_us = pl.col("startTimeMillis").cast(pl.Int64) * 1000
     else:
         raise ReaderError(f"{path}: no startTime or startTimeMillis column; has {list(schema)}")
-    exprs = _span_exprs(schema, path=path)  # checks the required columns first
+    _require(schema, ["traceID", "spanID", "operationName", "duration", "process"], path=path)
     # Imported here: pyarrow costs the CLI's other commands ~75 ms of start-up.
     from preprocess.span_arrow import arrow_spans
 
     flat = arrow_spans(path, window=window) if "startTime" in schema else None
     if flat is not None:
-        return _collect(flat.lazy().select(exprs).rename({"time": "start"}), path=path)
+        return flat
     # Filter on the cheap integer time before touching the nested columns (predicate push-down).
     raw = _collect(lazy.select(*(c for c in _SPAN_RAW if c in schema), start_us.cast(pl.Datetime("us", "UTC"))
                                .alias("time")).filter(_in_window(window)), path=path, engine="in-memory")
@@ -642,7 +658,7 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
         flat = pl.concat([raw, _tag_columns(raw)], how="horizontal")
     except (pl.exceptions.PolarsError, TypeError, ReaderError) as exc:
         raise ReaderError(f"{path}: cannot read rows: {exc}") from exc
-    return _collect(flat.lazy().select(exprs).rename({"time": "start"}), path=path)
+    return _collect(span_columns(flat.lazy()), path=path)
 
 
 # --------------------------------------------------------------------------- hourly families

@@ -1,12 +1,16 @@
 """Trace reading through pyarrow: the fast path of ``preprocess.readers._read_trace_file``.
 
 Polars decodes a nested column whole. Here the usual Jaeger export is read leaf by leaf (no
-tag ``type``, no ``references.traceID``), its low-cardinality strings as dictionaries, and
-the tag look-ups match dictionary codes; only the values a span keeps go on to polars.
-A file of another shape is left to the general polars path (``arrow_spans`` returns None).
+tag ``type``, no ``references.traceID``), its low-cardinality strings (operation and service
+names, tag keys and values) as dictionaries. Tag look-ups match dictionary codes, and the
+span columns made of those strings (``readers.span_attribute_exprs``) are computed once per
+distinct combination of codes, a few hundred an hour instead of one per span, then handed to
+every span of that combination. A file of another shape is left to the general polars path
+(``arrow_spans`` returns None).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -17,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from preprocess.readers import _TAGS, Window
+from preprocess.readers import _TAGS, Window, span_attribute_exprs, span_identity_exprs
+from preprocess.schema import SPAN_SCHEMA
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 StructColumn = TypeVar("StructColumn", pa.Array, pa.ChunkedArray)
@@ -30,12 +35,23 @@ _ARROW_LEAVES = (
     "process.serviceName", "process.tags.list.element.key", "process.tags.list.element.value",
     "references.list.element.refType", "references.list.element.spanID",
 )
-# Low-cardinality leaves read as dictionaries: tag keys are matched on their codes, and only the
-# values a span keeps are turned into strings.
+# Low-cardinality leaves read as dictionaries: tag keys are matched on their codes, and the
+# span attributes are computed per distinct combination of codes.
 _ARROW_DICTIONARY = (
     "operationName", "tags.list.element.key", "tags.list.element.value", "process.serviceName",
     "process.tags.list.element.key", "process.tags.list.element.value", "references.list.element.refType",
 )
+# Codes are combined into one integer per row; past this many possible combinations the
+# combined codes are first renumbered densely (a table of this many flags, or a sort).
+_DENSE_LIMIT = 1 << 16
+
+
+@dataclass(frozen=True)
+class _Coded:
+    """A low-cardinality column as its distinct strings and each row's code among them (-1: null)."""
+
+    dictionary: pa.Array
+    codes: np.ndarray
 
 
 def _is_text(dtype: pa.DataType) -> bool:
@@ -55,53 +71,149 @@ def _field(structs: StructColumn, name: str) -> StructColumn:
     return structs.field(name) if structs.null_count == 0 else pc.struct_field(structs, name)
 
 
-def first_values(lists: pa.ChunkedArray, *, key_field: str, value_field: str,
-                 keys: list[str]) -> dict[str, pa.ChunkedArray]:
-    """``preprocess.readers._first_values`` on an arrow list-of-structs column (keys may be dictionary-encoded)."""
-    found: dict[str, list[pa.Array]] = {key: [] for key in keys}
-    for chunk in lists.chunks:
-        rows = len(chunk)
-        if chunk.null_count == 0:
-            # Each element's row from the list offsets, read from their buffer: list_parent_indices
-            # and ``chunk.offsets.to_numpy()`` cost ten times more.
-            width = np.int64 if pa.types.is_large_list(chunk.type) else np.int32
-            offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset:chunk.offset + rows + 1]
-            elements = chunk.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-            owners_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(offsets))
-        else:
-            elements = chunk.flatten()  # skips null lists (whatever offsets they have), like list_parent_indices
-            owners_of = pc.list_parent_indices(chunk).to_numpy()
-        names, values = _field(elements, key_field), _field(elements, value_field)
-        # Key fields are read as dictionaries (_ARROW_DICTIONARY); values that are not strings are
-        # left to the general path, which casts them.
-        if not (pa.types.is_dictionary(names.type) and all(_is_text(a.type) for a in (names, values))):
-            raise TypeError(f"{key_field} / {value_field}: {names.type} / {values.type}")
-        # Each element's key as its number in ``keys`` (len(keys): another key, or null), from the
-        # dictionary's entries and the codes: no element's string is compared.
-        entries = names.dictionary.to_pylist()
-        lookup = np.array([keys.index(e) if e in keys else len(keys) for e in entries] + [len(keys)], dtype=np.int16)
-        numbers = lookup[names.indices.fill_null(len(entries)).to_numpy()]
-        for number, key in enumerate(keys):
-            hits = np.flatnonzero(numbers == number)
-            if len(hits) == 0:
-                found[key].append(pa.nulls(rows, values.type))
-                continue
-            owners = owners_of[hits]
-            first = np.concatenate(([True], owners[1:] != owners[:-1]))
-            position = np.full(rows, -1, dtype=np.int64)
-            position[owners[first]] = hits[first]
-            # Still a dictionary when the values are one: polars turns it into strings, in parallel.
-            found[key].append(pc.take(values, pa.array(position, mask=position < 0)))
-    return {key: pa.chunked_array(arrays) for key, arrays in found.items()}
+def _codes(array: pa.Array) -> np.ndarray:
+    """A dictionary array's indices as int64, -1 where the value is null."""
+    if not (pa.types.is_dictionary(array.type) and _is_text(array.type)):
+        raise TypeError(f"not a dictionary of strings: {array.type}")
+    indices = array.indices if array.null_count == 0 else array.indices.fill_null(-1)
+    return indices.to_numpy().astype(np.int64, copy=False)
+
+
+def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
+                    keys: list[str]) -> tuple[pa.Array, np.ndarray]:
+    """``preprocess.readers._first_values`` on an arrow list-of-structs array, as positions.
+
+    Returns the list elements' ``value_field`` and, per row and per key of ``keys`` (one column
+    each), the position among them of the row's first element whose ``key_field`` (a
+    dictionary) is that key; -1 where none is, or the list is null.
+    """
+    rows, width = len(lists), len(keys)
+    if lists.null_count == 0:
+        # Each element's row from the list offsets, read from their buffer: list_parent_indices
+        # and ``lists.offsets.to_numpy()`` cost ten times more.
+        offset_type = np.int64 if pa.types.is_large_list(lists.type) else np.int32
+        offsets = np.frombuffer(lists.buffers()[1], dtype=offset_type)[lists.offset:lists.offset + rows + 1]
+        elements = lists.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        owners_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(offsets))
+    else:
+        elements = lists.flatten()  # skips null lists (whatever offsets they have), like list_parent_indices
+        owners_of = pc.list_parent_indices(lists).to_numpy()
+    names, values = _field(elements, key_field), _field(elements, value_field)
+    if not _is_text(values.type):
+        raise TypeError(f"{value_field}: {values.type}")  # the general path casts other values
+    # Each element's key as its number in ``keys`` (``width``: another key, or null), from the
+    # dictionary's entries and the codes: no element's string is compared.
+    codes = _codes(names)
+    lookup = np.array([keys.index(e) if e in keys else width for e in names.dictionary.to_pylist()] + [width],
+                      dtype=np.int64)
+    numbers = lookup[codes]  # a null key's code -1 takes the last entry: no key
+    hits = np.flatnonzero(numbers < width)
+    slots = owners_of[hits] * width + numbers[hits]
+    positions = np.full(rows * width, -1, dtype=np.int64)
+    positions[slots] = hits
+    if np.count_nonzero(positions >= 0) < len(hits):
+        # A key repeated within one list: its first element wins (a stable sort puts it first).
+        order = np.argsort(slots, kind="stable")
+        ordered = slots[order]
+        first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+        positions[ordered[first]] = hits[order[first]]
+    return values, positions.reshape(rows, width)
+
+
+def _dense(key: np.ndarray, *, size: int) -> tuple[np.ndarray, int]:
+    """``key`` (values in [0, size)) renumbered 0..n-1 in the same order, and n."""
+    if size <= _DENSE_LIMIT:
+        used = np.zeros(size, dtype=bool)
+        used[key] = True
+        number = np.cumsum(used) - 1
+        return number[key], int(number[-1]) + 1
+    distinct, inverse = np.unique(key, return_inverse=True)
+    return inverse.reshape(-1), len(distinct)
+
+
+def distinct_rows(columns: list[_Coded], *, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number among the distinct combinations of ``columns``' codes, and one row of each."""
+    key = np.zeros(rows, dtype=np.int64)
+    size = 1
+    for column in columns:
+        count = len(column.dictionary) + 1  # a null is one more value
+        if size * count > _DENSE_LIMIT:
+            key, size = _dense(key, size=size)
+        key = key * count + (column.codes + 1)
+        size *= count
+    key, combinations = _dense(key, size=size)
+    representative = np.empty(combinations, dtype=np.int64)
+    representative[key] = np.arange(rows, dtype=np.int64)  # any row of a combination stands for it
+    return key, representative
+
+
+def _taken(values: pa.Array, positions: np.ndarray) -> pa.Array:
+    """``values`` at ``positions``, null where a position is -1."""
+    return pc.take(values, pa.array(positions, mask=positions < 0))
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    if not isinstance(frame, pl.DataFrame):
+        raise TypeError(f"not a table: {type(frame)}")
+    return frame
+
+
+def _span_batch(batch: pa.RecordBatch, *, window: Window) -> pl.DataFrame:
+    """The span columns of one record batch (one array per column)."""
+    process = batch.column("process")
+    coded: dict[str, _Coded] = {
+        name: _Coded(array.dictionary, _codes(array))
+        for name, array in (("operationName", batch.column("operationName")),
+                            ("serviceName", _field(process, "serviceName")))
+    }
+    parent: pa.Array | None = None
+    for source, lists in (("tags", batch.column("tags")), ("process.tags", _field(process, "tags")),
+                          ("references", batch.column("references"))):
+        wanted = [t for t in _TAGS if t[0] == source]
+        _, key_field, value_field, _, _ = wanted[0]
+        values, positions = first_positions(lists, key_field=key_field, value_field=value_field,
+                                            keys=[t[3] for t in wanted])
+        if source == "references":
+            parent = _taken(values, positions[:, 0])  # span ids: every span its own
+            continue
+        value_codes = np.append(_codes(values), -1)  # position -1 (no such tag) reads the appended -1
+        for column, (_, _, _, _, output) in enumerate(wanted):
+            coded[output] = _Coded(values.dictionary, value_codes[positions[:, column]])
+
+    times = batch.column("startTime").to_numpy()
+    if window is not None:
+        low, high = (int((t - _EPOCH) // timedelta(microseconds=1)) for t in window)
+        kept = np.flatnonzero((times >= low) & (times <= high))
+    else:
+        kept = np.arange(len(times))
+    combination, representative = distinct_rows(list(coded.values()), rows=len(times))
+    combinations = pa.table({name: _taken(column.dictionary, column.codes[representative])
+                             for name, column in coded.items()})
+    identities = pa.table({"traceID": batch.column("traceID"), "spanID": batch.column("spanID"), "parent": parent,
+                           "duration": batch.column("duration"), "time": batch.column("startTime")})
+    if not all(_is_text(identities.schema.field(c).type) for c in ("traceID", "spanID", "parent")):
+        raise TypeError("span ids are not strings")  # the general path casts them
+    for table in (combinations, identities):
+        # Polars takes arrow strings unchecked: bytes that are not UTF-8 must go to the general
+        # path, which reports and decodes them.
+        table.validate(full=True)
+    attributes = (_frame(combinations).with_columns(pl.struct("serviceName").alias("process"))
+                  .select(span_attribute_exprs()))
+    spans = _frame(identities).with_columns(pl.col("time").cast(pl.Datetime("us", "UTC")))
+    if len(kept) < len(times):
+        spans = spans[pl.Series(kept)]
+    spans = spans.select(span_identity_exprs()).rename({"time": "start"})
+    return pl.concat([spans, attributes[pl.Series(combination[kept])]], how="horizontal").select(list(SPAN_SCHEMA))
 
 
 def arrow_spans(path: Path, *, window: Window) -> pl.DataFrame | None:
-    """The columns ``preprocess.readers._span_exprs`` reads; None when the file is not of the usual shape.
+    """The span rows of one file (``SPAN_SCHEMA``) in ``window``; None when the file is not of the usual shape.
 
     The usual export (``startTime`` µs, ``tags``, ``process.tags`` and ``references`` lists of
-    string structs) is read leaf by leaf, low-cardinality strings as dictionaries, cheaper than
-    decoding the nested columns whole. Anything else (or a read error) returns
-    None, and the general polars path reads the file with its own checks and error reporting.
+    structs of strings) is read leaf by leaf, low-cardinality strings as dictionaries, cheaper
+    than decoding the nested columns whole. Anything else (or a read error) returns None, and
+    the general polars path reads the file with its own checks and error reporting.
     """
     try:
         parquet = pq.ParquetFile(path, read_dictionary=list(_ARROW_DICTIONARY))
@@ -109,41 +221,10 @@ def arrow_spans(path: Path, *, window: Window) -> pl.DataFrame | None:
         if not leaves.issuperset(_ARROW_LEAVES):
             return None
         table = parquet.read(columns=list(_ARROW_LEAVES))
-        start = table.column("startTime")
-        if not (pa.types.is_int64(start.type) and all(
+        if not (table.num_rows > 0 and pa.types.is_int64(table.schema.field("startTime").type) and all(
                 _is_list(table.schema.field(c).type) for c in ("tags", "references"))):
             return None
-        process = table.column("process")
-        columns: dict[str, pa.ChunkedArray] = {}
-        for source, lists in (("tags", table.column("tags")), ("process.tags", _field(process, "tags")),
-                              ("references", table.column("references"))):
-            wanted = [t for t in _TAGS if t[0] == source]
-            _, key_field, value_field, _, _ = wanted[0]
-            values = first_values(lists, key_field=key_field, value_field=value_field, keys=[t[3] for t in wanted])
-            for _, _, _, key, output in wanted:
-                columns[output] = values[key]
-        flat = pa.table({
-            "traceID": table.column("traceID"),
-            "spanID": table.column("spanID"),
-            "operationName": table.column("operationName"),
-            "duration": table.column("duration"),
-            "serviceName": _field(process, "serviceName"),
-            "time": start,
-            **columns,
-        })
-        # Polars takes arrow strings unchecked: bytes that are not UTF-8 must go to the general
-        # path, which reports and decodes them.
-        flat.validate(full=True)
-        frame = pl.from_arrow(flat)
+        frames = [_span_batch(batch, window=window) for batch in table.to_batches() if batch.num_rows]
+        return pl.concat(frames, how="vertical", rechunk=False)
     except (pa.ArrowException, pl.exceptions.PolarsError, OSError, ValueError, TypeError, KeyError):
         return None
-    if not isinstance(frame, pl.DataFrame):
-        return None
-    if window is not None:
-        # On the flat columns, by polars: filtering the nested ones first would copy them.
-        low, high = (int((t - _EPOCH) // timedelta(microseconds=1)) for t in window)
-        frame = frame.filter(pl.col("time").is_between(low, high))
-    # Text columns as polars strings (dictionaries arrive as categoricals).
-    text = [name for name, dtype in frame.schema.items() if name not in ("duration", "time")]
-    return frame.with_columns(pl.col(text).cast(pl.Utf8)).with_columns(
-        pl.struct("serviceName").alias("process"), pl.col("time").cast(pl.Datetime("us", "UTC"))).drop("serviceName")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -99,3 +100,18 @@ def test_non_utf8_string_goes_to_the_general_path(tmp_path: Path) -> None:
     assert [i.reason for i in result.issues if path == i.path] == [
         "1 string value(s) not UTF-8, decoded with replacement characters"]
     assert result.frame.filter(pl.col("span_id").str.contains("\ufffd")).height == 1
+
+
+@pytest.mark.parametrize("limit", [1 << 16, 4])
+def test_distinct_rows_number_each_combination_once(limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows share a number exactly when all their codes agree, nulls (-1) included, whatever the renumbering."""
+    monkeypatch.setattr(span_arrow, "_DENSE_LIMIT", limit)
+    rng = np.random.default_rng(0)
+    columns = [span_arrow._Coded(pa.array([str(i) for i in range(size)]), rng.integers(-1, size, 500))
+               for size in (3, 1, 7, 2)]
+    number, representative = span_arrow.distinct_rows(columns, rows=500)
+    codes = np.stack([c.codes for c in columns], axis=1)
+    distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
+    assert len(representative) == len(distinct)
+    assert (codes[representative][number] == codes).all()
+    assert len({(a, b) for a, b in zip(number, inverse.reshape(-1))}) == len(distinct)
