@@ -114,15 +114,16 @@ _HOURLY_READERS = {"log": read_logs, "trace": read_traces}
 
 
 def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None,
-          columns: tuple[str, ...] | None = None) -> ReadResult:
+          columns: tuple[str, ...] | None = None, ordered: bool = True) -> ReadResult:
     """One source's rows, file by file: an unreadable file is skipped and listed in ``issues``.
 
     Absent files are summarised once per partition by the caller, not per hour here.
     ``columns`` (log only): the canonical columns the detector reads; the others are not
-    read from the files (projection push-down).
+    read from the files (projection push-down). ``ordered`` (whole-day sources): sorted rows.
     """
     if hour is None:
-        return read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False)
+        return read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False,
+                        ordered=ordered)
     start, end = hour
     if source == "log" and columns is not None:
         return read_logs(data_dir, start=start, end=end, columns=columns, skip_unreadable=True, report_missing=False)
@@ -149,7 +150,8 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
         for number, hour in enumerate(hours):
             chunk: dict[str, pl.DataFrame | None] = {}
             for source in detector.raw.sources:
-                result = _read(source, data_dir=data_dir, day=day, hour=hour, columns=raw_columns.get(source))
+                result = _read(source, data_dir=data_dir, day=day, hour=hour, columns=raw_columns.get(source),
+                               ordered=detector.raw.ordered)
                 built.take(result, source=source, hour=number if hour is not None else None)
                 chunk[source] = result.frame
             rows_read += sum(frame.height for frame in chunk.values() if frame is not None)

@@ -362,7 +362,7 @@ def _apm_planner(meta: layout.MetricFile, *, level: str, window: Window) -> File
 
 
 def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, skip_unreadable: bool = False,
-         report_missing: bool = True) -> ReadResult:
+         report_missing: bool = True, ordered: bool = True) -> ReadResult:
     levels = layout.APM_LEVELS if level is None else (level,)
     for name in levels:
         if name not in layout.APM_LEVELS:
@@ -375,7 +375,7 @@ def _apm(data_dir: Path, days: list[str], *, level: str | None, window: Window, 
             result.missing += missing
             entries += [(meta.path, _apm_planner(meta, level=name, window=window)) for meta in metas]
     frames = result.read_files(entries, skip_unreadable=skip_unreadable)
-    result.frame = _stack_sorted(frames, APM_SCHEMA, ["object_id", "time"])
+    result.frame = _stack_sorted(frames, APM_SCHEMA, ["object_id", "time"]) if ordered else _stack(frames, APM_SCHEMA)
     if report_missing:
         _report_missing(result.missing)
     return result
@@ -430,7 +430,7 @@ def _infra_planner(meta: layout.MetricFile, *, window: Window) -> FilePlanner:
 
 def _infra(
     data_dir: Path, days: list[str], *, families: Iterable[str] | None, kpis: Iterable[str] | None, window: Window,
-    skip_unreadable: bool = False, report_missing: bool = True,
+    skip_unreadable: bool = False, report_missing: bool = True, ordered: bool = True,
 ) -> ReadResult:
     chosen = tuple(families) if families is not None else layout.INFRA_FAMILIES
     for family in chosen:
@@ -446,7 +446,8 @@ def _infra(
             entries += [(meta.path, _infra_planner(meta, window=window))
                         for meta in metas if wanted is None or meta.key in wanted]
     frames = result.read_files(entries, skip_unreadable=skip_unreadable)
-    result.frame = _stack_sorted(frames, INFRA_SCHEMA, ["family", "kpi_key", "component", "time"])
+    result.frame = (_stack_sorted(frames, INFRA_SCHEMA, ["family", "kpi_key", "component", "time"]) if ordered
+                    else _stack(frames, INFRA_SCHEMA))
     if report_missing:
         _report_missing(result.missing)
     return result
@@ -723,13 +724,17 @@ def read_traces(
 # --------------------------------------------------------------------------- whole day
 
 
-def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, report_missing: bool = True) -> ReadResult:
+def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, report_missing: bool = True,
+             ordered: bool = True) -> ReadResult:
     """Every row of one family in a CST day directory, unfiltered (for the nightly job).
 
     ``family`` is one of "apm", "infra", "log", "trace". Hour files are read whatever their
     exact name (``-00-00`` or ``-59-00``); absent hours are listed in ``missing``. With
     ``skip_unreadable`` a bad file costs that file only (listed in ``issues``);
     ``report_missing=False`` leaves the warning about absent files to the caller.
+    ``ordered=False`` leaves APM and infra rows in file order instead of sorting them as
+    ``read_apm`` / ``read_infra`` do, for a caller that groups them itself (a full-scale
+    day's infra sort costs about a third of a second).
     """
     day_dir = Path(day_dir)
     day, data_dir = day_dir.name, day_dir.parent
@@ -737,10 +742,10 @@ def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, repor
         raise ReaderError(f"{day_dir}: not a day directory named YYYY-MM-DD")
     if family == "apm":
         return _apm(data_dir, [day], level=None, window=None, skip_unreadable=skip_unreadable,
-                    report_missing=report_missing)
+                    report_missing=report_missing, ordered=ordered)
     if family == "infra":
         return _infra(data_dir, [day], families=None, kpis=None, window=None, skip_unreadable=skip_unreadable,
-                      report_missing=report_missing)
+                      report_missing=report_missing, ordered=ordered)
     if family not in layout.HOURLY_DIRS:
         raise ValueError(f"unknown family {family!r}; expected apm, infra, log or trace")
     slots = [(day, hour) for hour in range(24)]

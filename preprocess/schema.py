@@ -127,9 +127,12 @@ class RawInput:
     ``sources`` are reader families (``apm``, ``infra``: whole-day files; ``log``,
     ``trace``: hour files). With ``per_hour`` the day is read and handed over hour by
     hour, which bounds memory on a full-scale day. ``rows_read`` names the manifest
-    counter of raw rows read (None: not counted).
+    counter of raw rows read (None: not counted). With ``ordered`` the whole-day sources
+    come sorted as ``read_apm`` / ``read_infra`` sort them; a build whose tables do not
+    depend on the rows' order sets it False and gets them in file order, unsorted.
     """
 
     sources: tuple[str, ...]
     per_hour: bool = False
     rows_read: str | None = None
+    ordered: bool = True

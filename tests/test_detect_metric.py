@@ -101,6 +101,25 @@ def test_metric_series_from_canonical_frames():
     assert set(series.get_column("kind").unique()) == {"apm_pod", "infra_node"}
 
 
+def test_metric_series_does_not_depend_on_the_row_order():
+    """The nightly job hands the rows over in file order (unsorted): the same bytes as sorted rows,
+    a negative zero beside a zero in one minute included (their maximum depends on the order)."""
+    seconds = [40, 10, 15, 50, 20, 70]  # distinct: rows of one time keep their file order
+    infra = pl.DataFrame({
+        "time": [T0 + timedelta(seconds=s) for s in seconds], "family": ["infra_node"] * 6,
+        "kpi_key": ["node_disk_read_bytes_total"] * 6, "component": ["aiops-k8s-01"] * 6,
+        "node": ["aiops-k8s-01"] * 6, "instance": [None] * 6, "device": ["sda", "sdb", "sdc", "sda", "sdd", "sda"],
+        "mountpoint": [None] * 6, "namespace": [None] * 6, "type": [None] * 6, "sql_type": [None] * 6,
+        "value": [0.0, -0.0, 0.0, -0.0, 0.0, 3.0],
+    }, schema=INFRA_SCHEMA)
+    ordered = metric_series(apm=None, infra=infra.sort("family", "kpi_key", "component", "time", maintain_order=True))
+    for seed in range(4):
+        shuffled = infra.sample(fraction=1.0, shuffle=True, seed=seed)
+        unordered = metric_series(apm=None, infra=shuffled)
+        assert unordered.equals(ordered)
+        assert (np.signbit(unordered.get_column("value").to_numpy()) == np.signbit(ordered.get_column("value").to_numpy())).all()
+
+
 BRIEF_START = T0 + timedelta(minutes=35, seconds=55)  # a pod kill's one-second window, scored over 3 minutes
 BRIEF_END = BRIEF_START + timedelta(minutes=3)
 
