@@ -80,7 +80,12 @@ def _render(item: EvidenceItem, *, max_chars: int) -> str:
                     f"({item.count} lines vs {item.baseline_count} before)")
         # The line's own words are what a reader looks for: the text spends what the
         # counts and pod leave of its characters on them; the onset stays in `onset`.
-        change = "new" if item.signal == "new_template" else f"{item.ratio:.1f}x, z={item.z:.1f}"
+        if item.signal == "new_template":
+            change = "new"
+        elif item.signal == "fell":
+            change = f"fell to {item.ratio:.1f}x, z={item.z:.1f}"
+        else:
+            change = f"{item.ratio:.1f}x, z={item.z:.1f}"
         suffix = f" x{item.count} ({change}) on {item.component}"
         return template_keyword(item.example, max_chars=max_chars - len(suffix)) + suffix
     edge = f"{item.caller}->{item.callee}"
@@ -120,7 +125,7 @@ def metric_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
     return items
 
 
-_LOG_SIGNALS = {"silent": "silent", "new": "new_template", "up": "burst"}
+_LOG_SIGNALS = {"silent": "silent", "new": "new_template", "up": "burst", "down": "fell"}
 
 
 def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWeights) -> list[tuple[str, Item]]:
@@ -135,9 +140,12 @@ def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWe
                              direction=row["direction"], magnitude=round(row["z"], 2), z=row["z"], ratio=row["ratio"],
                              onset=row["onset"], example=line, count=row["window_count"],
                              baseline_count=row["baseline_count"])
-        # Silence is local (the pod stopped); a burst is a symptom that may come from downstream.
+        # Silence is local (the pod stopped); a burst, a new line or a line that stopped is a
+        # symptom that may come from downstream (a failing call ends the caller's code path too).
         item_strength = strength(row["z"])
         items.append((pod, Item(evidence, item_strength, "local" if silent else "symptom")))
+        if row["direction"] == "down":
+            continue  # a line naming a service that stopped says nothing against that service
         own_service = service_of(pod)
         for service in known_services:
             if service != own_service and service in template:

@@ -49,6 +49,14 @@ class RankWeights:
     # their incoming calls) while the caller's own demand holds, the drop is the caller's
     # evidence and the callees keep ``starved_weight`` of theirs.
     dropped_callees: int = 2
+    # Errors travel up the call graph, and a failing call ends its caller's code path too:
+    # a service's own log trouble (bursts, new lines, lines that stopped) keeps
+    # ``log_echo_weight`` of its strength when a service it calls (directly or further down)
+    # burst or wrote new lines, with at least ``log_echo_min_strength`` (z about 6), from the
+    # same minute or earlier. A line that stopped downstream explains nothing upstream:
+    # silence travels down (a caller that stops calling starves its callees).
+    log_echo_weight: float = 0.5
+    log_echo_min_strength: float = 0.9
     # A service is listed right after its highest-ranked pod (index.rank._service_follows_pod):
     # a service-wide fault often stands out on one pod only.
     service_follows_pod: bool = True

@@ -14,7 +14,8 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    downstream (in the call graph observed in the traces, plus the storage calls that
    traces cannot show) is anomalous is discounted, and a caller whose descendant shows
    clearly stronger cause evidence is capped just below it, so the most downstream
-   anomalous component ranks first;
+   anomalous component ranks first; a caller's own log trouble that began no earlier than
+   a callee's error lines is their echo and weighed down (``_discount_log_echo``);
 5. a caller pod failing towards several healthy callees at once (``caller_fanout``) is
    evidence against that pod, and the callees' edge evidence is mostly withdrawn;
 6. silence travels down the call graph: the silence of a component whose callers all
@@ -151,6 +152,7 @@ def rank_candidates(
         add(name, item)
     _discount_lone_caller(components, graph=graph, weights=weights)
     _discount_starved(components, graph=graph, weights=weights)
+    _discount_log_echo(components, graph=graph, weights=weights)
     cause = _service_cause(components, pods_by_service)
     factors = _propagation_factors(graph, cause, weights=weights)
 
@@ -315,6 +317,45 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
             # Starved as a whole, or this call edge stopped because its caller did.
             if (not is_node(name) and service_of(name) in starved) or (item.caller is not None and item.caller in dead):
                 item.strength *= weights.starved_weight
+
+
+def _discount_log_echo(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
+    """A caller's log trouble that began no earlier than a callee's errors is their echo.
+
+    Errors travel up the call graph: the service that throws logs it, and so does every
+    caller whose request it failed (and their next statements stop). When a service below in
+    the call graph burst or wrote new lines from the same minute or earlier, the caller's own
+    log trouble keeps ``log_echo_weight``, so the deepest troubled service leads. Lines that
+    stopped downstream do not count: a caller that stops calling starves its callees.
+    """
+    def own_trouble(item: Item) -> bool:
+        return (item.role == "symptom" and item.evidence.modality == "log"
+                and item.evidence.signal in ("burst", "new_template", "fell"))
+
+    first_error: dict[str, datetime] = {}  # service -> earliest clear burst or new line of its own
+    for name, comp in components.items():
+        if is_node(name):
+            continue
+        for item in comp.items:
+            onset = item.evidence.onset
+            if (own_trouble(item) and item.evidence.signal != "fell" and onset is not None
+                    and item.strength >= weights.log_echo_min_strength):
+                service = service_of(name)
+                first_error[service] = min(first_error.get(service, onset), onset)
+    discounted: set[int] = set()  # one item is shared by a pod and its service: discount it once
+    for name, comp in components.items():
+        if is_node(name) or service_of(name) not in graph:
+            continue
+        items = [i for i in comp.items if own_trouble(i) and i.evidence.onset is not None and id(i) not in discounted]
+        if not items:
+            continue
+        began = min(i.evidence.onset for i in items if i.evidence.onset is not None)
+        below = nx.descendants(graph, service_of(name))
+        if not any(first_error.get(d) is not None and first_error[d] <= began for d in below):
+            continue
+        for item in items:
+            item.strength *= weights.log_echo_weight
+            discounted.add(id(item))
 
 
 def _lost_traffic(item: Item) -> bool:

@@ -12,8 +12,9 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   ``pod_cpu_usage`` and moved ``up`` (directions: up, down, silent; ``any`` or omitted
   accepts all);
 * ``log:server misbehaving``: log evidence whose log line (the example the index quotes,
-  not the rendered sentence) contains the phrase (case-insensitive); ``log:silent``
-  matches a log stream that stopped;
+  not the rendered sentence) contains the phrase (case-insensitive) and burst or is new;
+  ``log:silent`` matches a log stream that stopped, ``log:fell`` a template that stopped
+  while its pod kept logging (a code path no longer reached);
 * ``trace:<signal>``: trace evidence of that signal: ``latency`` or ``errors`` on calls
   into the component, ``calls_stopped`` (calls into it vanished), ``calls_dropped`` (the
   component stopped making some of its own calls while its demand held), ``fanout`` (the
@@ -57,7 +58,7 @@ class Observation(Protocol):
     @property
     def modality(self) -> str: ...
     @property
-    def signal(self) -> str: ...  # level | silent | burst | new_template | latency | errors | calls_stopped | fanout
+    def signal(self) -> str: ...  # level | silent | burst | new_template | fell | latency | errors | calls_stopped | ...
     @property
     def key(self) -> str: ...
     @property
@@ -103,9 +104,10 @@ class Clue:
             # A fan-out of errors is errors on the component's own calls: it counts as errors too.
             return item.signal == self.pattern or (
                 self.pattern == "errors" and item.signal == "fanout" and item.fanout_signal == "errors")
-        if self.pattern == "silent":
-            return item.signal == "silent"
-        return self.pattern.lower() in item.example.lower()
+        if self.pattern in ("silent", "fell"):
+            return item.signal == self.pattern
+        # A line that stopped is the opposite of a line that appeared: phrases match bursts and new lines.
+        return item.signal in ("burst", "new_template") and self.pattern.lower() in item.example.lower()
 
     def label(self) -> str:
         if self.modality == "metric":

@@ -15,7 +15,8 @@ This module owns:
 * ``score_log_window``: templates that burst or are new in a window against the
   neighbouring baseline. Chronic noise (a template with a steady rate in the baseline)
   is separated statistically: a steady rate is not a burst, whatever its wording.
-  A pod whose log stream stops is reported as ``silent``;
+  A pod whose log stream stops is reported as ``silent``; a template that stops while its
+  pod keeps logging its other lines ``down`` (``_fell_templates``);
 * ``LogDetector``: the halves above behind the ``preprocess.detect.Detector`` contract.
 """
 from __future__ import annotations
@@ -63,7 +64,7 @@ LOG_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "template_id": pl.Int64(),  # -1 for the whole stream (silent pod)
     "template": pl.Utf8(),
     "example": pl.Utf8(),  # most frequent masked line of the template in the window; "" for a silent pod
-    "direction": pl.Utf8(),  # up | new | silent
+    "direction": pl.Utf8(),  # up | new | silent | down
     "z": pl.Float64(),
     "ratio": pl.Float64(),
     "window_count": pl.Int64(),
@@ -151,6 +152,14 @@ class LogParams:
     min_z: float = 4.0  # Poisson z a template's window count must reach to burst
     min_ratio: float = 3.0  # ... and this multiple of its expected count
     min_new_count: int = 3  # lines a template unseen in the baseline needs to count as new
+    # A code fault breaks the code between two log statements: the later statement stops while
+    # the earlier ones go on (Nezha's labels name a fault's region by such a pair). A template
+    # has fallen when the pod's other steady templates keep at least ``min_fell_pod_level`` of
+    # their rate, its own expected count at that level is at least ``min_fell_expected`` lines
+    # and it kept at most ``max_fell_ratio`` of them (and z >= min_z).
+    min_fell_expected: float = 10.0
+    max_fell_ratio: float = 0.2
+    min_fell_pod_level: float = 0.3
     sim_th: float = 0.5  # Drain similarity threshold
     depth: int = 4  # Drain parse-tree depth
     # Some sources keep logs only around incidents (Nezha: the minutes after each injection):
@@ -475,14 +484,57 @@ def score_log_window(
         .join(examples, on=["pod", "template_id"], how="left")
     )
     silent = _silent_pods(sub, in_window=in_window, scale=scale)
+    fell = _fell_templates(scored, sub, in_window=in_window, window_start=window_start, params=params)
     frame = pl.concat([
         events.select(pl.col("pod").alias("component"), "template_id", "template",
                       pl.col("example").fill_null(""), "direction",
                       pl.col("z").clip(upper_bound=50.0), "ratio", "window_count", "baseline_count", "onset"
                       ).cast(pl.Schema(LOG_EVENT_SCHEMA)),
         silent.cast(pl.Schema(LOG_EVENT_SCHEMA)),
+        fell.join(templates, on="template_id", how="left").select(list(LOG_EVENT_SCHEMA))
+        .cast(pl.Schema(LOG_EVENT_SCHEMA)),
     ])
     return strongest_first(frame, "component", "template_id", "direction")
+
+
+def _fell_templates(scored: pl.DataFrame, sub: pl.DataFrame, *, in_window: pl.Expr, window_start: datetime,
+                    params: LogParams) -> pl.DataFrame:
+    """Templates that (almost) stopped while their pod kept logging its other steady templates.
+
+    ``scored`` holds each (pod, template)'s window count and its ``expected`` count at the
+    baseline rate. The pod's level is the median window/expected ratio of its steady
+    templates, so a pod whose traffic halved expects each template at half its rate, and one
+    bursting template does not move the level. A pod with fewer than two steady templates, or
+    one that (nearly) stopped logging as a whole, has nothing to compare with: silence is
+    ``_silent_pods``' business.
+    """
+    steady = scored.filter(pl.col("expected") >= params.min_fell_expected)
+    level = steady.group_by("pod").agg(pl.col("ratio").median().alias("level"), pl.len().alias("steady"))
+    fell = (
+        steady.join(level, on="pod")
+        .filter((pl.col("steady") >= 2) & (pl.col("level") >= params.min_fell_pod_level))
+        .with_columns(expected_now=pl.col("expected") * pl.col("level"))
+        .filter(pl.col("expected_now") >= params.min_fell_expected)
+        .with_columns(
+            z=(pl.col("expected_now") - pl.col("window_count")) / (pl.col("expected_now") + 1).sqrt(),
+            ratio=pl.col("window_count") / pl.col("expected_now"),
+        )
+        .filter((pl.col("ratio") <= params.max_fell_ratio) & (pl.col("z") >= params.min_z))
+    )
+    if fell.height == 0:
+        return pl.DataFrame(schema={k: v for k, v in LOG_EVENT_SCHEMA.items() if k != "template"})
+    # The line the pod no longer writes: its most frequent form before the window.
+    examples = (
+        sub.filter(~in_window).join(fell.select("pod", "template_id"), on=["pod", "template_id"])
+        .group_by("pod", "template_id", "example").agg(pl.col("count").sum())
+        .group_by("pod", "template_id").agg(_most_frequent("example"))
+    )
+    return fell.join(examples, on=["pod", "template_id"], how="left").select(
+        pl.col("pod").alias("component"), "template_id", pl.col("example").fill_null(""),
+        pl.lit("down").alias("direction"), pl.col("z").clip(upper_bound=50.0), "ratio",
+        "window_count", "baseline_count",
+        pl.lit(window_start).cast(sub.schema["time"]).alias("onset"),
+    )
 
 
 def _silent_pods(sub: pl.DataFrame, *, in_window: pl.Expr, scale: float) -> pl.DataFrame:

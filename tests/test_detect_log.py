@@ -106,6 +106,62 @@ def test_a_window_no_pod_logged_in_is_unrecorded_not_silent():
     assert events.height == 0
 
 
+START_CHARGE = '{{"severity":"info","message":"Start charge card for order {n}"}}'
+CHARGED = '{{"severity":"info","message":"Charge successfully, transaction id {n}"}}'
+EMPTY_CART = '{{"severity":"info","message":"Cart emptied for user {n}"}}'
+
+
+def _checkout_day(*, broken: set[str], pod_level: float = 1.0, seed: int = 0) -> pl.DataFrame:
+    """A checkout pod logging three steady statements a minute; in the window, the ``broken``
+    ones stop and the others keep ``pod_level`` of their rate."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for minute in range(60):
+        in_window = 35 <= minute <= 50
+        for name, template, rate in (("start", START_CHARGE, 6), ("charged", CHARGED, 6), ("empty", EMPTY_CART, 4)):
+            if in_window and name in broken:
+                continue
+            for _ in range(rng.poisson(rate * (pod_level if in_window else 1.0))):
+                rows.append((minute, "checkoutservice-0", template.format(n=int(rng.integers(1, 10**6)))))
+    return _logs(rows)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_statement_that_stops_while_its_pod_keeps_logging_has_fallen(seed):
+    """A code fault between two log statements: the later one stops, the earlier ones go on."""
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_checkout_day(broken={"charged"}, seed=seed), miner=miner),
+                              miner.templates(), start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.get_column("direction").to_list() == ["down"]
+    event = events.row(0, named=True)
+    assert event["component"] == "checkoutservice-0" and "Charge successfully" in event["example"]
+    assert event["window_count"] == 0 and event["z"] >= 4 and event["onset"] == WINDOW_START
+
+
+@pytest.mark.parametrize("level", [0.5, 2.0])
+def test_a_pod_whose_traffic_changed_as_a_whole_has_no_fallen_statement(level):
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_checkout_day(broken=set(), pod_level=level), miner=miner),
+                              miner.templates(), start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    assert "down" not in events.get_column("direction").to_list()
+
+
+def test_a_statement_stops_at_half_traffic_still_falls():
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_checkout_day(broken={"charged"}, pod_level=0.5), miner=miner),
+                              miner.templates(), start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.get_column("direction").to_list() == ["down"]
+
+
+def test_a_pod_that_stops_logging_is_silent_not_fallen():
+    rows = _checkout_day(broken={"start", "charged", "empty"})
+    rows = pl.concat([rows, _logs([(m, "frontend-0", INFO.format(n=m)) for m in range(60) for _ in range(5)])])
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(rows, miner=miner), miner.templates(), start=WINDOW_START,
+                              end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.get_column("direction").to_list() == ["silent"]
+
+
 def test_template_ids_are_stable_across_runs(tmp_path):
     state = tmp_path / "miner.bin"
     first = LogTemplateMiner(state_path=state)

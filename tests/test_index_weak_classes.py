@@ -37,6 +37,11 @@ TEMPLATES = {
     8: "rpc error: code = Internal desc = checkoutservice failed <*>",
     9: "dial tcp: lookup redis-cart on <*>: no such host",
     10: "rpc error: code = Internal desc = cartservice failed <*>",
+    # Java services (Nezha's TrainTicket): lines that do not name the callee, spans without status.
+    11: "java.lang.RuntimeException: injected exception at CartController <*>",
+    12: "HttpServerErrorException: 500 Internal Server Error <*>",
+    13: "Start charge card for order <*>",
+    14: "Charge successfully, transaction id <*>",
 }
 
 
@@ -305,9 +310,33 @@ def silent_pod(seed: int):
     return world, FAULT, pod, "pod"
 
 
+def exception_in_callee(seed: int):
+    """emailservice throws: it logs the exception; checkoutservice and frontend above it log
+    the 500s they got, louder.
+
+    Java services: the callers' lines do not name the callee, and the spans carry no error
+    status. The callers' trouble starts the minute the callee's does: it is their echo.
+    """
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    _logs(world, pods=_pods("emailservice"), template_id=11, minutes=FAULT_MINUTES, count=4)
+    _logs(world, pods=_pods("frontend") + _pods("checkoutservice"), template_id=12, minutes=FAULT_MINUTES, count=15)
+    return world, FAULT, "emailservice", "service"
+
+
+def return_early(seed: int):
+    """checkoutservice returns early between two log statements: the second stops, nothing errs."""
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    minutes = range(MINUTES)
+    _logs(world, pods=_pods("checkoutservice"), template_id=13, minutes=minutes, count=6)
+    _logs(world, pods=_pods("checkoutservice"), template_id=14, minutes=minutes, count=6)
+    _drop(world, "log_counts", (pl.col("template_id") == 14) & _at(FAULT_START, FAULT_END))
+    return world, FAULT, "checkoutservice", "service"
+
+
 WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "dns_service": dns_service, "dns_single_callee": dns_single_callee, "callee_broken": callee_broken,
           "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
-          "busy_pod": busy_pod, "silent_pod": silent_pod}
+          "busy_pod": busy_pod, "silent_pod": silent_pod, "exception_in_callee": exception_in_callee,
+          "return_early": return_early}
 
 
 def _write(index_dir, world: World) -> None:

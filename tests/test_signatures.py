@@ -31,6 +31,11 @@ def log(line: str, component: str = "frontend-0", *, text: str | None = None) ->
                         text=text if text is not None else line[:100], direction="new", example=line)
 
 
+def fell(line: str, component: str = "checkoutservice-0") -> EvidenceItem:
+    return EvidenceItem(modality="log", signal="fell", key=line[:40], component=component,
+                        text=line[:100], direction="down", example=line, ratio=0.0, count=0)
+
+
 def trace(signal: str, component: str = "checkoutservice") -> EvidenceItem:
     return EvidenceItem(modality="trace", signal=signal, key="frontend->checkoutservice", component=component,
                         text=f"frontend->checkoutservice {signal}", caller="frontend", callee="checkoutservice")
@@ -55,6 +60,10 @@ def trace(signal: str, component: str = "checkoutservice") -> EvidenceItem:
     ("trace:errors", trace("fanout").model_copy(update={"fanout_signal": "latency"}), False),
     ("log:connection refused|trace:calls_stopped", trace("calls_stopped"), True),
     ("log:silent", metric("request", "silent"), False),
+    # A line that stopped is the opposite of a line that appeared: only log:fell matches it.
+    ("log:fell", fell("Charge successfully, transaction id <NUM>"), True),
+    ("log:connection refused", fell("dial tcp: connection refused"), False),
+    ("log:fell", log("Charge successfully, transaction id <NUM>"), False),
 ])
 def test_signal_matching(spec, item, expected):
     assert (Signal.parse(spec).seen([item]) is not None) is expected
@@ -196,7 +205,7 @@ def _metric_event(kpi: str, direction: str) -> pl.DataFrame:
 
 def _log_event(example: str, direction: str) -> pl.DataFrame:
     return pl.DataFrame([{"component": "checkoutservice-0", "template_id": 7, "template": "request error <*>",
-                          "example": example, "direction": direction, "z": 9.0, "ratio": None, "window_count": 30,
+                          "example": example, "direction": direction, "z": 9.0, "ratio": 0.0 if direction == "down" else None, "window_count": 30,
                           "baseline_count": 0, "onset": ONSET}], schema=LOG_EVENT_SCHEMA)
 
 
@@ -221,6 +230,7 @@ def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:
         return [item.evidence for _, item in metric_items(events)]
     if clue.modality == "log":
         events = (_log_event("", "silent") if clue.pattern == "silent"
+                  else _log_event("Charge successfully", "down") if clue.pattern == "fell"
                   else _log_event(f"request error: {clue.pattern} (after 3 tries)", "new"))
         return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights())]
     return _trace_items()
