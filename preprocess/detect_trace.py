@@ -111,7 +111,9 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         pl.col("is_error").alias("parent_error"),
     )
     crossing = (
+        # Only the columns a call keeps: the join copies every column it carries.
         spans.filter(pl.col("parent_span_id").is_not_null())
+        .select("trace_id", "parent_span_id", "start", "service", "pod", "node", "operation", "duration_us", "is_error")
         .join(parents, on=["trace_id", "parent_span_id"], how="inner")
         .filter(pl.col("caller") != pl.col("service"))
     )
@@ -125,7 +127,8 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         (pl.col("is_error").fill_null(False)
          | ((pl.col("parent_kind") == "client") & pl.col("parent_error").fill_null(False))).alias("is_error"),
     )
-    answered = crossing.select("trace_id", pl.col("parent_span_id").alias("span_id")).unique()
+    # The calls some server span answered (an anti-join needs no distinct keys).
+    answered = crossing.select("trace_id", pl.col("parent_span_id").alias("span_id"))
     client_only = (
         spans.filter((pl.col("span_kind") == "client") & pl.col("peer_service").is_not_null()
                      & (pl.col("peer_service") != pl.col("service")))
