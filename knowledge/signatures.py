@@ -19,7 +19,7 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   into the component, ``calls_stopped`` (calls into it vanished), ``calls_dropped`` (the
   component stopped making some of its own calls while its demand held), ``fanout`` (the
   component's own calls to several services went wrong at once; a fan-out of errors also
-  counts as ``errors``);
+  counts as ``errors``, one of latency as ``latency``);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
 
 Clues match evidence data (``Observation``: the index's ``EvidenceItem``), never the
@@ -101,9 +101,11 @@ class Clue:
             direction_ok = self.direction == "any" or item.direction == self.direction
             return direction_ok and fnmatch.fnmatchcase(item.key, self.pattern)
         if self.modality == "trace":
-            # A fan-out of errors is errors on the component's own calls: it counts as errors too.
+            # A fan-out is the component's own calls going wrong at once: a fan-out of errors
+            # counts as errors, a fan-out of latency as latency (a CPU-starved or delayed pod
+            # measures every call it makes as slow).
             return item.signal == self.pattern or (
-                self.pattern == "errors" and item.signal == "fanout" and item.fanout_signal == "errors")
+                self.pattern in ("errors", "latency") and item.signal == "fanout" and item.fanout_signal == self.pattern)
         if self.pattern in ("silent", "fell"):
             return item.signal == self.pattern
         # A line that stopped is the opposite of a line that appeared: phrases match bursts and new lines.

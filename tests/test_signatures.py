@@ -58,6 +58,8 @@ def trace(signal: str, component: str = "checkoutservice") -> EvidenceItem:
     ("trace:fanout", trace("fanout"), True),
     ("trace:errors", trace("fanout").model_copy(update={"fanout_signal": "errors"}), True),
     ("trace:errors", trace("fanout").model_copy(update={"fanout_signal": "latency"}), False),
+    ("trace:latency", trace("fanout").model_copy(update={"fanout_signal": "latency"}), True),
+    ("trace:latency", trace("fanout").model_copy(update={"fanout_signal": "errors"}), False),
     ("log:connection refused|trace:calls_stopped", trace("calls_stopped"), True),
     ("log:silent", metric("request", "silent"), False),
     # A line that stopped is the opposite of a line that appeared: only log:fell matches it.
@@ -123,6 +125,11 @@ def test_a_signal_shown_only_by_weak_evidence_counts_in_proportion():
 SHIPPED_CASES = [
     ("cpu stress", "shippingservice", [metric("pod_cpu_usage"), metric("rrt"), trace("latency"),
                                        metric("pod_processes")]),
+    # A CPU-starved entry service (nothing calls it): every call it makes is slow (a latency
+    # fan-out), its own requests and syscalls fall (Nezha's frontend, real tuning day).
+    ("cpu stress", "frontend", [trace("fanout").model_copy(update={"fanout_signal": "latency"}),
+                                metric("pod_cpu_usage"), metric("rrt"), metric("request", "down"),
+                                metric("response", "down"), metric("pod_network_receive_bytes", "down")]),
     ("memory stress", "emailservice-2", [metric("pod_memory_working_set_bytes"), metric("pod_processes"), metric("rrt")]),
     ("jvm gc", "adservice", [log("WARN [TransformListener] applying rule adservice--gc (GCHelper.triggerFullGC)"),
                              metric("pod_cpu_usage"), metric("rrt"), metric("pod_memory_working_set_bytes")]),
