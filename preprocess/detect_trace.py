@@ -33,6 +33,7 @@ import polars as pl
 
 from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
+from preprocess.prefetch import read_ahead
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 
 log = logging.getLogger(__name__)
@@ -390,8 +391,12 @@ class TraceDetector:
 
     def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *, state_dir: Path | None = None,
               ) -> dict[str, pl.DataFrame]:
-        """Edge statistics of one day's hour chunks ``{"trace": spans}``."""
-        parts = [edge_stats(spans) for chunk in chunks if (spans := chunk.get("trace")) is not None]
+        """Edge statistics of one day's hour chunks ``{"trace": spans}``.
+
+        The next hour is read on a thread while this one's edges are computed (``read_ahead``).
+        """
+        parts = [edge_stats(spans) for chunk in read_ahead(chunks, name="trace-read")
+                 if (spans := chunk.get("trace")) is not None]
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
