@@ -73,6 +73,10 @@ def score_window(
                          margin=timedelta(minutes=params.exclude_margin_minutes))
     baseline_start = extended_start(window_start, minutes=params.baseline_minutes, spans=spans,
                                     max_minutes=params.max_baseline_reach_minutes)
+    # Incidents that start after this one (with their tails): no reference either, where a
+    # detector reads the minutes after the window (detectors clip ``exclude`` to their needs).
+    later = [(as_utc(a), as_utc(b) + timedelta(minutes=params.exclude_margin_minutes))
+             for a, b in exclude_windows if as_utc(a) > start]
     # A brief fault is scored over the minutes after it too (params.brief_window_minutes).
     scored_end = max(end, start + timedelta(minutes=params.brief_window_minutes))
     window = {"start": start, "end": scored_end, "baseline_start": baseline_start}
@@ -98,7 +102,7 @@ def score_window(
                 features[table.name] = pl.concat(parts) if len(parts) > 1 else parts[0]
                 continue
             missing.setdefault(name, []).extend(absent)
-        events.update(detector.score(features, **window, exclude=spans))
+        events.update(detector.score(features, **window, exclude=[*spans, *later]))
 
     core = {name: _minutes_between(features[table], baseline_start, scored_end)
             for name, table in (("metric", "metric_series"), ("log", "log_counts"), ("trace", "trace_edges"))}

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import ruptures
 
-from preprocess.baseline import Span, clean_minutes, drop_spans, spans_before
+from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
 from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput, strongest_first
 from rca.taxonomy import service_of
 
@@ -107,6 +107,10 @@ class MetricParams:
     # Minutes after the window read as the reference when there is no history before it
     # (recording just started): as long as the usual baseline.
     after_minutes: int = 30
+    # ... starting this long after the window's end: a fault's effects outlast its declared end
+    # (a stressed pod's CPU stays up for minutes), as other incidents' tails do
+    # (``IndexParams.exclude_margin_minutes``). Other incidents after the window are skipped too.
+    after_skip_minutes: int = 5
     # Peer comparison (no history at all): a pod against the other pods of its service, a node
     # against the other nodes. Healthy peers differ by their share of traffic (often 1.5x), so
     # only a level at least twice (or at most half) the peers' is abnormal.
@@ -285,7 +289,9 @@ def score_metric_window(
       hour on earlier days) holds a previous incident: an event against it stands only if it
       also stands against that history;
     * with no baseline (recording just started) the same hour on earlier days is the
-      reference, else the minutes after the window, else a pod is compared with its peers.
+      reference, else the minutes after the window (from ``params.after_skip_minutes`` after
+      its end; ``exclude`` spans after the window left out while enough minutes remain), else a
+      pod is compared with its peers.
     """
     window_start = start.replace(second=0, microsecond=0)
     history_start = baseline_start - timedelta(minutes=params.history_minutes)
@@ -305,7 +311,10 @@ def score_metric_window(
     expected_earlier_minutes = max(1, int(sum((hi - lo).total_seconds() // 60 for lo, hi in earlier)))
     data_end = sub.get_column("time").max()
     assert isinstance(data_end, datetime)  # ``time`` is TIME and ``sub`` is not empty
-    expected_after_minutes = max(1, int((min(after_end, data_end) - end).total_seconds() // 60))
+    after_start = end + timedelta(minutes=params.after_skip_minutes)
+    later = bucket_spans([(lo, hi) for lo, hi in exclude if lo >= window_start])
+    expected_after_minutes = max(1, int((min(after_end, data_end) - after_start).total_seconds() // 60))
+    later_us = [(epoch_us(lo), epoch_us(hi)) for lo, hi in later]
     # A component that keeps reporting other KPIs in the window is alive: one of its series
     # missing there is an absent column (an exporter that stops filling it), not silence.
     alive = {(component, kind): minutes for component, kind, minutes in
@@ -313,7 +322,8 @@ def score_metric_window(
              .group_by("component", "kind").agg(pl.col("time").n_unique()).iter_rows()}
     grouped = sub.sort("time").group_by("component", "kind", "kpi", maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
-    bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end), epoch_us(history_start))
+    bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end), epoch_us(history_start),
+              epoch_us(after_start))
     events: list[dict] = []
     # Series without a baseline: (row, window values, first window minute, already an event against
     # the same hour or the minutes after). All are one another's peers; those without an event are judged so.
@@ -325,7 +335,14 @@ def score_metric_window(
         times, values = times[finite], values[finite]
         earlier_mask, older_mask = times < bounds[3], (times >= bounds[3]) & (times < bounds[0])
         base_mask = (times >= bounds[0]) & (times < bounds[1])
-        win_mask, after_mask = (times >= bounds[1]) & (times <= bounds[2]), times > bounds[2]
+        win_mask, after_mask = (times >= bounds[1]) & (times <= bounds[2]), times > bounds[4]
+        clean_after = after_mask.copy()
+        for lo_us, hi_us in later_us:
+            clean_after &= (times < lo_us) | (times > hi_us)
+        if clean_after.sum() >= params.min_baseline_points:
+            after_mask = clean_after
+        # else incidents follow one another (Nezha injects one every ~8 minutes): the minutes after,
+        # other incidents included, with a robust median and MAD (most incidents are elsewhere).
         base, win, same_hour = values[base_mask], values[win_mask], values[earlier_mask]
         component_alive = alive.get((row["component"], row["kind"]), 0) >= params.silent_fraction * expected_window_minutes
         reference = "before"

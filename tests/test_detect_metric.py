@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from preprocess.detect_metric import SERIES_SCHEMA, metric_series, score_metric_window
+from preprocess.detect_metric import SERIES_SCHEMA, MetricParams, metric_series, score_metric_window
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA
 
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
@@ -141,3 +141,25 @@ def test_brief_window_without_a_gap_or_past_the_data_is_quiet(seed):
     for series in (_series(values), _series(cut), _series(sparse, kpi="request")):
         events = score_metric_window(series, start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
         assert events.height == 0, events
+
+
+def _recording_starts_with_the_incident(seed: int) -> tuple[pl.DataFrame, list[tuple[datetime, datetime]]]:
+    """Nezha's habit: recording starts a minute before an incident (minutes 1-3, CPU 3x), whose
+    effect outlasts its declared end by four minutes; another incident (CPU 4x) follows at
+    minutes 12-16, then the pod is quiet until minute 30."""
+    values = _noise(seed, level=25.0)[:31].copy()
+    values[1:8] *= 3.0  # the window (1-3) and its tail (4-7)
+    values[12:17] *= 4.0  # the next incident
+    return _series(list(values)), [(T0 + timedelta(minutes=12), T0 + timedelta(minutes=21))]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_minutes_after_skip_the_fault_tail_and_the_next_incident(seed):
+    series, later = _recording_starts_with_the_incident(seed)
+    window = {"start": T0 + timedelta(minutes=1), "end": T0 + timedelta(minutes=3), "baseline_start": T0}
+    events = score_metric_window(series, **window, exclude=later)
+    assert events.height == 1 and events.item(0, "reference") == "after"
+    assert events.item(0, "direction") == "up" and events.item(0, "baseline") == pytest.approx(25.0, rel=0.1)
+    # Read with the tail and the next incident in it, the same window is a weaker event, if any.
+    blind = score_metric_window(series, **window, params=MetricParams(after_skip_minutes=0))
+    assert blind.height == 0 or blind.item(0, "z") < events.item(0, "z")
