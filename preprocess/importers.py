@@ -81,10 +81,7 @@ def import_nezha(
         except RcaError as exc:
             fail(str(exc))
         write_frames(out, spans=read.spans, logs=read.logs, apm=read.apm, infra=read.infra)
-        # TrainTicket's services all run on the JVM; OnlineBoutique's Java service is adservice.
-        java = (frozenset(read.apm["object_id"].unique().to_list()) if system == "trainticket"
-                else frozenset({"adservice"}))
-        cases, truths = nezha.cases_of(read, system=system, java_services=java)
+        cases, truths = nezha.cases_of(read, system=system, java_services=nezha.java_services(read, system=system))
         write_cases(out, cases=cases, truths=truths)
         absent = [i for i in read.issues if not i.lost]
         bad = [i for i in read.issues if i.lost]

@@ -16,6 +16,7 @@ import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,9 @@ _STORAGE_WORDS = re.compile(r"redis|mysql|mariadb|postgres|mongo|tidb|tikv|cassa
 # Stack-trace and metric signatures of a runtime, strongest first.
 _RUNTIME_LOG_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("java", re.compile(r"\bjava\.(lang|io|util|net)\.|\n?\s+at [a-z][\w$]*(\.[\w$]+)+\([\w$]+\.java:\d+\)|Exception in thread \"")),
+    # A JVM's logging gives it away without an exception: Tomcat's request threads
+    # ("http-nio-8080-exec-1", Spring Boot's "[nio-8080-exec-1]") and Spring's own loggers.
+    ("java", re.compile(r"\b(?:http-)?nio-\d+-exec-\d+\b|\borg\.springframework\.|\bo\.s\.(?:web|b|boot|c|data)\.")),
     ("python", re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\.py\", line \d+")),
     ("go", re.compile(r"\bgoroutine \d+ \[|\bpanic: |\.go:\d+\b")),
     ("nodejs", re.compile(r"\bat .+ \(?/[^)]*\.js:\d+:\d+\)?|node_modules/")),
@@ -59,6 +63,22 @@ class InferredSystem:
     runtimes: dict[str, str] = field(default_factory=dict)
     runtime_evidence: dict[str, str] = field(default_factory=dict)
     days: list[str] = field(default_factory=list)
+
+
+def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> InferredSystem:
+    """``inferred`` with the runtimes a person knows (``SERVICE=RUNTIME``; ``*`` for every service)
+    where the data revealed none: services that never logged a stack trace look like any other."""
+    for spec in given:
+        service, sep, runtime = (part.strip() for part in spec.partition("="))
+        if not sep or not service or not runtime:
+            raise InferError(f"--runtime {spec!r}: expected SERVICE=RUNTIME, e.g. ts-order-service=java or '*=java'")
+        if service != "*" and service not in inferred.services:
+            raise InferError(f"--runtime {spec!r}: no service {service!r} in the data")
+        for name in inferred.services if service == "*" else [service]:
+            if name not in inferred.runtimes:
+                inferred.runtimes[name] = runtime
+                inferred.runtime_evidence[name] = f"given: --runtime {spec}"
+    return inferred
 
 
 def _frames(data_dir: Path, days: list[str], family: str) -> pl.DataFrame | None:

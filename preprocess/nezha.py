@@ -55,6 +55,17 @@ FAULT_TYPES: dict[str, str] = {
     "exception": "code error",
 }
 _JAVA_EXCEPTION = "jvm exception"
+# Systems whose every service runs on the JVM (TrainTicket is Spring Boot); OnlineBoutique's only
+# Java service is adservice. The ground truth's exception type and a reviewed system
+# description (`rca system infer --runtime '*=java'`) both follow from this.
+JVM_SYSTEMS = frozenset({"trainticket"})
+
+
+def java_services(day: NezhaDay, *, system: str) -> frozenset[str]:
+    """The services of ``day`` that run on the JVM."""
+    if system in JVM_SYSTEMS:
+        return frozenset(day.apm["object_id"].unique().to_list())
+    return frozenset({"adservice"})
 # What a reason must name for the challenge's keyword check (the truth's key_metrics): the
 # canonical KPI each fault type moves in Nezha's telemetry.
 _KEY_METRICS: dict[str, list[str]] = {

@@ -1,6 +1,6 @@
 """``rca system``: draft a system description from data, or check one.
 
-    rca system infer --data-dir D --out system.toml [--name NAME] [--day YYYY-MM-DD ...]
+    rca system infer --data-dir D --out system.toml [--name NAME] [--day YYYY-MM-DD ...] [--runtime SERVICE=RUNTIME ...]
     rca system show [--file system.toml]      # what the tool reads from it (default: [system] file)
 """
 from __future__ import annotations
@@ -29,16 +29,19 @@ def infer_command(
     name: str = typer.Option("my-system", "--name", help="The system's name in prompts."),
     day: list[str] | None = typer.Option(None, "--day", help="Learn from this day only (repeatable; default every day)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    runtime: list[str] | None = typer.Option(
+        None, "--runtime", help="SERVICE=RUNTIME you know, where the data shows none (repeatable; '*=java' for "
+                                "every service). JVM faults are offered only for java services."),
 ) -> None:
     """Learn services, pods, placement, call graph, storage and runtimes from telemetry; write a commented TOML."""
-    from preprocess.infer_system import infer_system, render_toml
+    from preprocess.infer_system import infer_system, render_toml, with_runtimes
 
     settings = build_settings(ctx, overrides={"paths": {"data_dir": data_dir}})
     source = settings.paths.data_dir
     if out.exists() and not force:
         fail(f"{out} exists; pass --force to overwrite it")
     try:
-        inferred = infer_system(source, days=day or None)
+        inferred = with_runtimes(infer_system(source, days=day or None), given=runtime or [])
         text = render_toml(inferred, data_dir=source, name=name)
         write_text_atomic(out, text)
         spec = load_system(out)  # what we write must load: a draft that does not is a bug here

@@ -35,6 +35,7 @@ from diagnose.pipeline import rules_only_answer
 from diagnose.service import Diagnoser
 from index.params import IndexParams
 from judge.render import print_challenge
+from preprocess import nezha
 from rca.challenge import rule_version
 from rca.errors import NoCandidates
 from rca.settings import Settings, load_settings
@@ -65,11 +66,13 @@ def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path) 
 
 
 def inferred_system(*, data_dir: Path, system: str) -> Path:
-    """The system description ``rca system infer`` drafts from the imported data, as a user would make it."""
+    """The system description ``rca system infer`` drafts from the imported data, as a user would make it,
+    told the one fact a user knows and the data hides: which systems run wholly on the JVM."""
     out = data_dir.parent / "system.toml"
     if not out.exists():
         rca = str(Path(sys.executable).with_name("rca"))
-        _run([rca, "-q", "system", "infer", "--data-dir", str(data_dir), "--out", str(out), "--name", system])
+        known = ["--runtime", "*=java"] if system in nezha.JVM_SYSTEMS else []
+        _run([rca, "-q", "system", "infer", "--data-dir", str(data_dir), "--out", str(out), "--name", system, *known])
     return out
 
 

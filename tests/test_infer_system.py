@@ -74,3 +74,23 @@ def test_node_pattern_generalises_only_the_ordinal() -> None:
 def test_an_empty_directory_is_named(tmp_path: Path) -> None:
     with pytest.raises(InferError, match=str(tmp_path)):
         infer_system(tmp_path)
+
+
+def test_runtimes_a_person_knows_fill_what_the_data_hid(dataset: Path, tmp_path: Path) -> None:
+    """TrainTicket runs on the JVM throughout, but most of its services never log a stack trace."""
+    out = tmp_path / "system.toml"
+    result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out),
+                                 "--runtime", "frontend=go", "--runtime", "*=java"])
+    assert result.exit_code == 0, result.output
+    spec = load_system(out)
+    assert "jvm exception" in spec.applicable_fault_types("cartservice")  # given by '*=java'
+    assert "jvm exception" not in spec.applicable_fault_types("frontend")  # given first, kept
+    assert "given: --runtime frontend=go" in out.read_text(encoding="utf-8")
+    assert "adservice" in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("given", "named"), [("java", "SERVICE=RUNTIME"), ("nosuchservice=java", "nosuchservice")])
+def test_a_bad_runtime_is_named(dataset: Path, tmp_path: Path, given: str, named: str) -> None:
+    result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(tmp_path / "s.toml"),
+                                 "--runtime", given])
+    assert result.exit_code == 2 and named in result.output, result.output
