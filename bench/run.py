@@ -19,7 +19,7 @@ from bench.cloud import SimCloud
 from bench.external import ExternalAgent, is_external, load_agent_class
 from bench.interface import Agent, CloudTools, SessionTools, Toolbox
 from bench.observe import SopSections, case_tools
-from bench.problems import CaseTruth, Problem, load_dataset
+from bench.problems import CaseTruth, Problem, ProblemSet, load_dataset
 from bench.session import SessionResult, run_session
 from bench.store import ResultsStore
 from bench.tasks import TASKS, build_problems, task_named
@@ -112,7 +112,8 @@ class AgentFactory:
 
 def prepare_index(settings: Settings, *, dataset: Path, out: Path) -> Settings:
     """Preprocess the dataset into ``<out>/index`` (incremental) and point the settings at it
-    (and at ``<out>/kb``, ``<out>/runs`` and the dataset's raw telemetry)."""
+    (and at ``<out>/kb``, ``<out>/runs``, the dataset's raw telemetry and its ``input.json``, whose
+    windows the index leaves out of each other's baselines, as the diagnoser does)."""
     from index.build import run_nightly
 
     index_dir = out / "index"
@@ -122,6 +123,7 @@ def prepare_index(settings: Settings, *, dataset: Path, out: Path) -> Settings:
         raise InputError(f"preprocessing {dataset} failed for {', '.join(f'{o.day}/{o.family}' for o in failed)}")
     return settings.model_copy(update={"paths": settings.paths.model_copy(update={
         "index_dir": index_dir, "runs_dir": out / "runs", "data_dir": dataset,
+        "input_file": ProblemSet(dataset).input_file,
         # The benchmark's own knowledge store: the shared user cache is rewritten by every
         # checkout whose SOPs differ, and a run must not read it half-rebuilt.
         "kb_dir": out / "kb"})})
