@@ -264,10 +264,10 @@ def _distinct_rows(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     Grouped on a 64-bit hash (several times faster than on the strings), then every row is
     compared with its group's row; on a collision the rows are grouped by value.
     """
-    hashes = values.hash()
-    distinct = hashes.unique().sort()
-    number = distinct.search_sorted(hashes).to_numpy().astype(np.int64)
-    some_row = np.empty(len(distinct), dtype=np.int64)
+    # A hash's dense rank is its group's number (in hash order): one pass, half the cost of
+    # looking every hash up among the sorted distinct ones.
+    number = values.hash().rank("dense").to_numpy().astype(np.int64) - 1
+    some_row = np.empty(int(number.max()) + 1 if len(number) else 0, dtype=np.int64)
     some_row[number] = np.arange(len(values))  # any row of the group stands for it: they are equal
     if not bool((values.gather(some_row[number]) == values).all()):
         number = values.rank("dense").to_numpy().astype(np.int64) - 1
@@ -291,7 +291,8 @@ def _digits_as_one(values: pl.Series) -> pl.Series:
         view = np.frombuffer(views, dtype=np.uint8).reshape(-1, 16)
         inline = np.frombuffer(views, dtype="<i4").reshape(-1, 4)[:, 0] <= 12
         rewritten_views = view.copy()
-        rewritten_views[:, 4:8] = _ones_for_digits(view[:, 4:8])
+        # Copied out first: numpy's arithmetic on the strided 4-byte slice costs ~3x more.
+        rewritten_views[:, 4:8] = _ones_for_digits(np.ascontiguousarray(view[:, 4:8]))
         rewritten_views[inline, 8:] = _ones_for_digits(view[inline, 8:])
         buffers = [validity, pa.py_buffer(rewritten_views), *(pa.py_buffer(_ones_for_digits(_bytes(b))) for b in data)]
     elif pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
