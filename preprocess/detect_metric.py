@@ -312,7 +312,8 @@ def score_metric_window(
     data_end = sub.get_column("time").max()
     assert isinstance(data_end, datetime)  # ``time`` is TIME and ``sub`` is not empty
     after_start = end + timedelta(minutes=params.after_skip_minutes)
-    later = bucket_spans([(lo, hi) for lo, hi in exclude if lo >= window_start])
+    # Only the incidents that overlap the minutes after the window matter (a phase has hundreds).
+    later = bucket_spans([(lo, hi) for lo, hi in exclude if lo >= window_start and lo <= after_end and hi >= after_start])
     expected_after_minutes = max(1, int((min(after_end, data_end) - after_start).total_seconds() // 60))
     later_us = [(epoch_us(lo), epoch_us(hi)) for lo, hi in later]
     # A component that keeps reporting other KPIs in the window is alive: one of its series
@@ -336,13 +337,6 @@ def score_metric_window(
         earlier_mask, older_mask = times < bounds[3], (times >= bounds[3]) & (times < bounds[0])
         base_mask = (times >= bounds[0]) & (times < bounds[1])
         win_mask, after_mask = (times >= bounds[1]) & (times <= bounds[2]), times > bounds[4]
-        clean_after = after_mask.copy()
-        for lo_us, hi_us in later_us:
-            clean_after &= (times < lo_us) | (times > hi_us)
-        if clean_after.sum() >= params.min_baseline_points:
-            after_mask = clean_after
-        # else incidents follow one another (Nezha injects one every ~8 minutes): the minutes after,
-        # other incidents included, with a robust median and MAD (most incidents are elsewhere).
         base, win, same_hour = values[base_mask], values[win_mask], values[earlier_mask]
         component_alive = alive.get((row["component"], row["kind"]), 0) >= params.silent_fraction * expected_window_minutes
         reference = "before"
@@ -370,14 +364,16 @@ def score_metric_window(
                                expected_baseline_minutes=expected_earlier_minutes, params=params,
                                missing_is_silence=False)
             reference = "same_hour"
-        elif values[after_mask].size >= params.min_baseline_points:
-            # Rows that come and go while recording starts are not silence: levels only.
-            event = _score_one(base=values[after_mask], win=win, expected_window_minutes=expected_window_minutes,
-                               expected_baseline_minutes=expected_after_minutes, params=params,
-                               missing_is_silence=False)
-            reference = "after"
         else:
-            event, reference = None, "peers"
+            after = values[_after_reference(times, after_mask, later_us=later_us, params=params)]
+            if after.size >= params.min_baseline_points:
+                # Rows that come and go while recording starts are not silence: levels only.
+                event = _score_one(base=after, win=win, expected_window_minutes=expected_window_minutes,
+                                   expected_baseline_minutes=expected_after_minutes, params=params,
+                                   missing_is_silence=False)
+                reference = "after"
+            else:
+                event, reference = None, "peers"
         if base.size < params.min_baseline_points and win.size:
             no_history.append((row, win, int(times[win_mask][0]), event is not None))
         if event is None:
@@ -403,6 +399,17 @@ def score_metric_window(
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     return strongest_first(pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA), "component", "kind", "kpi", "direction")
+
+
+def _after_reference(times: np.ndarray, after_mask: np.ndarray, *, later_us: list[tuple[int, int]],
+                     params: MetricParams) -> np.ndarray:
+    """The minutes after the window to compare it with: without the incidents that follow while
+    enough minutes remain, else with them (Nezha injects a fault every ~8 minutes; the robust
+    median and MAD still read the level, most incidents being elsewhere)."""
+    clean = after_mask.copy()
+    for lo_us, hi_us in later_us:
+        clean &= (times < lo_us) | (times > hi_us)
+    return clean if clean.sum() >= params.min_baseline_points else after_mask
 
 
 def _departs_from_trend(base_times: np.ndarray, base: np.ndarray, win_times: np.ndarray, win: np.ndarray, *,
