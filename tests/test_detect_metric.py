@@ -120,6 +120,48 @@ def test_metric_series_does_not_depend_on_the_row_order():
         assert (np.signbit(unordered.get_column("value").to_numpy()) == np.signbit(ordered.get_column("value").to_numpy())).all()
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_metric_series_is_the_maximum_per_minute_of_each_series(seed):
+    """The coded keys and numpy's reduction give polars' own group-by: keys in runs and interleaved,
+    null keys and times (polars' way), APM and infra rows, static KPIs and non-finite values dropped."""
+    rng = np.random.default_rng(seed)
+
+    def pick(pool: list, n: int, null_share: float = 0.0) -> list:
+        return [None if rng.random() < null_share else pool[i] for i in rng.integers(len(pool), size=n)]
+
+    n = 60
+    times = [T0 + timedelta(seconds=int(s)) for s in rng.integers(0, 600, size=n)]
+    if seed == 2:
+        times[3] = None  # a null time: polars' group-by
+    values = rng.choice([1.0, 2.5, -3.0, 7.0, np.nan, np.inf], size=n).tolist()
+    apm = pl.DataFrame({
+        "time": times, "object_type": pick(["pod", "service"], n, null_share=0.1),
+        "object_id": pick(["cart-0", "cart", "ad-1"], n, null_share=0.1),
+        **{k: rng.choice([1.0, 4.0, np.nan], size=n).tolist() for k in APM_SCHEMA if k not in ("time", "object_type", "object_id")},
+    }, schema=APM_SCHEMA)
+    infra = pl.DataFrame({
+        "time": sorted(times, key=lambda t: (t is not None, t)), "family": pick(["infra_pod", "infra_node"], n),
+        "kpi_key": ["pod_cpu_usage"] * 20 + pick(["uptime", "node_load1", "rrt"], n - 20, null_share=0.1),
+        "component": ["cart-0"] * 30 + pick(["cart-0", "k8s-01", "ad-1"], n - 30, null_share=0.1),
+        "node": [None] * n, "instance": [None] * n, "device": [None] * n, "mountpoint": [None] * n,
+        "namespace": [None] * n, "type": [None] * n, "sql_type": [None] * n, "value": values,
+    }, schema=INFRA_SCHEMA)
+    kpis = [k for k in APM_SCHEMA if k not in ("time", "object_type", "object_id")]
+    expected = (
+        pl.concat([
+            apm.unpivot(index=["time", "object_type", "object_id"], on=kpis, variable_name="kpi").select(
+                "time", pl.col("object_id").alias("component"), ("apm_" + pl.col("object_type")).alias("kind"), "kpi",
+                "value"),
+            infra.filter(pl.col("component").is_not_null()).select(
+                "time", "component", pl.col("family").alias("kind"), pl.col("kpi_key").alias("kpi"), "value"),
+        ])
+        .filter((pl.col("kpi") != "uptime") & pl.col("value").is_finite())
+        .group_by(pl.col("time").dt.truncate("1m"), "component", "kind", "kpi").agg(pl.col("value").max())
+        .sort("component", "kind", "kpi", "time").cast(pl.Schema(SERIES_SCHEMA))
+    )
+    assert metric_series(apm=apm, infra=infra).equals(expected)
+
+
 BRIEF_START = T0 + timedelta(minutes=35, seconds=55)  # a pod kill's one-second window, scored over 3 minutes
 BRIEF_END = BRIEF_START + timedelta(minutes=3)
 
