@@ -262,25 +262,29 @@ def _max_per_minute(frame: pl.DataFrame, *, radix: Sequence[int]) -> pl.DataFram
             .sort(*_SERIES_KEY, "time")
             .collect()
         )
-    keys = {name: frame.get_column(name).to_numpy() for name in _SERIES_KEY}
-    minute = minutes.to_numpy()
     # In place: each temporary of 1.4 M int64 is a fresh allocation's page faults.
     code = np.zeros(frame.height, dtype=np.int64)
     for name, size in zip(_SERIES_KEY, radix, strict=True):
         code *= size
-        code += keys[name]
+        code += frame.get_column(name).to_numpy()
     code *= span
-    code += minute
+    code += minutes.to_numpy()
     code -= first
     order = np.argsort(code, kind="stable")
     code = code[order]
     starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
     value = np.maximum.reduceat(frame.get_column("value").to_numpy()[order], starts)
-    # A row of each group gives its key and minute (no integer division of the codes: ~10 ms each).
-    group_rows = order[starts]
+    # The groups' keys and minutes from their sorted codes (a division is several times cheaper
+    # than a gather from the rows in their sorted order).
+    code = code[starts]
+    minute, code = code % span + first, code // span
+    columns: dict[str, np.ndarray] = {}
+    for name, size in reversed(list(zip(_SERIES_KEY, radix, strict=True))):
+        columns[name] = code % size
+        code //= size
     return pl.DataFrame({
-        "time": pl.Series(minute[group_rows] * _MINUTE_US).cast(pl.Datetime("us", "UTC")),
-        **{name: keys[name][group_rows] for name in _SERIES_KEY},
+        "time": pl.Series(minute * _MINUTE_US).cast(pl.Datetime("us", "UTC")),
+        **{name: columns[name] for name in _SERIES_KEY},
         "value": pl.Series(value, dtype=pl.Float64),
     })
 
