@@ -434,21 +434,17 @@ def score_metric_window(
                                      missing_is_silence=not component_alive)
                 event = checked if checked is not None and checked[0] == event[0] else None
                 reference = "history"
-        elif same_hour.size >= params.min_baseline_points:
-            event = _score_one(base=same_hour, win=win, expected_window_minutes=expected_window_minutes,
-                               expected_baseline_minutes=expected_earlier_minutes, params=params,
-                               missing_is_silence=False)
-            reference = "same_hour"
         else:
-            after = values[_after_reference(times, after_mask, later_us=later_us, params=params)]
-            if after.size >= params.min_baseline_points:
-                # Rows that come and go while recording starts are not silence: levels only.
-                event = _score_one(base=after, win=win, expected_window_minutes=expected_window_minutes,
-                                   expected_baseline_minutes=expected_after_minutes, params=params,
-                                   missing_is_silence=False)
-                reference = "after"
+            # No baseline: the same hour on earlier days, else the minutes after the window (else
+            # the peers, below). Rows that come and go while recording starts are not silence: levels only.
+            if same_hour.size >= params.min_baseline_points:
+                reference, other, other_minutes = "same_hour", same_hour, expected_earlier_minutes
             else:
-                event, reference = None, "peers"
+                reference, other_minutes = "after", expected_after_minutes
+                other = values[_after_reference(times, after_mask, later_us=later_us, params=params)]
+            event = (_score_one(base=other, win=win, expected_window_minutes=expected_window_minutes,
+                                expected_baseline_minutes=other_minutes, params=params, missing_is_silence=False)
+                     if other.size >= params.min_baseline_points else None)
         if base.size < params.min_baseline_points and win.size:
             no_history.append((row, win, int(times[win_mask][0]), event is not None))
         if event is None:

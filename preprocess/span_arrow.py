@@ -207,6 +207,12 @@ def _span_batch(batch: pa.RecordBatch, *, window: Window) -> pl.DataFrame:
     return pl.concat([spans, attributes[pl.Series(combination[kept])]], how="horizontal").select(list(SPAN_SCHEMA))
 
 
+def fast_path_leaves(parquet: pq.ParquetFile) -> list[str] | None:
+    """The leaf columns the fast path reads from ``parquet``; None when the file lacks one (another shape)."""
+    leaves = {parquet.schema.column(i).path for i in range(len(parquet.schema))}
+    return list(_ARROW_LEAVES) if leaves.issuperset(_ARROW_LEAVES) else None
+
+
 def arrow_spans(path: Path, *, window: Window) -> pl.DataFrame | None:
     """The span rows of one file (``SPAN_SCHEMA``) in ``window``; None when the file is not of the usual shape.
 
@@ -217,10 +223,10 @@ def arrow_spans(path: Path, *, window: Window) -> pl.DataFrame | None:
     """
     try:
         parquet = pq.ParquetFile(path, read_dictionary=list(_ARROW_DICTIONARY))
-        leaves = {parquet.schema.column(i).path for i in range(len(parquet.schema))}
-        if not leaves.issuperset(_ARROW_LEAVES):
+        leaves = fast_path_leaves(parquet)
+        if leaves is None:
             return None
-        table = parquet.read(columns=list(_ARROW_LEAVES))
+        table = parquet.read(columns=leaves)
         if not (table.num_rows > 0 and pa.types.is_int64(table.schema.field("startTime").type) and all(
                 _is_list(table.schema.field(c).type) for c in ("tags", "references"))):
             return None

@@ -45,7 +45,7 @@ from index.build import run_nightly  # noqa: E402
 from index.store import PARTITION_FAMILIES  # noqa: E402
 from preprocess import layout  # noqa: E402
 from preprocess.schema import APM_KPIS  # noqa: E402
-from preprocess.span_arrow import _ARROW_LEAVES as _TRACE_LEAVES  # noqa: E402
+from preprocess.span_arrow import fast_path_leaves  # noqa: E402
 
 # Input rows per family are reported by the builders under these keys.
 INPUT_ROWS = {"metric": "metric_series", "log": "lines_read", "trace": "spans_read"}
@@ -81,9 +81,9 @@ def _read_needed(path: Path, *, columns: tuple[str, ...], family: str) -> int:
     """Rows of one file, reading what its reader reads: the leaves of a usual trace file, else the columns."""
     if family == "trace":
         parquet = pq.ParquetFile(path)
-        leaves = {parquet.schema.column(i).path for i in range(len(parquet.schema))}
-        if leaves.issuperset(_TRACE_LEAVES):
-            return parquet.read(columns=list(_TRACE_LEAVES)).num_rows
+        leaves = fast_path_leaves(parquet)
+        if leaves is not None:
+            return parquet.read(columns=leaves).num_rows
     names = set(pq.read_schema(path).names)
     return pq.read_table(path, columns=[c for c in columns if c in names]).num_rows
 
