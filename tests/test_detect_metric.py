@@ -205,3 +205,37 @@ def test_the_minutes_after_skip_the_fault_tail_and_the_next_incident(seed):
     # Read with the tail and the next incident in it, the same window is a weaker event, if any.
     blind = score_metric_window(series, **window, params=MetricParams(after_skip_minutes=0))
     assert blind.height == 0 or blind.item(0, "z") < events.item(0, "z")
+
+
+def _utilisation(seed: int, *, window: list[float]) -> list[float]:
+    """A noisy utilisation (35-85 %, median about 60) whose window minutes are ``window``."""
+    values = list(np.random.default_rng(seed).uniform(35.0, 85.0, 35))
+    return values + window
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_window_pinned_at_a_ceiling_is_an_event_though_its_rise_is_small(seed):
+    # A stressed pod's CPU throttled at its quota: it climbs for a minute, then holds at 101 %,
+    # only ~3 noise units above its median (z below min_z), but real load never holds that still.
+    pinned = [78.0, 101.05, 101.34, 101.43]
+    start, end = T0 + timedelta(minutes=35), T0 + timedelta(minutes=38)
+    events = score_metric_window(_series(_utilisation(seed, window=pinned)), start=start, end=end,
+                                 baseline_start=BASELINE_START)
+    assert events.height == 1
+    event = events.row(0, named=True)
+    assert event["direction"] == "up" and event["z"] >= MetricParams().min_z
+    assert event["window_value"] == pytest.approx(101.34)  # the level it is held at
+    off = score_metric_window(_series(_utilisation(seed, window=pinned)), start=start, end=end,
+                              baseline_start=BASELINE_START, params=MetricParams(ceiling_spread=0.0))
+    assert off.height == 0
+
+
+@pytest.mark.parametrize(("window", "why"), [
+    ([40.0, 56.0, 90.0, 90.0], "two equal minutes of a count are a coincidence"),
+    ([80.0, 95.0, 88.0, 91.0], "high but moving: ordinary load"),
+    ([70.0, 75.0, 75.2, 75.1], "held, but not above the baseline"),
+])
+def test_no_ceiling_without_a_still_window_above_every_baseline_minute(window, why):
+    events = score_metric_window(_series(_utilisation(1, window=window)), start=T0 + timedelta(minutes=35),
+                                 end=T0 + timedelta(minutes=38), baseline_start=BASELINE_START)
+    assert events.filter(pl.col("direction") == "up").height == 0, why
