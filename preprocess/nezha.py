@@ -447,7 +447,7 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     infra_parts, apm_parts = [], []
     for path, raw in _each_file(source, f"rca_data/{day}/metric", issues):
         if not path.endswith("_metric.csv"):
-            continue  # dependency.csv, source_50.csv, ...: call graph and edge latency, which the traces also give
+            continue  # dependency.csv, source_50.csv, ...: not read yet (docs/datasets/nezha.md, "Edge latency all day")
         try:
             infra_part, apm_part = _read_metric_file(raw, name=path)
         except (ValueError, UnicodeDecodeError, csv.Error) as exc:
