@@ -85,6 +85,11 @@ _INFRA_COLUMNS: dict[str, tuple[str, float]] = {
     "PodClientLatencyP90(s)": ("pod_client_latency_p90", 1e6),
     "PodClientLatencyP99(s)": ("pod_client_latency_p99", 1e6),
 }
+# The service mesh's median latency of each caller -> callee pair, a minute at a time over the
+# whole day (OnlineBoutique's metric/source_50.csv, destination_50.csv), as measured on the
+# caller's side and on the callee's: infra_pod KPIs of every pod of the callee (the mesh
+# measures a workload): the callee's latency as its slowest caller sees it, one value a minute.
+_EDGE_FILES: dict[str, str] = {"source_50.csv": "rrt_client_p50", "destination_50.csv": "rrt_server_p50"}
 _GO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _GRPC_SERVICE = re.compile(r"(?:^|[./])([A-Za-z0-9]+)/[A-Za-z0-9_]+$")
 
@@ -222,12 +227,7 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
     if all(rate == 100.0 for rate in apm["error_ratio"] if rate is not None):
         # A success rate of 0 % in every minute is a pod the mesh never measured (adservice's gRPC), not all errors.
         apm["error_ratio"] = [None] * len(apm["error_ratio"])
-    infra_frame = pl.DataFrame(infra, schema={"time": INFRA_SCHEMA["time"], "component": pl.Utf8, "kpi_key": pl.Utf8,
-                                              "value": pl.Float64}).with_columns(
-        pl.lit("infra_pod").alias("family"), pl.lit(None, pl.Utf8).alias("node"),
-        *(pl.lit(None, pl.Utf8).alias(c) for c in ("instance", "device", "mountpoint", "type", "sql_type")),
-        pl.lit("nezha").alias("namespace"),
-    ).select(list(INFRA_SCHEMA))
+    infra_frame = _infra_rows(infra)
     apm_frame = pl.DataFrame(apm, schema={"time": APM_SCHEMA["time"], "object_id": pl.Utf8, "request": pl.Float64,
                                           "rrt": pl.Float64, "rrt_max": pl.Float64, "error_ratio": pl.Float64})
     apm_frame = apm_frame.with_columns(
@@ -237,6 +237,55 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
                                                        "server_error_ratio")),
     ).select(list(APM_SCHEMA))
     return infra_frame, apm_frame
+
+
+def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]]) -> pl.DataFrame:
+    """One edge latency CSV (``time``, ``timestamp``, then a ``caller_callee`` column a pair, seconds)
+    -> infra_pod rows of ``kpi`` for every pod of each callee in ``pods`` (service -> its pods)."""
+    reader = csv.reader(io.StringIO(raw.decode("utf-8")))
+    header = next(reader, None)
+    if not header or header[0] != "time":
+        raise ValueError("no time header")
+    callees: list[str | None] = []
+    for column in header[2:]:
+        caller, _, callee = column.partition("_")
+        if not callee:
+            raise ValueError(f"column {column!r} is not caller_callee")
+        # A callee the day's pod files do not name (a database) has no pod to carry the KPI.
+        callees.append(callee if callee in pods else None)
+    slowest: dict[tuple[datetime, str], float] = {}  # (minute, callee) -> the slowest caller's median
+    seen: set[datetime] = set()
+    for line, row in enumerate(reader, start=2):
+        stamp = _go_time(row[0]) if row else None
+        if stamp is None:
+            raise ValueError(f"line {line}: field time {row[0] if row else ''!r} is not a time")
+        minute = stamp.replace(second=0)
+        if minute in seen:
+            continue
+        seen.add(minute)
+        for callee, cell in zip(callees, row[2:], strict=False):
+            value = _number(cell)
+            if callee is None or value is None:
+                continue  # an empty cell: no such calls that minute
+            slowest[minute, callee] = max(value, slowest.get((minute, callee), value))
+    rows: dict[str, list[object]] = {k: [] for k in ("time", "component", "kpi_key", "value")}
+    for (minute, callee), value in slowest.items():
+        for pod in pods[callee]:
+            rows["time"].append(minute)
+            rows["component"].append(pod)
+            rows["kpi_key"].append(kpi)
+            rows["value"].append(value * 1e6)
+    return _infra_rows(rows)
+
+
+def _infra_rows(rows: dict[str, list[object]]) -> pl.DataFrame:
+    """Columns time, component, kpi_key, value -> infra_pod rows of the canonical schema."""
+    return pl.DataFrame(rows, schema={"time": INFRA_SCHEMA["time"], "component": pl.Utf8, "kpi_key": pl.Utf8,
+                                      "value": pl.Float64}).with_columns(
+        pl.lit("infra_pod").alias("family"), pl.lit(None, pl.Utf8).alias("node"),
+        *(pl.lit(None, pl.Utf8).alias(c) for c in ("instance", "device", "mountpoint", "type", "sql_type")),
+        pl.lit("nezha").alias("namespace"),
+    ).select(list(INFRA_SCHEMA))
 
 
 def _number(text: str | None) -> float | None:
@@ -445,9 +494,13 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     faults = _faults(raw_faults, path=fault_path)
 
     infra_parts, apm_parts = [], []
+    edge_files: list[tuple[str, bytes, str]] = []
     for path, raw in _each_file(source, f"rca_data/{day}/metric", issues):
         if not path.endswith("_metric.csv"):
-            continue  # dependency.csv, source_50.csv, ...: not read yet (docs/datasets/nezha.md, "Edge latency all day")
+            kpi = _EDGE_FILES.get(path.rsplit("/", 1)[-1])
+            if kpi is not None:
+                edge_files.append((path, raw, kpi))
+            continue  # dependency.csv, front_service.csv: the call graph (the traces give it), the entry's latency
         try:
             infra_part, apm_part = _read_metric_file(raw, name=path)
         except (ValueError, UnicodeDecodeError, csv.Error) as exc:
@@ -455,6 +508,15 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
             continue
         infra_parts.append(infra_part)
         apm_parts.append(apm_part)
+
+    pods: dict[str, list[str]] = {}
+    for pod in sorted({p for part in apm_parts for p in part.get_column("object_id").unique().to_list()}):
+        pods.setdefault(service_of_pod(pod), []).append(pod)
+    for path, raw, kpi in edge_files:
+        try:
+            infra_parts.append(_read_edge_file(raw, kpi=kpi, pods=pods))
+        except (ValueError, UnicodeDecodeError, csv.Error) as exc:
+            issues.append(Issue(path=path, reason=str(exc), lost=True))
 
     span_parts = _read_each(source, f"rca_data/{day}/trace", _read_trace_file, issues)
     log_parts = _read_each(source, f"rca_data/{day}/log", _read_log_file, issues)

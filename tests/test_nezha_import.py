@@ -181,6 +181,44 @@ def test_infra_pod_kpis_in_release_units(imported):
         == [60] * 4
 
 
+@pytest.mark.parametrize(("kpi", "file"), [("rrt_client_p50", "source_50.csv"), ("rrt_server_p50", "destination_50.csv")])
+def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(imported, kpi, file):
+    infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    edges = infra.filter(pl.col("kpi_key") == kpi)
+    pods = {"checkoutservice": "checkoutservice-578fcf4766-9csqn", "currencyservice": "currencyservice-cf787dd48-vpjrd",
+            "adservice": "adservice-5f6585d649-fnmft"}
+    # The slice's callees; frontend calls but is never called, and the callees whose pod
+    # files the slice left out have no pod to carry the KPI.
+    assert set(edges.get_column("component")) == set(pods.values())
+    rows = _source_rows(OB_DAY, f"metric/{file}")
+    for service, pod in pods.items():
+        for row in rows:
+            cells = [float(v) for k, v in row.items() if k.endswith(f"_{service}") and v != ""]
+            at = datetime.strptime(row["time"][:16], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+            mine = edges.filter((pl.col("component") == pod) & (pl.col("time") == at)).get_column("value")
+            if not cells:  # no such calls that minute: absent, not zero
+                assert mine.len() == 0
+                continue
+            # One value a minute: the slowest caller's median, in the release's microseconds.
+            assert mine.max() == pytest.approx(max(cells) * 1e6)
+
+
+def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
+    root = clone(tmp_path)
+    bad = root / "rca_data" / OB_DAY / "metric" / "source_50.csv"
+    lines = bad.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[3] = "noon" + lines[3][lines[3].index(","):]
+    bad.write_text("".join(lines), encoding="utf-8")
+    out = tmp_path / "data"
+    result = _import(root, out)
+    assert result.exit_code == 3, result.output
+    assert "rca_data/2022-08-22/metric/source_50.csv" in result.output and "line 4" in result.output
+    infra = read_infra(out, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    assert infra.filter(pl.col("kpi_key") == "rrt_client_p50").height == 0
+    assert infra.filter(pl.col("kpi_key") == "rrt_server_p50").height > 0
+    assert len(_truths(out)) == 3
+
+
 def test_apm_pod_and_service_rows(imported):
     apm = read_apm(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame
     pods = apm.filter(pl.col("object_type") == "pod")

@@ -27,6 +27,7 @@ SLICES = [
                  "frontend-579b9bff58-t2dbm"],
         "minutes": ("2022-08-22 04:59", "2022-08-22 05:58"),
         "extra_metric": ["dependency.csv"],
+        "edge_metric": ["source_50.csv", "destination_50.csv"],
         "traces": {"05_19": ("adservice", "currencyservice", "checkoutservice"), "05_20": ()},
         "logs": ["05_19"],
     },
@@ -37,6 +38,7 @@ SLICES = [
                  "ts-travel-service-64469b5b48-25zj6", "ts-travel2-service-5c66d57d58-6mp2b"],
         "minutes": ("2023-01-29 09:00", "2023-01-29 09:59"),
         "extra_metric": [],
+        "edge_metric": [],
         "traces": {"09_22": ("ts-basic-service", "ts-travel2-service")},
         "logs": ["09_21"],
     },
@@ -106,6 +108,9 @@ def build(git_dir: Path, out: Path) -> None:
                    [r for r in rows if first <= r[0][:16] <= last])
         for name in spec["extra_metric"]:
             (out / base / "metric" / name).write_bytes(_git(git_dir, "show", f"{COMMIT}:{base}/metric/{name}"))
+        for name in spec["edge_metric"]:  # every pair's column, the same minutes as the pods
+            header, rows = _rows(_git(git_dir, "show", f"{COMMIT}:{base}/metric/{name}"))
+            _write(out / base / "metric" / name, header, [r for r in rows if first <= r[0][:16] <= last])
 
         files = {minute: _rows(_git(git_dir, "show", f"{COMMIT}:{base}/trace/{minute}_trace.csv"))
                  for minute in spec["traces"]}
