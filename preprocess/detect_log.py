@@ -250,6 +250,11 @@ class LogTemplateMiner:
 # the rewrite keeps a line valid or invalid JSON, with the same structure. Classes whose
 # representative has one of ``_CLASS_UNSAFE`` are masked line by line instead (the exact path).
 _CANONICAL_UUID = "00000000-0000-0000-0000-000000000000"
+# ``_UUID`` matched on bytes rather than Unicode characters (``(?-u)``), for the rewrite of
+# every class line: the same matches (its classes and its dash are ASCII, and an ASCII byte
+# is never part of a multi-byte character), at ~0.55x the cost (a full-scale hour's 31 k
+# class lines: ~22 instead of ~39 ms).
+_UUID_BYTES = f"(?-u){_UUID}"
 _CLASS_UNSAFE = "|".join((
     r"\\[0-9a-fA-Fu]",  # \b \f \uXXXX: an escape made of hex letters may hold a rewritten char
     r'"(?:message|error)"\s*:\s*[^"\s]',  # a number or object as message: re-serialised, digits and all
@@ -329,7 +334,7 @@ def _line_classes(messages: pl.Series) -> tuple[pl.Series, np.ndarray]:
     """Representative line of each class (see above) and each line's class number."""
     digits = _digits_as_one(messages)
     first, line_class = _distinct_rows(digits)
-    uuids = digits.gather(first).str.replace_all(_UUID, _CANONICAL_UUID)
+    uuids = digits.gather(first).str.replace_all(_UUID_BYTES, _CANONICAL_UUID)
     first_uuid, uuid_class = _distinct_rows(uuids)
     return uuids.gather(first_uuid), uuid_class[line_class]
 
