@@ -263,11 +263,11 @@ def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]]) -> pl.D
         if minute in seen:
             continue
         seen.add(minute)
-        for callee, cell in zip(callees, row[2:], strict=False):
+        for pair_callee, cell in zip(callees, row[2:], strict=False):
             value = _number(cell)
-            if callee is None or value is None:
+            if pair_callee is None or value is None:
                 continue  # an empty cell: no such calls that minute
-            slowest[minute, callee] = max(value, slowest.get((minute, callee), value))
+            slowest[minute, pair_callee] = max(value, slowest.get((minute, pair_callee), value))
     rows: dict[str, list[object]] = {k: [] for k in ("time", "component", "kpi_key", "value")}
     for (minute, callee), value in slowest.items():
         for pod in pods[callee]:
