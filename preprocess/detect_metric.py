@@ -121,7 +121,8 @@ class MetricParams:
     # history (before the window, or to check a baseline). One day: the index keeps days.
     same_hour_days: int = 1
     # Pinned at a ceiling: at least half the window's minutes sit above every baseline minute
-    # and within this share of the baseline's noise of one another. A utilisation held at its limit (a
+    # and within this share of the baseline's noise of one another (not for whole-number
+    # series, nor from a flat zero). A utilisation held at its limit (a
     # stressed pod's CPU throttled at its quota, a saturated link) rises only as far as the
     # limit allows, often less than min_z, but real load never holds that still. Such a
     # window is an "up" event of at least min_z. 0 turns the check off.
@@ -639,7 +640,8 @@ def _score_one(
         return "silent", max(z, Z_CAP * (1.0 - sustained / median)), sustained, median
     relative = abs(level - median) / abs(median) if median != 0 else float("inf")
     if z < params.min_z and raw_z > 0:
-        pinned = _pinned_level(base=base, win=win, scale=scale, params=params)
+        pinned = _pinned_level(base=base, win=win, scale=scale, expected_window_minutes=expected_window_minutes,
+                               params=params)
         if pinned is not None and abs(pinned - median) >= params.min_relative_change * abs(median):
             return "up", params.min_z, pinned, median
     if z < params.min_z or relative < params.min_relative_change:
@@ -647,15 +649,26 @@ def _score_one(
     return ("up" if raw_z > 0 else "down"), z, level, median
 
 
-def _pinned_level(*, base: np.ndarray, win: np.ndarray, scale: float, params: MetricParams) -> float | None:
+def _pinned_level(*, base: np.ndarray, win: np.ndarray, scale: float, expected_window_minutes: int,
+                  params: MetricParams) -> float | None:
     """The level a window is held at when it sits at a ceiling (``MetricParams.ceiling_spread``), else None."""
     if params.ceiling_spread <= 0 or base.size < params.min_baseline_points:
         return None
-    # The window's top minutes (its onset minute may still be climbing) held within the band.
+    # A rise from a flat zero is the from-zero rule's (one error a minute is not a ceiling), and
+    # whole numbers (counts, processes) repeat a value by nature: stillness says nothing there.
+    if not np.any(base) or (_whole_numbers(base) and _whole_numbers(win)):
+        return None
+    # The window's top minutes (its onset minute may still be climbing) held within the band,
+    # for half the minutes the window spans, not only of those it holds.
     high = win[win >= float(np.max(win)) - params.ceiling_spread * scale]
-    if high.size < max(params.ceiling_min_minutes, (win.size + 1) // 2) or float(np.min(high)) <= float(np.max(base)):
+    needed = max(params.ceiling_min_minutes, (expected_window_minutes + 1) // 2)
+    if high.size < needed or float(np.min(high)) <= float(np.max(base)):
         return None
     return float(np.median(high))
+
+
+def _whole_numbers(values: np.ndarray) -> bool:
+    return bool(np.all(np.mod(values, 1.0) == 0.0))
 
 
 def _first_exceeding(win: np.ndarray, median: float, direction: str) -> int:

@@ -239,34 +239,44 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
     return infra_frame, apm_frame
 
 
-def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]]) -> pl.DataFrame:
+def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]],
+                    dropped: list[str]) -> pl.DataFrame:
     """One edge latency CSV (``time``, ``timestamp``, then a ``caller_callee`` column a pair, seconds)
-    -> infra_pod rows of ``kpi`` for every pod of each callee in ``pods`` (service -> its pods)."""
+    -> infra_pod rows of ``kpi`` for every pod of each callee in ``pods`` (service -> its pods).
+
+    A pair whose callee has no pod in ``pods`` carries no KPI: its column is added to ``dropped``."""
     reader = csv.reader(io.StringIO(raw.decode("utf-8")))
     header = next(reader, None)
-    if not header or header[0] != "time":
-        raise ValueError("no time header")
+    if not header or header[:2] != ["time", "timestamp"]:
+        raise ValueError("no time,timestamp header")
     callees: list[str | None] = []
     for column in header[2:]:
-        caller, _, callee = column.partition("_")
-        if not callee:
+        # Service names may hold "_" too: the split is the one whose callee the day has pods of.
+        splits = [column[i + 1:] for i, char in enumerate(column) if char == "_"]
+        callee = next((name for name in splits if name in pods), None)
+        if not splits:
             raise ValueError(f"column {column!r} is not caller_callee")
-        # A callee the day's pod files do not name (a database) has no pod to carry the KPI.
-        callees.append(callee if callee in pods else None)
+        if callee is None:
+            dropped.append(column)
+        callees.append(callee)
     slowest: dict[tuple[datetime, str], float] = {}  # (minute, callee) -> the slowest caller's median
     seen: set[datetime] = set()
     for line, row in enumerate(reader, start=2):
-        stamp = _go_time(row[0]) if row else None
+        if len(row) != len(header):
+            raise ValueError(f"line {line}: {len(row)} fields, the header has {len(header)}")
+        stamp = _go_time(row[0])
         if stamp is None:
-            raise ValueError(f"line {line}: field time {row[0] if row else ''!r} is not a time")
+            raise ValueError(f"line {line}: field time {row[0]!r} is not a time")
         minute = stamp.replace(second=0)
         if minute in seen:
             continue
         seen.add(minute)
-        for pair_callee, cell in zip(callees, row[2:], strict=False):
-            value = _number(cell)
-            if pair_callee is None or value is None:
+        for column, pair_callee, cell in zip(header[2:], callees, row[2:], strict=True):
+            if pair_callee is None or cell == "":
                 continue  # an empty cell: no such calls that minute
+            value = _number(cell)
+            if value is None:
+                raise ValueError(f"line {line}: field {column} {cell!r} is not a number")
             slowest[minute, pair_callee] = max(value, slowest.get((minute, pair_callee), value))
     rows: dict[str, list[object]] = {k: [] for k in ("time", "component", "kpi_key", "value")}
     for (minute, callee), value in slowest.items():
@@ -513,10 +523,14 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     for pod in sorted({p for part in apm_parts for p in part.get_column("object_id").unique().to_list()}):
         pods.setdefault(service_of_pod(pod), []).append(pod)
     for path, raw, kpi in edge_files:
+        dropped: list[str] = []
         try:
-            infra_parts.append(_read_edge_file(raw, kpi=kpi, pods=pods))
+            infra_parts.append(_read_edge_file(raw, kpi=kpi, pods=pods, dropped=dropped))
         except (ValueError, UnicodeDecodeError, csv.Error) as exc:
             issues.append(Issue(path=path, reason=str(exc), lost=True))
+            continue
+        if dropped:  # the pod files' own issues say why they are missing
+            log.warning("%s: columns %s not imported: no pod file of their callee", path, ", ".join(dropped))
 
     span_parts = _read_each(source, f"rca_data/{day}/trace", _read_trace_file, issues)
     log_parts = _read_each(source, f"rca_data/{day}/log", _read_log_file, issues)

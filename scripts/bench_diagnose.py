@@ -57,6 +57,8 @@ from rca.challenge import rule_version
 from rca.logsetup import configure_logging
 from rca.settings import Settings, load_settings
 
+log = logging.getLogger("bench")
+
 MODES = ("pipeline", "react", "team")
 
 
@@ -189,10 +191,16 @@ def time_breakdown(records: list[RunRecord], *, diagnose_wall_s: float) -> dict[
     # other cases at their mean share of its wall (the model load and any wait between cases
     # spread over them, so the load is over-counted a little rather than a wait left out).
     # Spreading the first case over this batch's cases instead, as before, charged a 400-case
-    # phase 400/len(answered) first cases (about 7 minutes too many on 36 cases).
-    steady_s = max(0.0, diagnose_wall_s - wall(first)) / max(1, len(answered) - 1)
+    # phase 400/len(answered) first cases (about 7 minutes too many on 36 cases). The first case
+    # is the batch's first in input order, answered or not; with ``concurrency`` > 1 it overlaps
+    # the next ones, so taking out its whole wall projects a little low.
+    opening = records[0]
+    if len(records) < 2 or "total_s" not in opening.timings_s:
+        log.warning("no 400-case projection: it needs two cases or more and the first case's seconds")
+        return figures
+    steady_s = max(0.0, diagnose_wall_s - wall(opening)) / (len(records) - 1)
     figures["steady_s_per_case"] = round(steady_s, 2)
-    figures["projected_400_cases_min"] = round((wall(first) + 399 * steady_s) / 60, 1)
+    figures["projected_400_cases_min"] = round((wall(opening) + 399 * steady_s) / 60, 1)
     return figures
 
 

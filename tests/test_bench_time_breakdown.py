@@ -52,3 +52,19 @@ def test_waits_between_cases_count_in_the_steady_seconds() -> None:
     figures = _load().time_breakdown(records, diagnose_wall_s=5.0 + 8.0 * 10)
     assert figures["median_case_s"] == pytest.approx(7.0)
     assert figures["steady_s_per_case"] == pytest.approx((5.0 + 8.0 * 10 - 7.0) / 9, abs=0.005)
+
+
+def test_a_failed_first_case_is_still_the_one_paid_once() -> None:
+    # The model load's victim failed (a timeout after 47 s); 35 cases of 7.5 s followed.
+    failed = RunRecord(uuid="c0", window={"start": "", "end": ""}, status="failed",
+                       timings_s={"total_s": 47.0, "prepare_wait_s": 0.0})
+    records = [failed, *(_record(f"c{i}", 7.5) for i in range(1, 36))]
+    figures = _load().time_breakdown(records, diagnose_wall_s=7.0 + 47.0 + 7.5 * 35)
+    assert figures["steady_s_per_case"] == pytest.approx(7.5 + 7.0 / 35, abs=0.005)
+    assert figures["projected_400_cases_min"] == pytest.approx((47.0 + 399 * (7.5 + 7.0 / 35)) / 60, abs=0.05)
+
+
+def test_one_case_gives_no_projection() -> None:
+    figures = _load().time_breakdown([_record("c0", 47.0)], diagnose_wall_s=54.0)
+    assert figures["first_case_s"] == pytest.approx(47.0)
+    assert "projected_400_cases_min" not in figures and "steady_s_per_case" not in figures

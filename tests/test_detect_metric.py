@@ -239,3 +239,13 @@ def test_no_ceiling_without_a_still_window_above_every_baseline_minute(window, w
     events = score_metric_window(_series(_utilisation(1, window=window)), start=T0 + timedelta(minutes=35),
                                  end=T0 + timedelta(minutes=38), baseline_start=BASELINE_START)
     assert events.filter(pl.col("direction") == "up").height == 0, why
+
+
+@pytest.mark.parametrize(("baseline", "window", "why"), [
+    ([0.0] * 35, [1.0, 1.0, 1.0, 1.0], "one error a minute after none: the from-zero rule's, not a ceiling"),
+    ([2.0, 3.0] * 17 + [2.0], [4.0, 4.0, 4.0, 4.0], "a count repeats a whole number by nature"),
+])
+def test_no_ceiling_for_counts(baseline, window, why):
+    events = score_metric_window(_series(baseline + window, kpi="error"), start=T0 + timedelta(minutes=35),
+                                 end=T0 + timedelta(minutes=38), baseline_start=BASELINE_START)
+    assert events.filter(pl.col("z") == MetricParams().min_z).height == 0, why

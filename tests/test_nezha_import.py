@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from preprocess import nezha
 from preprocess.importers import app
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from tests.nezha_fixtures import OB_DAY, SLICE, TT_DAY, bare_snapshot, clone, set_faults
@@ -217,6 +218,33 @@ def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
     assert infra.filter(pl.col("kpi_key") == "rrt_client_p50").height == 0
     assert infra.filter(pl.col("kpi_key") == "rrt_server_p50").height > 0
     assert len(_truths(out)) == 3
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    # the third field: frontend_currencyservice, a pair the slice imports
+    (lambda line: ",".join([*line.split(",")[:2], "fast", *line.split(",")[3:]]),
+     ["line 4", "frontend_currencyservice 'fast' is not a number"]),
+    (lambda line: line.rstrip("\n") + ",0.1\n", ["line 4", "fields, the header has"]),
+])
+def test_edge_file_with_a_bad_cell_or_row_is_named(tmp_path, edit, words):
+    root = clone(tmp_path)
+    bad = root / "rca_data" / OB_DAY / "metric" / "destination_50.csv"
+    lines = bad.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[3] = edit(lines[3])
+    bad.write_text("".join(lines), encoding="utf-8")
+    result = _import(root, tmp_path / "data")
+    assert result.exit_code == 3, result.output
+    assert "rca_data/2022-08-22/metric/destination_50.csv" in result.output
+    assert all(word in result.output for word in words), result.output
+
+
+def test_a_callee_without_a_pod_file_is_reported_not_dropped_silently(caplog):
+    # The slice keeps 4 of OnlineBoutique's 10 pod files: the pairs whose callee has none are named.
+    with caplog.at_level("WARNING", logger="preprocess.nezha"):
+        nezha.read_day(nezha.Source(SLICE), day=OB_DAY)
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "source_50.csv: columns" in warned and "frontend_productcatalogservice" in warned
+    assert "frontend_checkoutservice" not in warned  # checkoutservice has its pod file
 
 
 def test_apm_pod_and_service_rows(imported):
