@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,6 +45,16 @@ def _truths(out: Path) -> list[dict]:
 
 def _source_rows(day: str, path: str) -> list[dict[str, str]]:
     return list(csv.DictReader((SLICE / "rca_data" / day / path).open(encoding="utf-8")))
+
+
+def _clone_with_line_edited(tmp_path: Path, file: str, *, line: int, edit: Callable[[str], str]) -> Path:
+    """A clone of the slice whose ``rca_data/<OB_DAY>/<file>`` has its line ``line`` (0 = header) edited."""
+    root = clone(tmp_path)
+    target = root / "rca_data" / OB_DAY / file
+    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[line] = edit(lines[line])
+    target.write_text("".join(lines), encoding="utf-8")
+    return root
 
 
 @pytest.fixture(params=["clone", "bare"])
@@ -205,11 +216,8 @@ def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(import
 
 
 def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
-    root = clone(tmp_path)
-    bad = root / "rca_data" / OB_DAY / "metric" / "source_50.csv"
-    lines = bad.read_text(encoding="utf-8").splitlines(keepends=True)
-    lines[3] = "noon" + lines[3][lines[3].index(","):]
-    bad.write_text("".join(lines), encoding="utf-8")
+    root = _clone_with_line_edited(tmp_path, "metric/source_50.csv", line=3,
+                                   edit=lambda text: "noon" + text[text.index(","):])
     out = tmp_path / "data"
     result = _import(root, out)
     assert result.exit_code == 3, result.output
@@ -227,11 +235,7 @@ def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
     (lambda line: line.rstrip("\n") + ",0.1\n", ["line 4", "fields, the header has"]),
 ])
 def test_edge_file_with_a_bad_cell_or_row_is_named(tmp_path, edit, words):
-    root = clone(tmp_path)
-    bad = root / "rca_data" / OB_DAY / "metric" / "destination_50.csv"
-    lines = bad.read_text(encoding="utf-8").splitlines(keepends=True)
-    lines[3] = edit(lines[3])
-    bad.write_text("".join(lines), encoding="utf-8")
+    root = _clone_with_line_edited(tmp_path, "metric/destination_50.csv", line=3, edit=edit)
     result = _import(root, tmp_path / "data")
     assert result.exit_code == 3, result.output
     assert "rca_data/2022-08-22/metric/destination_50.csv" in result.output
@@ -316,11 +320,8 @@ def test_two_systems_merge_into_one_dataset(imported):
 
 
 def test_malformed_metric_file_is_named_and_the_rest_imported(tmp_path):
-    root = clone(tmp_path)
-    bad = root / "rca_data" / OB_DAY / "metric" / "currencyservice-cf787dd48-vpjrd_metric.csv"
-    lines = bad.read_text(encoding="utf-8").splitlines(keepends=True)
-    lines[5] = "yesterday at noon" + lines[5][lines[5].index(","):]
-    bad.write_text("".join(lines), encoding="utf-8")
+    root = _clone_with_line_edited(tmp_path, "metric/currencyservice-cf787dd48-vpjrd_metric.csv", line=5,
+                                   edit=lambda text: "yesterday at noon" + text[text.index(","):])
     out = tmp_path / "data"
     result = _import(root, out)
     assert result.exit_code == 3, result.output

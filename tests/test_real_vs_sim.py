@@ -1,31 +1,17 @@
 """scripts/real_vs_sim.py: its statistics on synthetic frames with known answers."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 
 import polars as pl
 import pytest
 
 from preprocess.schema import SPAN_SCHEMA
+from tests.script_modules import load_script
 
 T0 = datetime(2025, 6, 6, 1, 0, tzinfo=UTC)
-
-
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "scripts" / "real_vs_sim.py"
-    spec = importlib.util.spec_from_file_location("real_vs_sim_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rvs = _load()
+rvs = load_script("real_vs_sim")
 
 
 def _minutes(values: list[float], *, start: datetime = T0) -> pl.DataFrame:
