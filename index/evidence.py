@@ -32,6 +32,17 @@ _SYMPTOM_KPIS = frozenset({
 })
 
 
+def is_server_side_latency(kpi: str) -> bool:
+    """A KPI of the time a component takes to answer its inbound calls, as it measures it.
+
+    The release's APM ``rrt`` (from the pod's server spans) and the service mesh's
+    callee-side ``rrt_server_*`` (preprocess/nezha.py). Not ``rrt_max``, one slow call's
+    tail, nor ``rrt_client_*``, the same calls as their callers measure them (a slow network
+    between them counts there).
+    """
+    return kpi == "rrt" or kpi.startswith("rrt_server")
+
+
 def strength(z: float) -> float:
     """Bounded, slowly growing evidence strength of a robust z (z=4 -> 0.69, z=50 -> 2.6)."""
     return math.log1p(max(z, 0.0) / 4.0)

@@ -9,7 +9,8 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
 3. level logic: a service whose pods all deviate is a service candidate, a lone
    deviating pod a pod candidate, a node whose own KPIs deviate or whose pods of several
    services suffer together a node candidate; single-pod components (redis-cart,
-   TiDB) are answered by their service name, which the ground truth accepts;
+   TiDB) are answered by their service name, which the ground truth accepts, and their
+   service's and pod's evidence is scored as one component (a series on both counts once);
 4. propagation: symptom evidence (latency, errors, log bursts) of a component whose
    downstream (in the call graph observed in the traces, plus the storage calls that
    traces cannot show) is anomalous is discounted, and a caller whose descendant shows
@@ -17,7 +18,8 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    anomalous component ranks first; a caller's own log trouble that began no earlier than
    a callee's error lines is their echo and weighed down (``_discount_log_echo``);
 5. a caller pod failing towards several healthy callees at once (``caller_fanout``) is
-   evidence against that pod, and the callees' edge evidence is mostly withdrawn;
+   evidence against that pod, and the callees' edge evidence is mostly withdrawn; a callee
+   whose own server-side latency rose is not healthy (``_fanout_of_healthy_callees``);
 6. silence travels down the call graph: the silence of a component whose callers all
    stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
    feels its stressed node (clearly stressed, or moderately while pods of several services
@@ -41,7 +43,15 @@ from typing import Literal
 import networkx as nx
 import polars as pl
 
-from index.evidence import Item, dropped_calls_item, fanout_items, log_items, metric_items, trace_items
+from index.evidence import (
+    Item,
+    dropped_calls_item,
+    fanout_items,
+    is_server_side_latency,
+    log_items,
+    metric_items,
+    trace_items,
+)
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_trace import propagation_scores
@@ -126,6 +136,9 @@ def rank_candidates(
     for caller, callee in STORAGE_CALLS:
         if caller in known_services and callee in known_services:
             graph.add_edge(caller, callee)
+    fanout_events = _fanout_of_healthy_callees(fanout_events, slow=_slow_by_own_measure(metric_events),
+                                               share=weights.fanout_slow_callee_share,
+                                               min_callees=weights.fanout_min_healthy_callees)
     fanout_callers = {(c, s) for c, s in fanout_events.select("caller", "signal").iter_rows()}
     # Nodes that host application pods: control-plane nodes never do, so they never compete.
     worker_nodes = set(placement.get_column("node").drop_nulls().to_list()) if placement.height else set()
@@ -167,11 +180,15 @@ def rank_candidates(
         pod_scores = {p: components[p].score(symptom_factor=factor) if p in components else 0.0 for p in pods}
         deviating = [p for p, s in pod_scores.items() if s >= weights.anomalous_pod_score]
         if len(pods) <= 1:
-            # Single-pod component: its pod evidence is the service's evidence.
-            merged = _merge_breakdowns([direct_scores] + [components[p].modality_scores(symptom_factor=factor)
-                                                          for p in pods if p in components])
-            scored.append(_candidate(service, "service", merged, factor,
-                                     [components[n] for n in [service, *pods] if n in components], max_evidence))
+            # Single-pod component: its pod evidence is the service's evidence, scored as one
+            # component. A series reported for the service and for its one pod (a service-level
+            # APM row aggregated from that pod) is one observation, not two: summing the two
+            # scores doubled such KPIs against those only the pod reports (CPU, memory).
+            sources = [components[n] for n in [service, *pods] if n in components]
+            merged = _Component(name=service, modality_weights=modality_weights,
+                                items=[i for comp in sources for i in comp.items]
+                                ).modality_scores(symptom_factor=factor)
+            scored.append(_candidate(service, "service", merged, factor, sources, max_evidence))
             continue
         share = len(deviating) / len(pods)
         mean_pod = sum(pod_scores.values()) / len(pods)
@@ -212,6 +229,40 @@ def rank_candidates(
         called_wrong = {name for name, comp in components.items() if any(i.role == "edge" for i in comp.items)}
         ranked = _service_follows_pod(ranked, pods=called_wrong)
     return ranked[:top_k]
+
+
+def _slow_by_own_measure(metric_events: pl.DataFrame) -> dict[str, float]:
+    """Services whose inbound calls got slower as they measure them themselves, with the z.
+
+    Service-level series only: one slow pod does not make its service slow for every caller.
+    """
+    slow: dict[str, float] = {}
+    rising = metric_events.filter(pl.col("direction") == "up").select("component", "kpi", "z")
+    for component, kpi, z in rising.iter_rows():
+        if is_server_side_latency(kpi) and not is_node(component) and service_of(component) == component:
+            slow[component] = max(slow.get(component, 0.0), z)
+    return slow
+
+
+def _fanout_of_healthy_callees(fanout_events: pl.DataFrame, *, slow: dict[str, float], share: float,
+                               min_callees: int) -> pl.DataFrame:
+    """Latency fan-outs counted over callees that are fine by their own measure.
+
+    A fan-out blames the caller pod because its callees are fine for everybody else; the
+    traces that say so may cover only some callers (a source that keeps traces only around
+    incidents, files absent). A callee whose own server-side latency rose about as clearly
+    (z at least ``share`` of the fan-out's) is not fine, and explains its callers' latency
+    (not their errors): a fan-out left with fewer than ``min_callees`` callees is dropped.
+    """
+    if fanout_events.height == 0 or not slow:
+        return fanout_events
+    rows = []
+    for row in fanout_events.iter_rows(named=True):
+        if row["signal"] == "latency":
+            row = {**row, "callees": [c for c in row["callees"] if slow.get(c, 0.0) < share * row["z"]]}
+        if len(row["callees"]) >= min_callees:
+            rows.append(row)
+    return pl.DataFrame(rows, schema=fanout_events.schema)
 
 
 def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
@@ -546,14 +597,6 @@ def _local_metric(component: _Component | None) -> float:
         return 0.0
     return max((i.strength for i in component.items if i.role == "local" and i.evidence.modality == "metric"),
                default=0.0)
-
-
-def _merge_breakdowns(parts: list[dict[str, float]]) -> dict[str, float]:
-    merged: dict[str, float] = defaultdict(float)
-    for part in parts:
-        for key, value in part.items():
-            merged[key] += value
-    return dict(merged)
 
 
 def _candidate(name: str, level: Literal["service", "pod", "node"], breakdown: dict[str, float], factor: float,

@@ -286,10 +286,11 @@ def test_an_edge_slow_for_one_starved_caller_is_the_callers(edge_z):
     services = [service_of(c.component) for c in candidates]
     assert services.index("frontend") < services.index("productcatalogservice"), \
         [(c.component, c.score) for c in candidates]
-    # RankWeights(fanout_victim_weight=1.0) keeps the lone caller's edge at full strength: the callee wins.
-    old = [c.component for c in _rank(events, OB_GRAPH, OB_PODS,
-                                       weights=replace(RankWeights(), fanout_victim_weight=1.0))]
-    assert old[0].startswith("productcatalogservice"), old
+    # RankWeights(fanout_victim_weight=1.0) keeps the lone caller's edge at full strength: the callee
+    # scores more. (It still ranks below the caller here: since one-pod services count a series once,
+    # not on the pod and again on the service, the edge alone no longer outweighs a CPU at z 50.)
+    old = _rank(events, OB_GRAPH, OB_PODS, weights=replace(RankWeights(), fanout_victim_weight=1.0))
+    assert _score(old, "productcatalogservice") > _score(candidates, "productcatalogservice")
 
 
 def test_an_edge_slow_for_several_callers_stays_the_callees():
@@ -298,3 +299,62 @@ def test_an_edge_slow_for_several_callers_stays_the_callees():
     events["trace"] = pl.concat([events["trace"], second])
     names = [c.component for c in _rank(events, OB_GRAPH, OB_PODS)]
     assert names[0].startswith("productcatalogservice"), names
+
+
+# One pod per service (Nezha's deployments): the release-style service-level APM row is that pod's row.
+ONE_POD_GRAPH = nx.DiGraph([("frontend", "checkoutservice"), ("frontend", "currencyservice"),
+                            ("checkoutservice", "paymentservice"), ("checkoutservice", "currencyservice")])
+ONE_POD_PODS = {f"{s}-0" for s in ONE_POD_GRAPH.nodes}
+
+
+def _score(candidates, name: str) -> float:
+    return next(c.score for c in candidates if c.component == name)
+
+
+@pytest.mark.parametrize("z", [5.0, 12.0, 50.0])
+def test_a_single_pod_services_series_counts_once_not_per_row(z):
+    pod_row = _metric("paymentservice-0", "apm_pod", "request", "up", z, 2.0)
+    service_row = {**pod_row, "component": "paymentservice", "kind": "apm_service"}
+    alone = _rank(_events(metric=[pod_row]), ONE_POD_GRAPH, ONE_POD_PODS)
+    both = _rank(_events(metric=[pod_row, service_row]), ONE_POD_GRAPH, ONE_POD_PODS)
+    assert _score(both, "paymentservice") == pytest.approx(_score(alone, "paymentservice"))
+
+
+def test_a_pod_only_kpi_is_not_outweighed_by_a_series_reported_twice():
+    """checkoutservice's network is slow: its callers time its calls 2x slower (the mesh's caller-side
+    latency, a KPI only the pod has); paymentservice's traffic rose about as clearly, on the pod's row and
+    on the service's row aggregated from it. Counted twice, the traffic won."""
+    pod_row = _metric("paymentservice-0", "apm_pod", "request", "up", 4.7, 2.0)
+    metric = [pod_row, {**pod_row, "component": "paymentservice", "kind": "apm_service"},
+              _metric("checkoutservice-0", "infra_pod", "rrt_client_p50", "up", 6.0, 2.1)]
+    names = [c.component for c in _rank(_events(metric=metric), ONE_POD_GRAPH, ONE_POD_PODS)]
+    assert names[0] == "checkoutservice", names
+
+
+def _slow_callee_fanout_world(callee_z: float, *, signal: str = "latency") -> dict[str, pl.DataFrame]:
+    """currencyservice's CPU is starved: frontend-0's calls to it and to checkoutservice (which calls it
+    too) are slow. The traces kept show only frontend's calls (a source that records around incidents,
+    files absent), so they look like a fan-out of frontend-0; currencyservice's own server-side latency
+    (its service-level rrt) says it is slow for everybody."""
+    events = _events(metric=[_metric("currencyservice", "apm_service", "rrt", "up", callee_z, 30.0),
+                             _metric("frontend", "apm_service", "rrt", "up", 50.0, 30.0)])
+    events["fanout"] = pl.DataFrame([{"caller": "frontend", "caller_pod": "frontend-0",
+                                      "callees": ["currencyservice", "checkoutservice"], "signal": signal,
+                                      "z": 50.0, "onset": ONSET}], schema=FANOUT_EVENT_SCHEMA)
+    return events
+
+
+def test_a_latency_fanout_to_a_callee_slow_by_its_own_measure_is_no_fanout():
+    events = _slow_callee_fanout_world(50.0)
+    candidates = _rank(events, ONE_POD_GRAPH, ONE_POD_PODS)
+    assert candidates[0].component == "currencyservice", [(c.component, c.score) for c in candidates]
+    assert all(e.signal != "fanout" for c in candidates for e in c.evidence)
+    # RankWeights(fanout_slow_callee_share=inf) counts every callee as fine: the caller pod wins again.
+    old = _rank(events, ONE_POD_GRAPH, ONE_POD_PODS, weights=replace(RankWeights(), fanout_slow_callee_share=np.inf))
+    assert service_of(old[0].component) == "frontend", [(c.component, c.score) for c in old]
+
+
+@pytest.mark.parametrize("callee_z, signal", [(10.0, "latency"), (50.0, "errors")])
+def test_a_fanout_stays_when_the_callee_is_barely_slow_or_the_calls_fail(callee_z, signal):
+    candidates = _rank(_slow_callee_fanout_world(callee_z, signal=signal), ONE_POD_GRAPH, ONE_POD_PODS)
+    assert any(e.signal == "fanout" for c in candidates for e in c.evidence)
