@@ -215,3 +215,34 @@ def test_map_ahead_keeps_order_and_raises_where_it_failed():
         for value in _map_ahead(slow_square, range(10), ahead=3):
             seen.append(value)
     assert seen == [n * n for n in range(7)]
+
+
+# Java lines as TrainTicket writes them (Nezha): a time of day, the level, the logger, the request's
+# trace context, then the statement. Header and context mask alike in every line.
+def _java(level: str, logger: str, body: str, *, n: int) -> str:
+    return (f"17:20:{n % 60:02d}.{n:03d} {level}  {logger}#{100 + n % 7} TraceID: {n:032x} SpanID: {n:016x} "
+            f"{body}")
+
+
+STATEMENTS = [  # (level, logger, body): four different statements, two loggers, two levels
+    ("INFO", "o.s.OrderServiceImpl", "[getOrderById][Get Order By ID Success][OrderId: {id}]"),
+    ("INFO", "o.s.OrderServiceImpl", "[cancelOrder][Order Status Wrong, cannot cancel][{id}]"),
+    ("INFO", "t.s.TravelServiceImpl", "[getRouteById][Get Route By ID Success][RouteId: {id}]"),
+    ("ERROR", "o.s.OrderServiceImpl", "[getOrderById][Get Order By ID Success][OrderId: {id}]"),
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_java_lines_of_different_statements_loggers_or_levels_stay_apart(seed):
+    rng = np.random.default_rng(seed)
+    lines, truth = [], []
+    for k in range(200):
+        s = int(rng.integers(len(STATEMENTS)))
+        level, logger, body = STATEMENTS[s]
+        lines.append(_java(level, logger, body.format(id=f"{rng.integers(1 << 60):x}-{k}"), n=int(rng.integers(999))))
+        truth.append(s)
+    masked = pl.DataFrame({"m": lines}).select(extract_and_mask(pl.col("m"))).get_column("m").to_list()
+    assert not any(m[:2].isdigit() or "TraceID" in m for m in masked), masked[:3]
+    ids = LogTemplateMiner(state_path=None).template_ids(masked)
+    # One template per statement: lines of one statement share it, different statements never do.
+    assert len(set(zip(truth, ids, strict=True))) == len(set(truth)) == len(set(ids))
