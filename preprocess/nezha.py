@@ -90,6 +90,7 @@ _INFRA_COLUMNS: dict[str, tuple[str, float]] = {
 # caller's side and on the callee's: infra_pod KPIs of every pod of the callee (the mesh
 # measures a workload): the callee's latency as its slowest caller sees it, one value a minute.
 _EDGE_FILES: dict[str, str] = {"source_50.csv": "rrt_client_p50", "destination_50.csv": "rrt_server_p50"}
+EDGE_RATIO_KPI = "rrt_network_ratio_p50"  # the caller's side over the callee's side of one pair and minute
 _GO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _GRPC_SERVICE = re.compile(r"(?:^|[./])([A-Za-z0-9]+)/[A-Za-z0-9_]+$")
 
@@ -239,10 +240,10 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
     return infra_frame, apm_frame
 
 
-def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]],
-                    dropped: list[str]) -> pl.DataFrame:
+def _read_edge_file(raw: bytes, *, pods: dict[str, list[str]], dropped: list[str]) -> pl.DataFrame:
     """One edge latency CSV (``time``, ``timestamp``, then a ``caller_callee`` column a pair, seconds)
-    -> infra_pod rows of ``kpi`` for every pod of each callee in ``pods`` (service -> its pods).
+    -> one row per minute and pair whose callee has pods in ``pods`` (service -> its pods):
+    ``time``, ``pair``, ``callee``, ``value`` (seconds). An empty cell (no such calls) gives no row.
 
     A pair whose callee has no pod in ``pods`` carries no KPI: its column is added to ``dropped``."""
     reader = csv.reader(io.StringIO(raw.decode("utf-8")))
@@ -259,7 +260,7 @@ def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]],
         if callee is None:
             dropped.append(column)
         callees.append(callee)
-    slowest: dict[tuple[datetime, str], float] = {}  # (minute, callee) -> the slowest caller's median
+    rows: dict[str, list[object]] = {k: [] for k in ("time", "pair", "callee", "value")}
     seen: set[datetime] = set()
     for line, row in enumerate(reader, start=2):
         if len(row) != len(header):
@@ -277,15 +278,38 @@ def _read_edge_file(raw: bytes, *, kpi: str, pods: dict[str, list[str]],
             value = _number(cell)
             if value is None:
                 raise ValueError(f"line {line}: field {column} {cell!r} is not a number")
-            slowest[minute, pair_callee] = max(value, slowest.get((minute, pair_callee), value))
-    rows: dict[str, list[object]] = {k: [] for k in ("time", "component", "kpi_key", "value")}
-    for (minute, callee), value in slowest.items():
-        for pod in pods[callee]:
-            rows["time"].append(minute)
-            rows["component"].append(pod)
-            rows["kpi_key"].append(kpi)
-            rows["value"].append(value * 1e6)
-    return _infra_rows(rows)
+            for key, item in (("time", minute), ("pair", column), ("callee", pair_callee), ("value", value)):
+                rows[key].append(item)
+    return pl.DataFrame(rows, schema={"time": INFRA_SCHEMA["time"], "pair": pl.Utf8, "callee": pl.Utf8,
+                                      "value": pl.Float64})
+
+
+def _edge_kpis(sides: dict[str, pl.DataFrame], *, pods: dict[str, list[str]]) -> pl.DataFrame:
+    """Edge latency per pair and minute, by the side that measured it -> infra_pod KPIs of every pod
+    of the callee: each side's slowest caller in µs (``_EDGE_FILES``) and, where both sides measured
+    a pair, how many times the callee's own time the callers wait (``EDGE_RATIO_KPI``: the caller's
+    median over the callee's, the largest over callers). A delayed network raises the callers' side
+    only; a CPU-starved callee raises both alike and leaves the ratio where it was. A ratio, not a
+    difference: the two medians are over different calls, so their difference wanders around 0 and
+    changes sign, which no level test reads well (a difference floored at 0 turned a code error's
+    small positive minutes into a rise "from 0")."""
+    parts = [frame.group_by("time", "callee").agg(pl.col("value").max()).with_columns(pl.lit(kpi).alias("kpi_key"))
+             for kpi, frame in sides.items()]
+    client, server = (sides.get(_EDGE_FILES[name]) for name in ("source_50.csv", "destination_50.csv"))
+    if client is not None and server is not None:
+        ratio = (client.join(server, on=["time", "pair", "callee"], suffix="_server")
+               .filter(pl.col("value_server") > 0)
+               .group_by("time", "callee").agg((pl.col("value") / pl.col("value_server")).max().alias("value")))
+        parts.append(ratio.with_columns(pl.lit(EDGE_RATIO_KPI).alias("kpi_key")))
+    if not parts:
+        return empty_frame(INFRA_SCHEMA)
+    per_callee = pl.concat([p.select("time", "callee", "kpi_key", "value") for p in parts])
+    owners = pl.DataFrame([(service, pod) for service, names in pods.items() for pod in names],
+                          schema={"callee": pl.Utf8, "component": pl.Utf8}, orient="row")
+    rows = (per_callee.join(owners, on="callee").sort("kpi_key", "time", "component")
+            .with_columns(pl.when(pl.col("kpi_key") == EDGE_RATIO_KPI).then(pl.col("value"))
+                          .otherwise(pl.col("value") * 1e6).alias("value")))
+    return _infra_rows({name: rows.get_column(name).to_list() for name in ("time", "component", "kpi_key", "value")})
 
 
 def _infra_rows(rows: dict[str, list[object]]) -> pl.DataFrame:
@@ -522,15 +546,18 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     pods: dict[str, list[str]] = {}
     for pod in sorted({p for part in apm_parts for p in part.get_column("object_id").unique().to_list()}):
         pods.setdefault(service_of_pod(pod), []).append(pod)
+    sides: dict[str, pl.DataFrame] = {}
     for path, raw, kpi in edge_files:
         dropped: list[str] = []
         try:
-            infra_parts.append(_read_edge_file(raw, kpi=kpi, pods=pods, dropped=dropped))
+            sides[kpi] = _read_edge_file(raw, pods=pods, dropped=dropped)
         except (ValueError, UnicodeDecodeError, csv.Error) as exc:
             issues.append(Issue(path=path, reason=str(exc), lost=True))
             continue
         if dropped:  # the pod files' own issues say why they are missing
             log.warning("%s: columns %s not imported: no pod file of their callee", path, ", ".join(dropped))
+    if sides:
+        infra_parts.append(_edge_kpis(sides, pods=pods))
 
     span_parts = _read_each(source, f"rca_data/{day}/trace", _read_trace_file, issues)
     log_parts = _read_each(source, f"rca_data/{day}/log", _read_log_file, issues)

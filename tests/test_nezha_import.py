@@ -215,6 +215,30 @@ def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(import
             assert mine.max() == pytest.approx(max(cells) * 1e6)
 
 
+def test_edge_ratio_is_the_callers_wait_over_the_callees_own_time(imported):
+    """rrt_network_ratio_p50: per pair and minute the caller's median over the callee's, the largest over callers."""
+    infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    ratios = infra.filter(pl.col("kpi_key") == "rrt_network_ratio_p50")
+    client = {(r["time"][:16], k): float(v) for r in _source_rows(OB_DAY, "metric/source_50.csv")
+              for k, v in r.items() if k not in ("time", "timestamp") and v != ""}
+    server = {(r["time"][:16], k): float(v) for r in _source_rows(OB_DAY, "metric/destination_50.csv")
+              for k, v in r.items() if k not in ("time", "timestamp") and v != ""}
+    checked = 0
+    for service, pod in (("checkoutservice", "checkoutservice-578fcf4766-9csqn"),
+                         ("currencyservice", "currencyservice-cf787dd48-vpjrd")):
+        by_minute: dict[str, list[float]] = {}
+        for (minute, pair), value in client.items():
+            if pair.endswith(f"_{service}") and server.get((minute, pair), 0.0) > 0:
+                by_minute.setdefault(minute, []).append(value / server[minute, pair])
+        assert by_minute
+        for minute, values in by_minute.items():
+            at = datetime.strptime(minute, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+            mine = ratios.filter((pl.col("component") == pod) & (pl.col("time") == at)).get_column("value")
+            assert mine.to_list() == [pytest.approx(max(values))]  # a ratio: no unit
+            checked += 1
+    assert checked >= 60
+
+
 def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
     root = _clone_with_line_edited(tmp_path, "metric/source_50.csv", line=3,
                                    edit=lambda text: "noon" + text[text.index(","):])
@@ -225,6 +249,7 @@ def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
     infra = read_infra(out, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
     assert infra.filter(pl.col("kpi_key") == "rrt_client_p50").height == 0
     assert infra.filter(pl.col("kpi_key") == "rrt_server_p50").height > 0
+    assert infra.filter(pl.col("kpi_key") == "rrt_network_ratio_p50").height == 0  # one side alone: no ratio
     assert len(_truths(out)) == 3
 
 
