@@ -43,6 +43,11 @@ def is_server_side_latency(kpi: str) -> bool:
     return kpi == "rrt" or kpi.startswith("rrt_server")
 
 
+def is_mesh_measure(kpi: str) -> bool:
+    """A service mesh's edge KPI (``rrt_client_*``, ``rrt_server_*``): the workload's value, on each of its pods."""
+    return kpi.startswith(("rrt_client", "rrt_server"))
+
+
 def strength(z: float) -> float:
     """Bounded, slowly growing evidence strength of a robust z (z=4 -> 0.69, z=50 -> 2.6)."""
     return math.log1p(max(z, 0.0) / 4.0)

@@ -42,7 +42,7 @@ class RankWeights:
     mention_weight: float = 0.8  # a log template naming a service is evidence against that service
     late_onset_minutes: int = 8  # an anomaly starting this long after the window opened ...
     late_onset_weight: float = 0.6  # ... keeps this share of its strength (a consequence or a coincidence)
-    fanout_min_healthy_callees: int = 2  # a latency fan-out counts while this many callees are fine by their own measure
+    fanout_min_healthy_callees: int = 2  # a latency fan-out that lost slow callees counts while this many remain
     fanout_slow_callee_share: float = 0.5  # ... a callee is not fine when its own latency's z is this share of the fan-out's
     fanout_victim_weight: float = 0.3  # callee edge evidence kept when the caller pod fans out failures
     # A caller that stops making some of its calls (a bad release returning early, an

@@ -47,6 +47,7 @@ from index.evidence import (
     Item,
     dropped_calls_item,
     fanout_items,
+    is_mesh_measure,
     is_server_side_latency,
     log_items,
     metric_items,
@@ -234,13 +235,18 @@ def rank_candidates(
 def _slow_by_own_measure(metric_events: pl.DataFrame) -> dict[str, float]:
     """Services whose inbound calls got slower as they measure them themselves, with the z.
 
-    Service-level series only: one slow pod does not make its service slow for every caller.
+    A service's own series, or a mesh series on any of its pods (the mesh measures the workload:
+    the importer writes the callee's value on every pod), not one pod's ``rrt``: one slow pod
+    does not make its service slow for every caller.
     """
     slow: dict[str, float] = {}
     rising = metric_events.filter(pl.col("direction") == "up").select("component", "kpi", "z")
     for component, kpi, z in rising.iter_rows():
-        if is_server_side_latency(kpi) and not is_node(component) and service_of(component) == component:
-            slow[component] = max(slow.get(component, 0.0), z)
+        if is_node(component) or not is_server_side_latency(kpi):
+            continue
+        service = service_of(component)
+        if component == service or is_mesh_measure(kpi):
+            slow[service] = max(slow.get(service, 0.0), z)
     return slow
 
 
@@ -252,16 +258,21 @@ def _fanout_of_healthy_callees(fanout_events: pl.DataFrame, *, slow: dict[str, f
     traces that say so may cover only some callers (a source that keeps traces only around
     incidents, files absent). A callee whose own server-side latency rose about as clearly
     (z at least ``share`` of the fan-out's) is not fine, and explains its callers' latency
-    (not their errors): a fan-out left with fewer than ``min_callees`` callees is dropped.
+    (not their errors). A latency fan-out that loses callees so is dropped when fewer than
+    ``min_callees`` remain; the rest keep their z (the strongest callee's before the cut: the
+    event carries no per-callee z).
     """
     if fanout_events.height == 0 or not slow:
         return fanout_events
     rows = []
     for row in fanout_events.iter_rows(named=True):
         if row["signal"] == "latency":
-            row = {**row, "callees": [c for c in row["callees"] if slow.get(c, 0.0) < share * row["z"]]}
-        if len(row["callees"]) >= min_callees:
-            rows.append(row)
+            healthy = [c for c in row["callees"] if slow.get(c, 0.0) < share * row["z"]]
+            if len(healthy) < len(row["callees"]):
+                if len(healthy) < min_callees:
+                    continue
+                row = {**row, "callees": healthy}
+        rows.append(row)
     return pl.DataFrame(rows, schema=fanout_events.schema)
 
 

@@ -78,14 +78,15 @@ _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 # class (see ``_line_classes``), which is exact only while every pattern treats the digits
 # 1-9 alike and a UUID-shaped span as a whole: a pattern naming a digit breaks it
 # (tests/test_detect_log_masking.py checks the classes against line-by-line masking).
-# The first two drop a line's own header: the time it opens with (the collector's time is
-# the row's) and the request's trace context (a Java MDC's ``TraceID: ... SpanID: ...``).
+# The first two drop what every line carries besides its statement: the time it opens with
+# (the collector's time is the row's) and, wherever it stands, the request's trace context (a
+# Java MDC's ``TraceID: ... SpanID: ...``, its value up to the next space).
 # Identical in every line after masking, they made lines of different statements look alike
 # to Drain (7 of a TrainTicket line's ~15 tokens); without them a line's first tokens are its
 # level and logger, which Drain's prefix tree keeps apart.
 _MASKS: tuple[tuple[str, str], ...] = (
     (r"^\s*(?:\d{4}-\d{2}-\d{2}[T ])?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+", ""),
-    (r"(?i)\b(?:trace|span)[_-]?id\s*[:=]\s*[0-9a-f-]+\s*", ""),
+    (r"(?i)\b(?:trace|span)[_-]?id\s*[:=]\s*\S+\s*", ""),
     (_UUID, "<ID>"),
     (r"\b[0-9a-fA-F]{16,}\b", "<ID>"),
     (r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(:\d+)?", "<IP>"),

@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import re
 import subprocess
 from collections.abc import Callable, Iterator
@@ -89,8 +90,11 @@ _INFRA_COLUMNS: dict[str, tuple[str, float]] = {
 # whole day (OnlineBoutique's metric/source_50.csv, destination_50.csv), as measured on the
 # caller's side and on the callee's: infra_pod KPIs of every pod of the callee (the mesh
 # measures a workload): the callee's latency as its slowest caller sees it, one value a minute.
-_EDGE_FILES: dict[str, str] = {"source_50.csv": "rrt_client_p50", "destination_50.csv": "rrt_server_p50"}
-EDGE_RATIO_KPI = "rrt_network_ratio_p50"  # the caller's side over the callee's side of one pair and minute
+EDGE_CLIENT_KPI, EDGE_SERVER_KPI = "rrt_client_p50", "rrt_server_p50"
+_EDGE_FILES: dict[str, str] = {"source_50.csv": EDGE_CLIENT_KPI, "destination_50.csv": EDGE_SERVER_KPI}
+# The caller's side over the callee's side of one pair and minute. Not an ``rrt*`` name: the
+# runbooks' latency clue (``metric:rrt*:up``) would count it as a second latency line.
+EDGE_RATIO_KPI = "caller_wait_ratio_p50"
 _GO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _GRPC_SERVICE = re.compile(r"(?:^|[./])([A-Za-z0-9]+)/[A-Za-z0-9_]+$")
 
@@ -243,7 +247,7 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
 def _read_edge_file(raw: bytes, *, pods: dict[str, list[str]], dropped: list[str]) -> pl.DataFrame:
     """One edge latency CSV (``time``, ``timestamp``, then a ``caller_callee`` column a pair, seconds)
     -> one row per minute and pair whose callee has pods in ``pods`` (service -> its pods):
-    ``time``, ``pair``, ``callee``, ``value`` (seconds). An empty cell (no such calls) gives no row.
+    ``time``, ``pair``, ``callee``, ``value`` (µs). An empty cell (no such calls) gives no row.
 
     A pair whose callee has no pod in ``pods`` carries no KPI: its column is added to ``dropped``."""
     reader = csv.reader(io.StringIO(raw.decode("utf-8")))
@@ -278,7 +282,7 @@ def _read_edge_file(raw: bytes, *, pods: dict[str, list[str]], dropped: list[str
             value = _number(cell)
             if value is None:
                 raise ValueError(f"line {line}: field {column} {cell!r} is not a number")
-            for key, item in (("time", minute), ("pair", column), ("callee", pair_callee), ("value", value)):
+            for key, item in (("time", minute), ("pair", column), ("callee", pair_callee), ("value", value * 1e6)):
                 rows[key].append(item)
     return pl.DataFrame(rows, schema={"time": INFRA_SCHEMA["time"], "pair": pl.Utf8, "callee": pl.Utf8,
                                       "value": pl.Float64})
@@ -295,7 +299,7 @@ def _edge_kpis(sides: dict[str, pl.DataFrame], *, pods: dict[str, list[str]]) ->
     small positive minutes into a rise "from 0")."""
     parts = [frame.group_by("time", "callee").agg(pl.col("value").max()).with_columns(pl.lit(kpi).alias("kpi_key"))
              for kpi, frame in sides.items()]
-    client, server = (sides.get(_EDGE_FILES[name]) for name in ("source_50.csv", "destination_50.csv"))
+    client, server = sides.get(EDGE_CLIENT_KPI), sides.get(EDGE_SERVER_KPI)
     if client is not None and server is not None:
         ratio = (client.join(server, on=["time", "pair", "callee"], suffix="_server")
                .filter(pl.col("value_server") > 0)
@@ -306,16 +310,16 @@ def _edge_kpis(sides: dict[str, pl.DataFrame], *, pods: dict[str, list[str]]) ->
     per_callee = pl.concat([p.select("time", "callee", "kpi_key", "value") for p in parts])
     owners = pl.DataFrame([(service, pod) for service, names in pods.items() for pod in names],
                           schema={"callee": pl.Utf8, "component": pl.Utf8}, orient="row")
-    rows = (per_callee.join(owners, on="callee").sort("kpi_key", "time", "component")
-            .with_columns(pl.when(pl.col("kpi_key") == EDGE_RATIO_KPI).then(pl.col("value"))
-                          .otherwise(pl.col("value") * 1e6).alias("value")))
-    return _infra_rows({name: rows.get_column(name).to_list() for name in ("time", "component", "kpi_key", "value")})
+    return _infra_rows(per_callee.join(owners, on="callee").sort("kpi_key", "time", "component"))
 
 
-def _infra_rows(rows: dict[str, list[object]]) -> pl.DataFrame:
+def _infra_rows(rows: dict[str, list[object]] | pl.DataFrame) -> pl.DataFrame:
     """Columns time, component, kpi_key, value -> infra_pod rows of the canonical schema."""
-    return pl.DataFrame(rows, schema={"time": INFRA_SCHEMA["time"], "component": pl.Utf8, "kpi_key": pl.Utf8,
-                                      "value": pl.Float64}).with_columns(
+    schema: dict[str, pl.DataType] = {"time": INFRA_SCHEMA["time"], "component": pl.Utf8(), "kpi_key": pl.Utf8(),
+                                      "value": pl.Float64()}
+    frame = (rows.select(list(schema)).cast(pl.Schema(schema)) if isinstance(rows, pl.DataFrame)
+             else pl.DataFrame(rows, schema=schema))
+    return frame.with_columns(
         pl.lit("infra_pod").alias("family"), pl.lit(None, pl.Utf8).alias("node"),
         *(pl.lit(None, pl.Utf8).alias(c) for c in ("instance", "device", "mountpoint", "type", "sql_type")),
         pl.lit("nezha").alias("namespace"),
@@ -323,12 +327,14 @@ def _infra_rows(rows: dict[str, list[object]]) -> pl.DataFrame:
 
 
 def _number(text: str | None) -> float | None:
+    """A finite number, or None (an empty, null, NaN or infinite cell, or no number)."""
     if text is None or text.strip() in ("", "null", "NaN", "nan"):
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _service_level(apm_pods: pl.DataFrame) -> pl.DataFrame:

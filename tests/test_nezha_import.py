@@ -216,9 +216,9 @@ def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(import
 
 
 def test_edge_ratio_is_the_callers_wait_over_the_callees_own_time(imported):
-    """rrt_network_ratio_p50: per pair and minute the caller's median over the callee's, the largest over callers."""
+    """caller_wait_ratio_p50: per pair and minute the caller's median over the callee's, the largest over callers."""
     infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
-    ratios = infra.filter(pl.col("kpi_key") == "rrt_network_ratio_p50")
+    ratios = infra.filter(pl.col("kpi_key") == "caller_wait_ratio_p50")
     client = {(r["time"][:16], k): float(v) for r in _source_rows(OB_DAY, "metric/source_50.csv")
               for k, v in r.items() if k not in ("time", "timestamp") and v != ""}
     server = {(r["time"][:16], k): float(v) for r in _source_rows(OB_DAY, "metric/destination_50.csv")
@@ -231,6 +231,9 @@ def test_edge_ratio_is_the_callers_wait_over_the_callees_own_time(imported):
             if pair.endswith(f"_{service}") and server.get((minute, pair), 0.0) > 0:
                 by_minute.setdefault(minute, []).append(value / server[minute, pair])
         assert by_minute
+        mine_minutes = ratios.filter(pl.col("component") == pod).get_column("time").to_list()
+        assert sorted(mine_minutes) == sorted(datetime.strptime(m, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+                                              for m in by_minute)
         for minute, values in by_minute.items():
             at = datetime.strptime(minute, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
             mine = ratios.filter((pl.col("component") == pod) & (pl.col("time") == at)).get_column("value")
@@ -249,7 +252,7 @@ def test_malformed_edge_file_is_named_and_the_rest_imported(tmp_path):
     infra = read_infra(out, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
     assert infra.filter(pl.col("kpi_key") == "rrt_client_p50").height == 0
     assert infra.filter(pl.col("kpi_key") == "rrt_server_p50").height > 0
-    assert infra.filter(pl.col("kpi_key") == "rrt_network_ratio_p50").height == 0  # one side alone: no ratio
+    assert infra.filter(pl.col("kpi_key") == "caller_wait_ratio_p50").height == 0  # one side alone: no ratio
     assert len(_truths(out)) == 3
 
 

@@ -354,6 +354,17 @@ def test_a_latency_fanout_to_a_callee_slow_by_its_own_measure_is_no_fanout():
     assert service_of(old[0].component) == "frontend", [(c.component, c.score) for c in old]
 
 
+def test_the_meshs_callee_side_on_a_pod_makes_its_service_slow():
+    """The mesh measures a workload: its callee-side latency lands on the service's pods, not on a service row."""
+    events = _slow_callee_fanout_world(50.0)
+    events["metric"] = pl.DataFrame([_metric("currencyservice-0", "infra_pod", "rrt_server_p50", "up", 50.0, 30.0),
+                                     _metric("frontend", "apm_service", "rrt", "up", 50.0, 30.0)],
+                                    schema=METRIC_EVENT_SCHEMA)
+    candidates = _rank(events, ONE_POD_GRAPH, ONE_POD_PODS)
+    assert all(e.signal != "fanout" for c in candidates for e in c.evidence)
+    assert candidates[0].component == "currencyservice", [(c.component, c.score) for c in candidates]
+
+
 @pytest.mark.parametrize("callee_z, signal", [(10.0, "latency"), (50.0, "errors")])
 def test_a_fanout_stays_when_the_callee_is_barely_slow_or_the_calls_fail(callee_z, signal):
     candidates = _rank(_slow_callee_fanout_world(callee_z, signal=signal), ONE_POD_GRAPH, ONE_POD_PODS)

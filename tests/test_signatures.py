@@ -138,9 +138,9 @@ SHIPPED_CASES = [
     ("network delay", "checkoutservice", [metric("rrt"), trace("latency"),
                                           metric("pod_network_transmit_bytes", "down")]),
     # Where the mesh measures both sides of each call (Nezha OnlineBoutique): the callers time the
-    # delayed service's calls slower, its own side does not move, their ratio (rrt_network_ratio_p50)
+    # delayed service's calls slower, its own side does not move, their ratio (caller_wait_ratio_p50)
     # rises; its memory drifts up with the calls in flight (real tuning day).
-    ("network delay", "checkoutservice", [metric("pod_memory_working_set_bytes"), metric("rrt_network_ratio_p50"),
+    ("network delay", "checkoutservice", [metric("pod_memory_working_set_bytes"), metric("caller_wait_ratio_p50"),
                                           metric("rrt_client_p50")]),
     ("network loss", "paymentservice", [metric("rrt_max"), metric("pod_network_transmit_packets", "down"),
                                         metric("client_error"), log("rpc error: code = Unavailable desc = transport is closing")]),
