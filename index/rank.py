@@ -176,10 +176,6 @@ def rank_candidates(
             continue
         pods = sorted(pods_by_service.get(service, set()))
         factor = factors.get(service, 1.0)
-        direct = components.get(service)
-        direct_scores = direct.modality_scores(symptom_factor=factor) if direct else {}
-        pod_scores = {p: components[p].score(symptom_factor=factor) if p in components else 0.0 for p in pods}
-        deviating = [p for p, s in pod_scores.items() if s >= weights.anomalous_pod_score]
         if len(pods) <= 1:
             # Single-pod component: its pod evidence is the service's evidence, scored as one
             # component. A series reported for the service and for its one pod (a service-level
@@ -191,6 +187,10 @@ def rank_candidates(
                                 ).modality_scores(symptom_factor=factor)
             scored.append(_candidate(service, "service", merged, factor, sources, max_evidence))
             continue
+        direct = components.get(service)
+        direct_scores = direct.modality_scores(symptom_factor=factor) if direct else {}
+        pod_scores = {p: components[p].score(symptom_factor=factor) if p in components else 0.0 for p in pods}
+        deviating = [p for p, s in pod_scores.items() if s >= weights.anomalous_pod_score]
         share = len(deviating) / len(pods)
         mean_pod = sum(pod_scores.values()) / len(pods)
         service_breakdown = {k: 0.5 * v for k, v in direct_scores.items()}

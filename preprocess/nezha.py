@@ -232,7 +232,7 @@ def _read_metric_file(raw: bytes, *, name: str) -> tuple[pl.DataFrame, pl.DataFr
     if all(rate == 100.0 for rate in apm["error_ratio"] if rate is not None):
         # A success rate of 0 % in every minute is a pod the mesh never measured (adservice's gRPC), not all errors.
         apm["error_ratio"] = [None] * len(apm["error_ratio"])
-    infra_frame = _infra_rows(infra)
+    infra_frame = _infra_rows(pl.DataFrame(infra))
     apm_frame = pl.DataFrame(apm, schema={"time": APM_SCHEMA["time"], "object_id": pl.Utf8, "request": pl.Float64,
                                           "rrt": pl.Float64, "rrt_max": pl.Float64, "error_ratio": pl.Float64})
     apm_frame = apm_frame.with_columns(
@@ -313,13 +313,11 @@ def _edge_kpis(sides: dict[str, pl.DataFrame], *, pods: dict[str, list[str]]) ->
     return _infra_rows(per_callee.join(owners, on="callee").sort("kpi_key", "time", "component"))
 
 
-def _infra_rows(rows: dict[str, list[object]] | pl.DataFrame) -> pl.DataFrame:
+def _infra_rows(rows: pl.DataFrame) -> pl.DataFrame:
     """Columns time, component, kpi_key, value -> infra_pod rows of the canonical schema."""
-    schema: dict[str, pl.DataType] = {"time": INFRA_SCHEMA["time"], "component": pl.Utf8(), "kpi_key": pl.Utf8(),
-                                      "value": pl.Float64()}
-    frame = (rows.select(list(schema)).cast(pl.Schema(schema)) if isinstance(rows, pl.DataFrame)
-             else pl.DataFrame(rows, schema=schema))
-    return frame.with_columns(
+    schema = pl.Schema({"time": INFRA_SCHEMA["time"], "component": pl.Utf8(), "kpi_key": pl.Utf8(),
+                        "value": pl.Float64()})
+    return rows.select(list(schema)).cast(schema).with_columns(
         pl.lit("infra_pod").alias("family"), pl.lit(None, pl.Utf8).alias("node"),
         *(pl.lit(None, pl.Utf8).alias(c) for c in ("instance", "device", "mountpoint", "type", "sql_type")),
         pl.lit("nezha").alias("namespace"),
