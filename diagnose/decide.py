@@ -58,7 +58,8 @@ class DecisionOutcome:
 
 
 class _Reply(BaseModel):
-    component: str
+    component: str | None = None
+    candidate: int | None = None  # the candidate's number in the prompt, where the schema asks for one
     fault_type: str
 
 
@@ -87,17 +88,32 @@ def _check_extra(text: str, extra: Mapping[str, dict[str, Any]]) -> dict[str, An
 def _check_decision(text: str, candidates: Sequence[str], *,
                     extra: Mapping[str, dict[str, Any]] | None = None,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
+                    numbers: Mapping[str, int] | None = None,
                     system: SystemSpec | None = None) -> Decision:
-    """Parse the reply with pydantic and check it against the same rules as the schema."""
+    """Parse the reply with pydantic and check it against the same rules as the schema.
+
+    With ``numbers`` the schema asks for the candidate's number; a reply that names a candidate
+    instead (a provider that only reads the schema from the prompt) is taken as well.
+    """
     reply = _Reply.model_validate_json(text)
-    if reply.component not in candidates:
-        raise ValueError(f"component: '{reply.component}' is not one of the candidates")
-    narrowed = (fault_types or {}).get(reply.component)
-    allowed = list(narrowed or applicable_fault_types(reply.component, system=system))
+    if numbers and reply.candidate is not None:
+        by_number = {n: name for name, n in numbers.items() if name in candidates}
+        if reply.candidate not in by_number:
+            raise ValueError(f"candidate: {reply.candidate} is not one of {', '.join(map(str, sorted(by_number)))}")
+        component = by_number[reply.candidate]
+    elif reply.component is None:
+        raise ValueError("component: field required")
+    else:
+        component = reply.component
+    if component not in candidates:
+        raise ValueError(f"component: '{component}' is not one of the candidates")
+    narrowed = (fault_types or {}).get(component)
+    allowed = list(narrowed or applicable_fault_types(component, system=system))
     if reply.fault_type not in allowed:
         why = "is not among the open types of" if narrowed else "cannot happen to"
-        raise ValueError(f"fault_type: '{reply.fault_type}' {why} {reply.component}; choose from {', '.join(allowed)}")
-    return Decision(**reply.model_dump(), extras=_check_extra(text, extra) if extra else {})
+        raise ValueError(f"fault_type: '{reply.fault_type}' {why} {component}; choose from {', '.join(allowed)}")
+    return Decision(component=component, fault_type=reply.fault_type,
+                    extras=_check_extra(text, extra) if extra else {})
 
 
 def _check_fault_type(text: str, component: str, *, system: SystemSpec | None = None) -> Decision:
@@ -163,17 +179,18 @@ def _one_decision(
     outcome: DecisionOutcome,
     extra: Mapping[str, dict[str, Any]] | None = None,
     fault_types: Mapping[str, Sequence[str]] | None = None,
+    numbers: Mapping[str, int] | None = None,
     system: SystemSpec | None = None,
 ) -> tuple[Decision, str]:
+    reminder = (f"candidate must be one of: {', '.join(str(numbers[c]) for c in candidates)}" if numbers
+                else f"component must be one of: {', '.join(candidates)}")
     return _ask(
         llm, prompt.messages,
-        schema=decision_schema(candidates, extra=extra, fault_types=fault_types,
-                               system=system),
+        schema=decision_schema(candidates, extra=extra, fault_types=fault_types, numbers=numbers, system=system),
         schema_name="root_cause",
-        check=lambda text: _check_decision(text, candidates, extra=extra,
-                                           fault_types=fault_types, system=system),
-        reminder=f"component must be one of: {', '.join(candidates)}",
-        outcome=outcome, temperature=temperature, seed=seed,
+        check=lambda text: _check_decision(text, candidates, extra=extra, fault_types=fault_types, numbers=numbers,
+                                           system=system),
+        reminder=reminder, outcome=outcome, temperature=temperature, seed=seed,
     )
 
 
@@ -188,6 +205,7 @@ def decide(
     extra: Mapping[str, dict[str, Any]] | None = None,
     outcome: DecisionOutcome | None = None,
     fault_types: Mapping[str, Sequence[str]] | None = None,
+    numbers: Mapping[str, int] | None = None,
     system: SystemSpec | None = None,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
@@ -197,7 +215,8 @@ def decide(
     to the text of a second turn that asks for its fault type and the reason. ``extra``
     (JSON-schema properties by name) asks for more fields, checked like the others and
     returned in ``decision.extras``. ``fault_types`` (candidate -> allowed types) narrows the
-    types a candidate may be given below all those it can suffer. ``system`` decides what each
+    types a candidate may be given below all those it can suffer. ``numbers`` (candidate -> its
+    number in the prompt) asks for the number instead of the name. ``system`` decides what each
     candidate can suffer (its level, runtime, storage); None: the bundled description.
     """
     if not candidates:
@@ -208,11 +227,12 @@ def decide(
     if samples <= 1:
         decision, raw = _one_decision(llm, prompt, candidates, temperature=temperature,
                                       seed=None, outcome=outcome, extra=extra, fault_types=fault_types,
-                                      system=system)
+                                      numbers=numbers, system=system)
     else:
         sampled = [
             _one_decision(llm, prompt, candidates, temperature=SELF_CONSISTENCY_TEMPERATURE,
-                          seed=i + 1, outcome=outcome, extra=extra, fault_types=fault_types, system=system)
+                          seed=i + 1, outcome=outcome, extra=extra, fault_types=fault_types, numbers=numbers,
+                          system=system)
             for i in range(samples)
         ]
         tally = Counter((d.component, d.fault_type) for d, _ in sampled)

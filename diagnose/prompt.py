@@ -217,6 +217,7 @@ def case_prompt_text(
         blocks.append("Runbooks (background, not evidence):")
         blocks.extend(f"[{s.title}] {' '.join(s.excerpt[:sop_chars].split())}" for s in sops)
     matches = runbook_matches or {}
+    ranks = {c.component: i + 1 for i, c in enumerate(candidates)}  # the numbers the reply answers with
     blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, []),
                                    in_question=not choices or c.component in choices)
                   for i, c in enumerate(candidates))
@@ -226,9 +227,10 @@ def case_prompt_text(
         if distinctions:
             blocks.append("notes:")
             blocks.extend(f"- {line}" for line in distinctions)
-        question = " or ".join(f"{name} ({_open_types(name, types, system=system)})" for name, types in choices.items())
+        question = " or ".join(f"{ranks[name]}. {name} ({_open_types(name, types, system=system)})"
+                               for name, types in choices.items())
     else:
-        question = " or ".join(c.component for c in candidates)
+        question = " or ".join(f"{ranks[c.component]}. {c.component}" for c in candidates)
     blocks.append(f"Choose: {question}.")
     return "\n".join(blocks)
 
@@ -295,6 +297,7 @@ def build_prompt(
 def decision_schema(candidates: Sequence[str], *,
                     extra: Mapping[str, dict[str, Any]] | None = None,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
+                    numbers: Mapping[str, int] | None = None,
                     system: SystemSpec | None = None) -> dict[str, Any]:
     """JSON schema of the model's reply: the component and its fault type, nothing else.
 
@@ -305,14 +308,18 @@ def decision_schema(candidates: Sequence[str], *,
     candidate's evidence, and every reply token is a decode step (~90 ms on 2 cores).
     ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
     ``fault_types`` narrows a candidate's types further (the open ones, ``diagnose.reading``).
+    ``numbers`` (candidate -> its number in the prompt): the reply names the ``candidate`` by
+    number instead. Why: spelling a name out lets the model's prior for the name decide (the 1.5B
+    model wrote "checkoutservice" for a victim caller whatever the evidence said; docs/real-data.md).
     ``system``: the system whose runtimes, storage and node names decide what can happen (None: bundled).
     """
-    fields = ["component", "fault_type", *(extra or {})]
+    key = "candidate" if numbers else "component"
+    fields = [key, "fault_type", *(extra or {})]
     branches = [
         {
             "type": "object",
             "properties": {
-                "component": {"type": "string", "const": name},
+                key: {"type": "integer", "const": numbers[name]} if numbers else {"type": "string", "const": name},
                 "fault_type": {"type": "string", "enum": list((fault_types or {}).get(name)
                                                                   or applicable_fault_types(name, system=system))},
                 **(extra or {}),

@@ -153,11 +153,14 @@ class Endpoint:
         schema = body.get("response_format", {}).get("json_schema", {}).get("schema", {})
         branches = schema.get("anyOf") or [schema]
         props = branches[0].get("properties", {})
-        component = props.get("component", {}).get("const", "unknown")
         fault = (props.get("fault_type", {}).get("enum") or ["cpu stress"])[0]
-        if self.mode == "invalid":
-            component = "no-such-component"
-        answer = json.dumps({"component": component, "fault_type": fault, "reason": f"{fault}: scripted reply"})
+        # The pipeline's schema asks for the candidate's number; other schemas for its name.
+        if "candidate" in props:
+            chosen: dict = {"candidate": 99 if self.mode == "invalid" else props["candidate"].get("const", 1)}
+        else:
+            chosen = {"component": "no-such-component" if self.mode == "invalid"
+                      else props.get("component", {}).get("const", "unknown")}
+        answer = json.dumps({**chosen, "fault_type": fault, "reason": f"{fault}: scripted reply"})
         completion = {"id": "c", "object": "chat.completion", "created": 0, "model": "scripted",
                       "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
                                    "finish_reason": "stop"}],

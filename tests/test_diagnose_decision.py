@@ -288,8 +288,11 @@ def test_contenders_setting_narrows_the_choice_and_records_it() -> None:
     backend = RecordedBackend([_reply()])
     record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
                            knowledge=StaticKnowledge())
-    branches = [b["properties"]["component"]["const"] for b in backend.requests[0]["json_schema"]["anyOf"]]
-    assert branches == ["emailservice", "checkoutservice"]
+    # The pipeline asks for the candidates' numbers in the prompt (1 and 2), not their names.
+    branches = [b["properties"]["candidate"]["const"] for b in backend.requests[0]["json_schema"]["anyOf"]]
+    assert branches == [1, 2]
+    assert backend.requests[0]["messages"][1]["content"].splitlines()[-1].startswith(
+        "Choose: 1. emailservice (cpu stress")
     saved = RunRecord.model_validate_json(record.model_dump_json())  # as read back from its file
     assert list(saved.choices) == ["emailservice", "checkoutservice"]
     assert saved.choices["emailservice"][0] == "cpu stress"  # the rules' best fit is always open
@@ -372,3 +375,22 @@ def test_the_runbooks_distinctions_between_open_fault_types_close_the_prompt() -
     diagnose_case(_case(), settings=load_settings(environ={}, overrides={"diagnose": {"max_distinctions": 0}}),
                   llm=quiet, evidence=StaticEvidence(_candidates()), knowledge=knowledge)
     assert "rather than" not in quiet.requests[0]["messages"][1]["content"]
+
+
+def test_a_numbered_reply_names_the_candidate_shown_under_that_number() -> None:
+    """The model answers a number; the decision is the candidate shown under it, and a number
+    outside the open choices is repaired like any invalid reply."""
+    numbers = {"emailservice": 1, "checkoutservice": 2, "adservice": 3}
+    backend = RecordedBackend([json.dumps({"candidate": 3, "fault_type": "cpu stress"}),
+                               json.dumps({"candidate": 2, "fault_type": "cpu stress"})])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], numbers=numbers)
+    assert outcome.repaired and outcome.decision.component == "checkoutservice"
+    assert "candidate must be one of: 1, 2" in backend.requests[1]["messages"][-1]["content"]
+    schema = backend.requests[0]["json_schema"]
+    assert [b["properties"]["candidate"] for b in schema["anyOf"]] == [{"type": "integer", "const": 1},
+                                                                      {"type": "integer", "const": 2}]
+    # A provider that only reads the schema from the prompt may still name the candidate.
+    named = decide(RecordedBackend([_reply(component="emailservice")]), prompt, ["emailservice", "checkoutservice"],
+                   numbers=numbers)
+    assert named.decision.component == "emailservice" and not named.repaired

@@ -84,7 +84,7 @@ def test_the_case_part_keeps_its_budget_and_compact_form() -> None:
     # The candidate out of the question takes one line: rank, name, level, score, breadth.
     assert [line for line in user.splitlines() if "adservice" in line] == ["3. adservice service 0.5, 1 pod"]
     # The question comes last, with each contender's open types.
-    assert user.splitlines()[-1] == "Choose: emailservice (cpu stress) or checkoutservice (cpu stress)."
+    assert user.splitlines()[-1] == "Choose: 1. emailservice (cpu stress) or 2. checkoutservice (cpu stress)."
 
 
 def test_evidence_lines_are_compacted() -> None:
@@ -150,7 +150,8 @@ class ContentBackend:
         digest = sum(map(ord, messages[-1]["content"]))
         branch = branches[digest % len(branches)]["properties"]
         enum = branch["fault_type"]["enum"]
-        text = json.dumps({"component": branch["component"]["const"], "fault_type": enum[digest % len(enum)],
+        key = "candidate" if "candidate" in branch else "component"
+        text = json.dumps({key: branch[key]["const"], "fault_type": enum[digest % len(enum)],
                            "reason": "pod_cpu_usage up"})
         with self.lock:
             self.in_flight -= 1

@@ -128,9 +128,14 @@ def _case() -> Case:
     return Case(uuid="tt-1", description="x", start=START, end=START + timedelta(minutes=10))
 
 
-def _schema_types(schema: dict[str, Any]) -> dict[str, list[str]]:
+def _schema_types(schema: dict[str, Any], *, case_text: str = "") -> dict[str, list[str]]:
+    """Candidate -> its allowed fault types; a schema that asks for numbers is read through the
+    case text's numbered candidate lines (``2. name level score``)."""
     branches = schema.get("anyOf", [schema])
-    return {b["properties"]["component"]["const"]: b["properties"]["fault_type"]["enum"] for b in branches}
+    shown = dict(re.findall(r"^(\d+)\. (\S+) ", case_text, flags=re.MULTILINE))
+    return {(b["properties"]["component"]["const"] if "component" in b["properties"]
+             else shown[str(b["properties"]["candidate"]["const"])]): b["properties"]["fault_type"]["enum"]
+            for b in branches}
 
 
 # --------------------------------------------------------------------------- the whole prompt
@@ -148,7 +153,7 @@ def test_pipeline_prompt_of_another_system_names_nothing_of_hipstershop(
     assert _leaks(sent) == []
     assert "System: TrainTicket." in sent[0] and "ts-ui-dashboard -> ts-order-service" in sent[0]
     assert "- jvm exception |" in sent[0] and "- io fault |" not in sent[0]  # no storage: no I/O fault in the catalogue
-    allowed = _schema_types(backend.requests[0]["json_schema"])
+    allowed = _schema_types(backend.requests[0]["json_schema"], case_text=sent[1])
     assert "jvm exception" in allowed["ts-order-service"] or decide_among == "contenders"
     assert all("io fault" not in types for types in allowed.values())
     # one level per service, by TrainTicket's pod naming: the pod gives way to its service
