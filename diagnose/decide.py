@@ -96,15 +96,16 @@ def _check_decision(text: str, candidates: Sequence[str], *,
     instead (a provider that only reads the schema from the prompt) is taken as well.
     """
     reply = _Reply.model_validate_json(text)
+    component = reply.component
     if numbers and reply.candidate is not None:
         by_number = {n: name for name, n in numbers.items() if name in candidates}
         if reply.candidate not in by_number:
             raise ValueError(f"candidate: {reply.candidate} is not one of {', '.join(map(str, sorted(by_number)))}")
+        if component is not None and component != by_number[reply.candidate]:
+            raise ValueError(f"candidate: {reply.candidate} is {by_number[reply.candidate]}, not {component}")
         component = by_number[reply.candidate]
-    elif reply.component is None:
-        raise ValueError("component: field required")
-    else:
-        component = reply.component
+    if component is None:
+        raise ValueError(f"{'candidate' if numbers else 'component'}: field required")
     if component not in candidates:
         raise ValueError(f"component: '{component}' is not one of the candidates")
     narrowed = (fault_types or {}).get(component)
@@ -221,6 +222,9 @@ def decide(
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")
+    unnumbered = [c for c in candidates if numbers and c not in numbers]
+    if unnumbered:
+        raise DecisionError(f"candidate(s) {', '.join(unnumbered)} have no number in the prompt")
     # A caller-supplied outcome keeps the replies gathered so far when a later call fails,
     # so the failed case's run record still holds them.
     outcome = DecisionOutcome() if outcome is None else outcome

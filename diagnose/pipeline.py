@@ -383,7 +383,7 @@ def diagnose_case(
     try:
         decide(llm, prepared.prompt, names, samples=settings.diagnose.self_consistency,
                temperature=settings.llm.temperature, confirm=confirm, outcome=outcome, fault_types=choices,
-               numbers={c.component: i + 1 for i, c in enumerate(candidates)}, system=system)
+               numbers=prepared.prompt.numbers, system=system)
     except RcaError as exc:
         timings["llm_s"] = round(time.perf_counter() - t2, 3)
         raise CaseFailed(_named(case, exc), backend_failed=isinstance(exc, BackendError),

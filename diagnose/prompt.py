@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,9 +50,16 @@ class Prompt:
     approx_tokens: int
     dropped_evidence: int
     dropped_sops: int
+    # Each candidate's number in the case part (``candidate_numbers``): the reply answers with it.
+    numbers: dict[str, int] = field(default_factory=dict)
 
     def render(self) -> str:
         return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
+
+
+def candidate_numbers(candidates: Sequence[Candidate]) -> dict[str, int]:
+    """Each candidate's number in the case part (its rank, from 1): what the reply answers with."""
+    return {c.component: i + 1 for i, c in enumerate(candidates)}
 
 
 def approx_tokens(text: str) -> int:
@@ -217,7 +224,7 @@ def case_prompt_text(
         blocks.append("Runbooks (background, not evidence):")
         blocks.extend(f"[{s.title}] {' '.join(s.excerpt[:sop_chars].split())}" for s in sops)
     matches = runbook_matches or {}
-    ranks = {c.component: i + 1 for i, c in enumerate(candidates)}  # the numbers the reply answers with
+    ranks = candidate_numbers(candidates)
     blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, []),
                                    in_question=not choices or c.component in choices)
                   for i, c in enumerate(candidates))
@@ -291,6 +298,7 @@ def build_prompt(
         approx_tokens=approx_tokens(system_text) + approx_tokens(user),
         dropped_evidence=dropped_evidence,
         dropped_sops=len(sops) - len(sop_list),
+        numbers=candidate_numbers(candidates),
     )
 
 
@@ -299,7 +307,7 @@ def decision_schema(candidates: Sequence[str], *,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
                     numbers: Mapping[str, int] | None = None,
                     system: SystemSpec | None = None) -> dict[str, Any]:
-    """JSON schema of the model's reply: the component and its fault type, nothing else.
+    """JSON schema of the model's reply: the component (or its number) and its fault type, nothing else.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
     one of the types that can happen to it (no JVM faults outside Java services, node
@@ -309,8 +317,8 @@ def decision_schema(candidates: Sequence[str], *,
     ``extra`` adds required fields after those (e.g. the team judge's ``verdict``).
     ``fault_types`` narrows a candidate's types further (the open ones, ``diagnose.reading``).
     ``numbers`` (candidate -> its number in the prompt): the reply names the ``candidate`` by
-    number instead. Why: spelling a name out lets the model's prior for the name decide (the 1.5B
-    model wrote "checkoutservice" for a victim caller whatever the evidence said; docs/real-data.md).
+    number instead. Why: spelling a name out let the 1.5B model's prior for the name decide (it
+    wrote "checkoutservice" for a victim caller whatever the evidence said; docs/real-data.md).
     ``system``: the system whose runtimes, storage and node names decide what can happen (None: bundled).
     """
     key = "candidate" if numbers else "component"

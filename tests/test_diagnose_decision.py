@@ -394,3 +394,28 @@ def test_a_numbered_reply_names_the_candidate_shown_under_that_number() -> None:
     named = decide(RecordedBackend([_reply(component="emailservice")]), prompt, ["emailservice", "checkoutservice"],
                    numbers=numbers)
     assert named.decision.component == "emailservice" and not named.repaired
+
+
+def test_the_pipeline_maps_the_number_it_showed_back_to_that_candidate() -> None:
+    """Through diagnose_case: the reply's number is the candidate the prompt showed under it."""
+    settings = load_settings(environ={}, overrides={"diagnose": {"decide_among": "candidates",
+                                                                  "confirm_fault_type": False}})
+    backend = RecordedBackend([json.dumps({"candidate": 3, "fault_type": "jvm gc"})])
+    record = diagnose_case(_case(), settings=settings, llm=backend, evidence=StaticEvidence(_candidates()),
+                           knowledge=StaticKnowledge())
+    case_text = backend.requests[0]["messages"][1]["content"]
+    assert "\n3. adservice " in case_text and case_text.splitlines()[-1].endswith(" or 3. adservice.")
+    assert record.answer.component == "adservice" and record.decision.fault_type == "jvm gc"
+    assert not record.repaired
+
+
+def test_a_reply_whose_number_and_name_disagree_is_repaired() -> None:
+    numbers = {"emailservice": 1, "checkoutservice": 2}
+    backend = RecordedBackend([json.dumps({"candidate": 1, "component": "checkoutservice", "fault_type": "cpu stress"}),
+                               json.dumps({"candidate": 2, "fault_type": "cpu stress"})])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], numbers=numbers)
+    assert outcome.repaired and outcome.decision.component == "checkoutservice"
+    assert "candidate: 1 is emailservice, not checkoutservice" in backend.requests[1]["messages"][-1]["content"]
+    with pytest.raises(DecisionError, match="adservice have no number"):
+        decide(RecordedBackend([]), prompt, ["emailservice", "adservice"], numbers=numbers)
