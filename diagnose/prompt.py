@@ -224,10 +224,10 @@ def case_prompt_text(
         blocks.append("Runbooks (background, not evidence):")
         blocks.extend(f"[{s.title}] {' '.join(s.excerpt[:sop_chars].split())}" for s in sops)
     matches = runbook_matches or {}
-    ranks = candidate_numbers(candidates)
-    blocks.extend(_candidate_block(i + 1, c, evidence_per_candidate, matches.get(c.component, []),
+    ranks = candidate_numbers(candidates)  # one numbering for the candidates' lines and the question
+    blocks.extend(_candidate_block(ranks[c.component], c, evidence_per_candidate, matches.get(c.component, []),
                                    in_question=not choices or c.component in choices)
-                  for i, c in enumerate(candidates))
+                  for c in candidates)
     if reading:
         blocks.append(reading)
     if choices:
