@@ -26,6 +26,7 @@ from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
 from rca.system import SystemSpec, spec_for
 from rca.taxonomy import applicable_fault_types
+from rca.timeutil import parse_utc
 
 # Characters per token of a case part with Qwen's tokenizer (measured 2.9 on real and simulated
 # cases: every digit is a token of its own); the real count comes back in the usage of each call.
@@ -33,7 +34,7 @@ CHARS_PER_TOKEN = 2.9
 
 # The per-case budget, in approximate tokens of the user message: what the server evaluates
 # on every call once the static prefix is cached (see the module docstring for the seconds).
-CASE_TOKENS = 230
+CASE_TOKENS = 170
 # Evidence items a candidate shows at most (grouped into one line per modality).
 EVIDENCE_PER_CANDIDATE = 4
 # Runbook excerpt characters per retrieved SOP in the case part; 0 leaves them out (the
@@ -152,31 +153,32 @@ def _onset(candidate: Candidate) -> datetime | None:
     return min(onsets) if onsets else None
 
 
-def _head(rank: int, candidate: Candidate, *, pods: Sequence[str]) -> str:
-    """``2. cartservice service 4.9, 2 pods, from 03:12``: rank, name, level, score, breadth (``pods``:
-    the abnormal pods of a service), onset."""
+def _minutes(onset: datetime, *, opens: datetime) -> str:
+    """``+1 min`` / ``-34 min``: an onset against the moment the incident window opens. Why
+    relative: a digit is a token to Qwen's tokenizer, so ``04:03`` costs five where ``+1`` costs
+    two, and the window's own times need not be shown for the model to compare onsets."""
+    minutes = round((onset - opens).total_seconds() / 60)
+    return f"{minutes:+d} min"
+
+
+def _head(rank: int, candidate: Candidate, *, pods: Sequence[str], opens: datetime | None) -> str:
+    """``2. cartservice service 4.9, 2 pods, from -3 min``: rank, name, level, score, breadth
+    (``pods``: the abnormal pods of a service), onset (against the window's start ``opens``;
+    a clock time when the window is not a ``start to end`` pair)."""
     head = f"{rank}. {candidate.component} {candidate.level} {candidate.score:.1f}"
     if pods:
         head += f", {len(pods)} pod{'s' if len(pods) > 1 else ''}"
     onset = _onset(candidate)
     if onset is not None:
-        head += f", from {onset:%H:%M}"
+        head += f", from {_minutes(onset, opens=opens) if opens else f'{onset:%H:%M}'}"
     return head
 
 
 def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: Sequence[SignatureMatch], *,
-                     in_question: bool = True) -> str:
-    """A candidate in the case: a head line, its fits, one line per modality of evidence.
-
-    A candidate out of the question (not a contender) is context only: its head line and best
-    fit, so it costs a tenth of the tokens.
-    """
+                     opens: datetime | None) -> str:
+    """A contender in the case: a head line, its fits, one line per modality of evidence."""
     pods = _abnormal_pods(candidate)
-    head = _head(rank, candidate, pods=pods)
-    if not in_question:
-        best = f"; fits {matches[0].fault_type} {len(matches[0].matched)}/{matches[0].expected}" if matches else ""
-        return head + best
-    lines = [head]
+    lines = [_head(rank, candidate, pods=pods, opens=opens)]
     if matches:
         lines.append(" fits: " + _fits(matches))
     # A service with one abnormal pod: its head line says so, and the evidence need not name the pod.
@@ -195,10 +197,13 @@ def _open_types(name: str, types: Sequence[str], *, system: SystemSpec | None = 
     return ", ".join(types)
 
 
-def _short_window(window: str) -> str:
-    """``2025-06-06T01:10:04Z to 2025-06-06T01:26:04Z`` -> ``01:10-01:26``; other shapes unchanged."""
-    found = re.findall(r"T(\d\d:\d\d)", window)
-    return f"{found[0]}-{found[1]}" if len(found) == 2 else window
+def _window_start(window: str) -> datetime | None:
+    """The start of a ``2025-06-06T01:10:04Z to 2025-06-06T01:26:04Z`` window; None for another shape."""
+    start, sep, _ = window.partition(" to ")
+    try:
+        return parse_utc(start) if sep else None
+    except ValueError:
+        return None
 
 
 def case_prompt_text(
@@ -216,8 +221,9 @@ def case_prompt_text(
     distinctions: Sequence[str] = (),
     system: SystemSpec | None = None,
 ) -> str:
-    """The case part of the prompt; ``uuid`` is not shown (it tells the model nothing)."""
-    blocks = [f"Window {_short_window(window)}." + (f" Gaps: {'; '.join(missing)}." if missing else "")]
+    """The case part of the prompt; ``uuid`` is not shown (it tells the model nothing), nor the
+    window's clock times (each candidate's onset is given against its start)."""
+    blocks = [f"Gaps: {'; '.join(missing)}."] if missing else []
     # Runbook text goes before the candidates: a small model leans on whatever it read
     # last, and the last thing it reads should be this incident's own evidence.
     if sops and sop_chars > 0:
@@ -225,19 +231,23 @@ def case_prompt_text(
         blocks.extend(f"[{s.title}] {' '.join(s.excerpt[:sop_chars].split())}" for s in sops)
     matches = runbook_matches or {}
     ranks = candidate_numbers(candidates)  # one numbering for the candidates' lines and the question
+    # Only the contenders are shown: a candidate the rules have ruled out is evaluated on every
+    # call for nothing (the embedded model never chose one), and the case part is what a call pays for.
+    contenders = [c for c in candidates if not choices or c.component in choices]
+    opens = _window_start(window)
     blocks.extend(_candidate_block(ranks[c.component], c, evidence_per_candidate, matches.get(c.component, []),
-                                   in_question=not choices or c.component in choices)
-                  for c in candidates)
+                                   opens=opens)
+                  for c in contenders)
     if reading:
         blocks.append(reading)
-    if choices:
-        if distinctions:
-            blocks.append("notes:")
-            blocks.extend(f"- {line}" for line in distinctions)
-        question = " or ".join(f"{ranks[name]}. {name} ({_open_types(name, types, system=system)})"
-                               for name, types in choices.items())
-    else:
-        question = " or ".join(f"{ranks[c.component]}. {c.component}" for c in candidates)
+    if choices and distinctions:
+        blocks.append("notes:")
+        blocks.extend(f"- {line}" for line in distinctions)
+    # Numbers, not names: each contender's head line names it. The open fault types stay, best
+    # first: without them the 1.5B model chose a type from its own prior (12 of 24 tuning cases
+    # changed type, 3 for the worse; docs/real-data.md, round 10).
+    question = " or ".join(f"{ranks[name]} ({_open_types(name, types, system=system)})" for name, types in choices.items()) \
+        if choices else " or ".join(str(ranks[c.component]) for c in contenders)
     blocks.append(f"Choose: {question}.")
     return "\n".join(blocks)
 

@@ -96,5 +96,6 @@ def test_the_prompt_asks_only_about_the_open_choices():
     choices = {"cartservice": ["pod failure", "pod kill"], "redis-cart": ["cpu stress", "pod failure"]}
     user = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000,
                         choices=choices).messages[-1]["content"]
-    assert user.splitlines()[-1] == "Choose: 1. cartservice (pod failure, pod kill) or 2. redis-cart (cpu stress, pod failure)."
-    assert "1. cartservice" in user and "3. frontend" in user  # the weaker candidate is still shown, as context
+    assert user.splitlines()[-1] == "Choose: 1 (pod failure, pod kill) or 2 (cpu stress, pod failure)."
+    # The contenders' head lines name them; the candidate out of the question is not shown.
+    assert "1. cartservice" in user and "2. redis-cart" in user and "frontend" not in user

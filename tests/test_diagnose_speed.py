@@ -79,12 +79,23 @@ def test_the_case_part_keeps_its_budget_and_compact_form() -> None:
     user = prompt.messages[1]["content"]
     assert approx_tokens(user) <= CASE_TOKENS
     assert prompt.dropped_sops == 2 and prompt.dropped_evidence > 0
-    assert all(c.component in user for c in many)  # candidates are never dropped, only their details
-    assert "z=" not in user and "Window 16:10-16:20." in user
-    # The candidate out of the question takes one line: rank, name, level, score, breadth.
-    assert [line for line in user.splitlines() if "adservice" in line] == ["3. adservice service 0.5, 1 pod"]
-    # The question comes last, with each contender's open types.
-    assert user.splitlines()[-1] == "Choose: 1. emailservice (cpu stress) or 2. checkoutservice (cpu stress)."
+    # Contenders are never dropped, only their details; the one out of the question is not shown.
+    assert "1. emailservice" in user and "2. checkoutservice" in user and "adservice" not in user
+    assert "z=" not in user and "Window" not in user and "16:1" not in user  # no clock times
+    # The question comes last, by number (the head lines name the contenders), with their open types.
+    assert user.splitlines()[-1] == "Choose: 1 (cpu stress) or 2 (cpu stress)."
+
+
+def test_onsets_are_minutes_against_the_window_start() -> None:
+    """A cause moves before its victims: each head line gives its first anomaly against the moment
+    the window opens, in minutes (two tokens where a clock time costs five)."""
+    early, late = (c.model_copy(update={"evidence": [i.model_copy(update={"onset": T0 + timedelta(minutes=m)})
+                                                      for i in c.evidence]})
+                   for c, m in zip(_candidates()[:2], (-3, 2), strict=True))
+    prompt = build_prompt(catalogue=[], uuid="u", window="2025-06-05T16:10:00Z to 2025-06-05T16:20:00Z",
+                          candidates=[early, late], sops=[], max_tokens=3000)
+    heads = [line for line in prompt.messages[1]["content"].splitlines() if line[:1].isdigit()]
+    assert heads == ["1. emailservice service 6.0, 1 pod, from -3 min", "2. checkoutservice service 5.0, from +2 min"]
 
 
 def test_evidence_lines_are_compacted() -> None:

@@ -10,7 +10,8 @@ import pytest
 from rca.llm import embedded
 from rca.llm.base import LLMError
 from rca.llm.embedded import EmbeddedBackend
-from rca.llm.factory import open_backend
+from rca.llm.factory import model_cache_dir, open_backend
+from rca.llm.models import ensure_model, model_spec
 from rca.settings import LLMSettings, Settings
 
 
@@ -87,3 +88,36 @@ def test_real_small_model_answers_schema_valid_json() -> None:
     assert sum(math.exp(first_tokens.get(letter, -math.inf)) for letter in "ABC") > 0.5
     with pytest.raises(LLMError, match="closed"):
         llm.chat([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.slow
+def test_the_prompt_prefix_is_saved_and_restored_by_the_next_run(tmp_path: Path) -> None:
+    """A new process's first call reuses the static prefix the previous run evaluated: the file is
+    saved after the first call, restored into the slot at the next start, and a prompt that
+    shares the prefix evaluates only its own tail."""
+    settings = Settings(llm=LLMSettings(embedded_model="qwen2.5-coder-0.5b", n_ctx=1024, max_tokens=4))
+    model_path = ensure_model(model_spec("qwen2.5-coder-0.5b"), cache_dir=model_cache_dir(settings))
+    system = {"role": "system", "content": "You are an SRE. " + "Faults propagate up the call graph. " * 40}
+    cache = tmp_path / "prefix-cache"
+
+    def run(question: str) -> tuple[EmbeddedBackend, int, int]:
+        backend = EmbeddedBackend(model_path=model_path, model_name="small", n_ctx=1024, threads=2, max_tokens=4,
+                                  prefix_cache_dir=cache)
+        try:
+            reply = backend.chat([system, {"role": "user", "content": question}])
+        finally:
+            backend.close()
+        assert reply.server_timings is not None
+        return backend, reply.server_timings.prompt_evaluated, reply.server_timings.prompt_cached
+
+    first, evaluated, cached = run("Which component failed first?")
+    assert first.prefix_restored == 0 and cached == 0 and evaluated > 300
+    assert [p.name for p in cache.iterdir()] == ["small.prefix-kv"]  # saved whole, no temporary left
+    second, evaluated, cached = run("Which fault type is it?")
+    assert second.prefix_restored > 300
+    assert cached > 300 and evaluated < 30  # only the new question and the chat template's tail
+    # A file this llama.cpp cannot read is reported, the run goes on cold and saves a good one.
+    (cache / "small.prefix-kv").write_bytes(b"not a llama.cpp state file")
+    third, evaluated, cached = run("Which component failed first?")
+    assert third.prefix_restored == 0 and cached == 0 and evaluated > 300
+    assert (cache / "small.prefix-kv").stat().st_size > 1000

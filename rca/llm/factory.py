@@ -28,6 +28,11 @@ def model_cache_dir(settings: Settings) -> Path:
     return settings.paths.cache_dir / "models"
 
 
+def prefix_cache_dir(settings: Settings) -> Path:
+    """Where the embedded model keeps the KV cache of the prompt's static prefix between runs."""
+    return settings.paths.cache_dir / "prefix-cache"
+
+
 def build_backend(settings: Settings) -> LLMBackend:
     """Create the configured backend; the caller must ``close()`` it (prefer ``open_backend``)."""
     llm = settings.llm
@@ -47,6 +52,7 @@ def build_backend(settings: Settings) -> LLMBackend:
             temperature=llm.temperature,
             max_tokens=llm.max_tokens,
             parallel=max(1, llm.concurrency),  # one server slot per concurrent case of a batch
+            prefix_cache_dir=prefix_cache_dir(settings) if llm.prefix_cache else None,
         )
     raise LLMError(f"setting 'llm.backend' is {llm.backend!r}; expected 'embedded' or 'openai'")
 
