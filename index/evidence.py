@@ -17,6 +17,7 @@ import polars as pl
 from index.models import EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_log import template_keyword
+from preprocess.schema import MESH_CLIENT_PREFIX, MESH_SERVER_PREFIX
 from rca.taxonomy import service_of
 
 # An observation is at most this long: the challenge's limit on an answer's observation
@@ -36,16 +37,16 @@ def is_server_side_latency(kpi: str) -> bool:
     """A KPI of the time a component takes to answer its inbound calls, as it measures it.
 
     The release's APM ``rrt`` (from the pod's server spans) and the service mesh's
-    callee-side ``rrt_server_*`` (preprocess/nezha.py). Not ``rrt_max``, one slow call's
+    callee-side ``rrt_server_*`` (``preprocess.schema``). Not ``rrt_max``, one slow call's
     tail, nor ``rrt_client_*``, the same calls as their callers measure them (a slow network
     between them counts there).
     """
-    return kpi == "rrt" or kpi.startswith("rrt_server")
+    return kpi == "rrt" or kpi.startswith(MESH_SERVER_PREFIX)
 
 
 def is_mesh_measure(kpi: str) -> bool:
-    """A service mesh's edge KPI (``rrt_client_*``, ``rrt_server_*``): the workload's value, on each of its pods."""
-    return kpi.startswith(("rrt_client", "rrt_server"))
+    """A service mesh's edge KPI (``preprocess.schema``'s mesh latencies): the workload's value, on each of its pods."""
+    return kpi.startswith((MESH_CLIENT_PREFIX, MESH_SERVER_PREFIX))
 
 
 def strength(z: float) -> float:

@@ -35,7 +35,16 @@ from pathlib import Path
 
 import polars as pl
 
-from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, empty_frame
+from preprocess.schema import (
+    APM_SCHEMA,
+    INFRA_SCHEMA,
+    LOG_SCHEMA,
+    MESH_CALLER_WAIT_RATIO,
+    MESH_CLIENT_LATENCY,
+    MESH_SERVER_LATENCY,
+    SPAN_SCHEMA,
+    empty_frame,
+)
 from rca.errors import DataError
 from rca.pods import service_of_pod
 from rca.taxonomy import FAULT_TYPES as FAULT_CATEGORIES
@@ -90,11 +99,10 @@ _INFRA_COLUMNS: dict[str, tuple[str, float]] = {
 # whole day (OnlineBoutique's metric/source_50.csv, destination_50.csv), as measured on the
 # caller's side and on the callee's: infra_pod KPIs of every pod of the callee (the mesh
 # measures a workload): the callee's latency as its slowest caller sees it, one value a minute.
-EDGE_CLIENT_KPI, EDGE_SERVER_KPI = "rrt_client_p50", "rrt_server_p50"
+# The KPI names are the canonical layout's (preprocess.schema); the ratio is the caller's side over
+# the callee's side of one pair and minute.
+EDGE_CLIENT_KPI, EDGE_SERVER_KPI, EDGE_RATIO_KPI = MESH_CLIENT_LATENCY, MESH_SERVER_LATENCY, MESH_CALLER_WAIT_RATIO
 _EDGE_FILES: dict[str, str] = {"source_50.csv": EDGE_CLIENT_KPI, "destination_50.csv": EDGE_SERVER_KPI}
-# The caller's side over the callee's side of one pair and minute. Not an ``rrt*`` name: the
-# runbooks' latency clue (``metric:rrt*:up``) would count it as a second latency line.
-EDGE_RATIO_KPI = "caller_wait_ratio_p50"
 _GO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _GRPC_SERVICE = re.compile(r"(?:^|[./])([A-Za-z0-9]+)/[A-Za-z0-9_]+$")
 

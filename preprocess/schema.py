@@ -32,6 +32,16 @@ APM_SCHEMA: dict[str, pl.DataType] = {
 }
 APM_KPIS: tuple[str, ...] = tuple(k for k in APM_SCHEMA if k not in ("time", "object_type", "object_id"))
 
+# Service-mesh edge KPIs, carried as infra_pod series of every pod of the callee (a mesh measures
+# a workload) by importers whose source has them (Nezha's OnlineBoutique): the median latency of
+# the calls into a service as its callers measure it and as the service itself does, and the
+# first over the second (how many times the callee's own time its callers wait). The ratio is not
+# an ``rrt*`` name on purpose: the runbooks' latency clue (``metric:rrt*:up``) would count it twice.
+MESH_CLIENT_PREFIX, MESH_SERVER_PREFIX = "rrt_client", "rrt_server"  # any quantile of the two sides
+MESH_CLIENT_LATENCY = f"{MESH_CLIENT_PREFIX}_p50"
+MESH_SERVER_LATENCY = f"{MESH_SERVER_PREFIX}_p50"
+MESH_CALLER_WAIT_RATIO = "caller_wait_ratio_p50"
+
 # Infra and TiDB, long: one row per (series, minute).
 # family: infra_pod | infra_node | infra_tidb | infra_tikv | infra_pd
 # component: the answerable component the series belongs to: pod name for infra_pod,
