@@ -46,8 +46,8 @@ log = logging.getLogger("probe_option_scores")
 
 BETAS = (0.0, 0.5, 1.0, 2.0, 3.0)
 # Where the shipped prompt turns from evidence to the question; the probe asks its own question there.
-SYSTEM_QUESTION = "Answer with JSON only:"
-USER_QUESTIONS = ("The evidence cannot yet separate", "Rules' reading (code, not a decision)", "Choose the root-cause")
+SYSTEM_QUESTION = "Answer with compact JSON only:"
+USER_QUESTIONS = ("\nRules' reading (code, not a decision)", "\nnotes:\n", "\nChoose: ")
 LETTERS_QUESTION = "Which option is the root cause? Answer with its letter only."
 
 
