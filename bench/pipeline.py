@@ -190,8 +190,9 @@ def print_path_result(result: PathResult, console: Console) -> None:
     console.print(table)
 
 
-def print_model_share(share: ModelShare, console: Console) -> None:
-    """The model against the rules alone on the same cases, and where they differ."""
+def print_model_share(share: ModelShare, console: Console, *, per_case: bool = True) -> None:
+    """The model against the rules alone on the same cases, and where they differ (``per_case``
+    False, for an evaluation set: only how many, since its cases are not looked at one by one)."""
     table = Table(title="the model's share of the decision (same cases)")
     for column in ("answers", "final", "LA", "TA"):
         table.add_column(column, justify="left" if column == "answers" else "right")
@@ -202,7 +203,7 @@ def print_model_share(share: ModelShare, console: Console) -> None:
     mean, low, high = share.difference
     console.print(f"model gain per case, (LA+TA)/2: {mean:+.3f} [95% CI {low:+.3f} .. {high:+.3f}], "
                   f"{len(share.differing)} case(s) differ")
-    if share.differing:
+    if share.differing and per_case:
         diff = Table(title="cases where the model and the rules differ")
         for column in ("uuid", "truth type", "model", "rules", "model pts", "rules pts"):
             diff.add_column(column)

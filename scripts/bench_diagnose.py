@@ -270,7 +270,7 @@ def main() -> None:
     share = model_share(truth_file=problem_set.truth_file, result_file=result.result_file,
                         runs_dir=settings.paths.runs_dir / result.result_file.stem, settings=settings)
     if share.records:
-        print_model_share(share, console)
+        print_model_share(share, console, per_case=args.seed < 200)  # seeds 200-299 are for reporting
     records = RunRecord.load_dir(settings.paths.runs_dir / result.result_file.stem)
     order = {row["uuid"]: i for i, row in enumerate(json.loads(problem_set.input_file.read_text(encoding="utf-8")))}
     records.sort(key=lambda r: order.get(r.uuid, len(order)))

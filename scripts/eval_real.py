@@ -9,7 +9,7 @@ SRC is a clone or a bare git snapshot of github.com/IntelligentDDS/Nezha. Each (
 set is imported (``rca import nezha``) and indexed under --work-dir once and reused. Printed:
 the index's AC@1/AC@3 per fault type; the rules alone (index top-1 + its best SOP fit) scored
 like a submission; with --model the full path (the configured LLM) and the cases where the
-model and the rules differ. Every figure has a 95% bootstrap interval over cases.
+model and the rules differ (on an evaluation set only how many). Every figure has a 95% bootstrap interval over cases.
 
 Protocol: OnlineBoutique 2022-08-22 is the tuning set. OnlineBoutique 2022-08-23 and every
 TrainTicket day are evaluation sets: run once at the end of a round, never tuned on; the
@@ -158,7 +158,7 @@ def main() -> int:
         print_challenge(share.model, console)
         print_score_intervals(score_intervals(share.model.cases, rules=rules), console,
                               title="model, per fault type, 95% intervals (bootstrap over cases)")
-        print_model_share(share, console)
+        print_model_share(share, console, per_case=tuning)
     return 0
 
 

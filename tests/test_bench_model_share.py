@@ -5,7 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from bench.pipeline import print_model_share
 from bench.report import model_share
 from diagnose.record import RunRecord
 from rca.atomic import write_json_atomic
@@ -51,3 +53,11 @@ def test_model_share_scores_both_and_lists_the_differing_cases(tmp_path: Path) -
     assert len(share.gains) == share.records and sum(share.gains.values()) / len(share.gains) == pytest.approx(mean)
     assert share.gains[truth[0]["uuid"]] > 0
     assert (tmp_path / "result.rules-only.jsonl").exists()
+    # Printed for an evaluation set, the differing cases are counted, not listed (protocol: its
+    # cases are not looked at one by one); for a tuning set they are listed.
+    console = Console(record=True, width=200)
+    print_model_share(share, console, per_case=False)
+    evaluation_text = console.export_text()
+    assert "1 case(s) differ" in evaluation_text and truth[0]["uuid"] not in evaluation_text
+    print_model_share(share, console, per_case=True)
+    assert truth[0]["uuid"] in console.export_text()
