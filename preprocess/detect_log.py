@@ -274,18 +274,22 @@ _CLASS_UNSAFE = "|".join((
 def _distinct_rows(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """A row of each distinct value of a string column without nulls, and each row's distinct number.
 
-    Grouped on a 64-bit hash (several times faster than on the strings), then every row is
-    compared with its group's row; on a collision the rows are grouped by value.
+    Arrow's dictionary encoding numbers the values on a hash table of the strings themselves:
+    exact, and cheaper than polars' 64-bit hash, its dense rank (a sort) and the check of every
+    row against its group's row (~0.6x the cost on a full-scale hour's 200 k lines).
     """
-    # A hash's dense rank is its group's number (in hash order): one pass, half the cost of
-    # looking every hash up among the sorted distinct ones.
-    number = values.hash().rank("dense").to_numpy().astype(np.int64) - 1
-    some_row = np.empty(int(number.max()) + 1 if len(number) else 0, dtype=np.int64)
+    import pyarrow.compute as pc  # imported here: it costs the CLI's other commands start-up time
+
+    array = values.to_arrow(compat_level=pl.CompatLevel.newest())
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    try:
+        encoded = pc.dictionary_encode(array)
+    except pa.ArrowNotImplementedError:  # a pyarrow that cannot hash string views (polars' strings)
+        encoded = pc.dictionary_encode(array.cast(pa.large_string()))
+    number = encoded.indices.to_numpy().astype(np.int64)
+    some_row = np.empty(len(encoded.dictionary), dtype=np.int64)
     some_row[number] = np.arange(len(values))  # any row of the group stands for it: they are equal
-    if not bool((values.gather(some_row[number]) == values).all()):
-        number = values.rank("dense").to_numpy().astype(np.int64) - 1
-        some_row = np.empty(int(number.max()) + 1, dtype=np.int64)
-        some_row[number] = np.arange(len(values))
     return some_row, number
 
 
