@@ -9,6 +9,7 @@ line the model reads (``EvidenceItem.text``); nothing downstream parses that lin
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -113,6 +114,9 @@ def _render(item: EvidenceItem, *, max_chars: int) -> str:
         others = f" +{item.more_callees} more" if item.more_callees else ""
         return (f"{edge}{others}: {item.fanout_signal} on calls from {item.component} (z={item.z:.1f}) "
                 f"from {when}")
+    if item.signal == "wait":
+        return (f"{edge} p95 {item.ratio:.1f}x (z={item.z:.1f}), the time between the spans, "
+                f"at {item.component} from {when}")
     if item.signal == "latency":
         detail = f"p95 {item.ratio:.1f}x (z={item.z:.1f})"
     elif item.signal == "errors":
@@ -188,8 +192,59 @@ def fanout_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
 _TRACE_SIGNALS = {"latency": "latency", "errors": "errors", "silent": "calls_stopped"}
 
 
+def waiting(events: pl.DataFrame, *, weights: RankWeights) -> pl.Series:
+    """Which trace events were slow between the two sides of the call, not in the callee.
+
+    A latency event whose added time was largely between the caller's client span and the
+    callee's server span (``wait_share``), and at least ``wait_min_share`` of the most time
+    so added on any edge: one delayed network adds about the same to every call it carries,
+    and a small wait beside it is noise, not a second hop.
+    """
+    slow_between = ((pl.col("signal") == "latency")
+                    & (pl.col("wait_share").fill_null(0.0) >= weights.wait_share_min)
+                    & pl.col("wait_added_us").is_not_null())
+    most = events.filter(slow_between).select(pl.col("wait_added_us").max()).item()
+    if most is None:
+        return pl.Series("waiting", [False] * events.height, dtype=pl.Boolean)
+    return events.select(
+        (slow_between & (pl.col("wait_added_us") >= weights.wait_min_share * float(most))).alias("waiting")
+    ).to_series()
+
+
+def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]]) -> list[tuple[str, Item]]:
+    """Calls slow between their two spans (``waiting`` events): evidence on the network of the service they share.
+
+    A delay on one service's network holds up what it sends, its answers to its callers and
+    its own calls alike, so its edges slow down on both sides while no callee's own span
+    does. Each such edge is put on whichever of its two ends the most such edges touch (on
+    a tie the callee, as for any call edge): the hop where the time is spent, not the
+    loudest caller nor the most downstream callee. A caller whose pod fans out latency
+    (``fanout_callers``) already has these calls as its evidence: they count once.
+    """
+    rows = list(events.iter_rows(named=True))
+    touching: dict[str, int] = defaultdict(int)
+    for row in rows:
+        touching[row["caller"]] += 1
+        touching[row["callee"]] += 1
+    items = []
+    for row in rows:
+        at_caller = touching[row["caller"]] > touching[row["callee"]]
+        if at_caller and (row["caller"], "latency") in fanout_callers:
+            continue
+        target = row["caller"] if at_caller else row["callee_pod"] or row["callee"]
+        evidence = _evidence(modality="trace", signal="wait", key=f"{row['caller']}->{row['callee']}",
+                             component=target, direction="up", magnitude=round(row["z"], 2), z=row["z"],
+                             ratio=row["ratio"], onset=row["onset"], caller=row["caller"], callee=row["callee"])
+        item = Item(evidence, strength(row["z"]), "local")
+        items.append((target, item))
+        if not at_caller and row["callee_pod"]:
+            items.append((row["callee"], item))
+    return items
+
+
 def trace_items(events: pl.DataFrame, *, propagation: dict[str, float], fanout_callers: set[tuple[str, str]],
                 weights: RankWeights) -> list[tuple[str, Item]]:
+    """Call-edge evidence on the callee (the time the caller waited for it); ``waiting`` events go to ``wait_items``."""
     items = []
     for row in events.iter_rows(named=True):
         target = row["callee_pod"] or row["callee"]

@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field
 # What an evidence item says happened; knowledge signals match on it (``knowledge.signatures``).
 # metric: level (moved up or down) | silent; log: burst | new_template | silent | fell (a
 # template stopped while its pod kept logging);
-# trace: latency | errors | calls_stopped (on a call edge) | fanout (a caller pod failing
-# towards several callees at once).
-EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped", "calls_dropped", "fanout", "burst",
-                         "new_template", "fell"]
+# trace: latency | errors | calls_stopped (on a call edge) | wait (calls slow between the two
+# sides of the call, not in the callee's own span) | fanout (a caller pod failing towards
+# several callees at once).
+EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped", "calls_dropped", "wait", "fanout",
+                         "burst", "new_template", "fell"]
 
 
 

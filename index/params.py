@@ -59,6 +59,13 @@ class RankWeights:
     # silence travels down (a caller that stops calling starves its callees).
     log_echo_weight: float = 0.5
     log_echo_min_strength: float = 0.9
+    # A call whose added latency was spent largely between the caller's client span and the
+    # callee's server span (``wait_share``: the network, not the callee) is evidence on the
+    # service most such calls touch (``index.evidence.wait_items``); 1.01 turns it off. Below
+    # a half: a delayed service with one callee adds as much to its callers' calls inside its
+    # own server span (its slow call) as between the spans.
+    wait_share_min: float = 0.4
+    wait_min_share: float = 0.25  # ... and whose added wait is this share of the largest such wait
     # A service is listed right after its highest-ranked pod (index.rank._service_follows_pod):
     # a service-wide fault often stands out on one pod only.
     service_follows_pod: bool = True

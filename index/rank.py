@@ -52,6 +52,8 @@ from index.evidence import (
     log_items,
     metric_items,
     trace_items,
+    wait_items,
+    waiting,
 )
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
@@ -127,6 +129,9 @@ def rank_candidates(
     """
     metric_events, log_events = events["metric"], events["log"]
     trace_events, fanout_events = events["trace"], events["fanout"]
+    # Time spent between a call's two spans is the network's: it does not flow on downstream.
+    wait_mask = waiting(trace_events, weights=weights)
+    wait_events, trace_events = trace_events.filter(wait_mask), trace_events.filter(~wait_mask)
     propagation = propagation_scores(trace_events)
     pods_by_service: dict[str, set[str]] = defaultdict(set)
     for pod in known_pods:
@@ -159,6 +164,7 @@ def rank_candidates(
                        + log_items(log_events, known_services=known_services, weights=weights)
                        + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,
                                      weights=weights)
+                       + wait_items(wait_events, fanout_callers=fanout_callers)
                        + fanout_items(fanout_events)):
         add(name, item)
 

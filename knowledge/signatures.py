@@ -19,7 +19,9 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   into the component, ``calls_stopped`` (calls into it vanished), ``calls_dropped`` (the
   component stopped making some of its own calls while its demand held), ``fanout`` (the
   component's own calls to several services went wrong at once; a fan-out of errors also
-  counts as ``errors``, one of latency as ``latency``);
+  counts as ``errors``, one of latency as ``latency``), ``wait`` (calls to or from the
+  component slow between the two sides of the call while the callee's own spans are not:
+  its network, or its queue before a span opens; a wait also counts as ``latency``);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
 
 Clues match evidence data (``Observation``: the index's ``EvidenceItem``), never the
@@ -44,7 +46,8 @@ DIRECTIONS = ("up", "down", "silent", "any")
 FULL_Z = 10.0
 # trace clue -> the words of the evidence line it points the reader to (its label in a fit).
 TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_stopped": "calls stopped",
-                                 "calls_dropped": "calls dropped", "fanout": "on calls from"}
+                                 "calls_dropped": "calls dropped", "wait": "between the spans",
+                                 "fanout": "on calls from"}
 
 
 class SignalError(InputError):
@@ -103,9 +106,12 @@ class Clue:
         if self.modality == "trace":
             # A fan-out is the component's own calls going wrong at once: a fan-out of errors
             # counts as errors, a fan-out of latency as latency (a CPU-starved or delayed pod
-            # measures every call it makes as slow).
+            # measures every call it makes as slow). A wait is latency too: the time between a
+            # call's two spans is a delayed network's, but also a starved callee's queue before
+            # its span opens (on Nezha's tuning day a CPU-stressed currencyservice shows it).
             return item.signal == self.pattern or (
-                self.pattern in ("errors", "latency") and item.signal == "fanout" and item.fanout_signal == self.pattern)
+                self.pattern in ("errors", "latency") and item.signal == "fanout" and item.fanout_signal == self.pattern
+            ) or (self.pattern == "latency" and item.signal == "wait")
         if self.pattern in ("silent", "fell"):
             return item.signal == self.pattern
         # A line that stopped is the opposite of a line that appeared: phrases match bursts and new lines.

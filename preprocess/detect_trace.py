@@ -55,6 +55,9 @@ EDGE_STATS_SCHEMA: dict[str, pl.DataType] = {
     "p50_us": pl.Float64(),
     "p95_us": pl.Float64(),
     "mean_us": pl.Float64(),
+    # Mean time of a call outside the callee's own server span (the caller's client span less
+    # its server child: the network and both sides' queues); null where no call had both spans.
+    "wait_mean_us": pl.Float64(),
 }
 TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "caller": pl.Utf8(),
@@ -67,6 +70,12 @@ TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "ratio": pl.Float64(),  # p95 ratio for latency, error rate in window for errors
     "window_calls": pl.Int64(),
     "onset": TIME,
+    # Latency only: the share of the added mean latency spent outside the callee's own server
+    # span (0 = all inside the callee, 1 = all between the two sides); null where the spans
+    # do not tell (no client span with a server child, or the mean did not rise) ...
+    "wait_share": pl.Float64(),
+    # ... and that added time between the spans in µs (window median less baseline median).
+    "wait_added_us": pl.Float64(),
 }
 FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "caller": pl.Utf8(),
@@ -77,6 +86,8 @@ FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "onset": TIME,
 }
 Z_CAP = 50.0
+# The per-minute series of a pooled edge the window scorer reads.
+_SERIES: tuple[str, ...] = ("count", "errors", "p95_us", "mean_us", "wait_mean_us")
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,7 @@ class TraceParams:
 
 
 def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
-    """One row per cross-service call: time, edge key, latency_us, is_error."""
+    """One row per cross-service call: time, edge key, latency_us, wait_us (null without a client span), is_error."""
     parents = spans.select(
         "trace_id",
         pl.col("span_id").alias("parent_span_id"),
@@ -124,6 +135,9 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         pl.col("node").alias("callee_node"), "operation",
         pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us"))
         .otherwise(pl.col("duration_us")).alias("latency_us"),
+        # The caller's client span less the callee's server span of the same call.
+        pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us") - pl.col("duration_us"))
+        .otherwise(None).alias("wait_us"),
         # The caller's client span stands for this call; any other parent's error is its own.
         (pl.col("is_error").fill_null(False)
          | ((pl.col("parent_kind") == "client") & pl.col("parent_error").fill_null(False))).alias("is_error"),
@@ -138,7 +152,7 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
             pl.col("start").alias("time"), pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
             pl.col("peer_service").alias("callee"),
             pl.lit(None, pl.Utf8).alias("callee_pod"), pl.lit(None, pl.Utf8).alias("callee_node"),
-            "operation", pl.col("duration_us").alias("latency_us"),
+            "operation", pl.col("duration_us").alias("latency_us"), pl.lit(None, pl.Int64).alias("wait_us"),
             pl.col("is_error").fill_null(False).alias("is_error"),
         )
     )
@@ -160,6 +174,7 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
             pl.col("latency_us").quantile(0.5, "nearest").alias("p50_us"),
             pl.col("latency_us").quantile(0.95, "nearest").alias("p95_us"),
             pl.col("latency_us").mean().alias("mean_us"),
+            pl.col("wait_us").mean().alias("wait_mean_us"),
         )
         # The whole key: group_by's row order varies from run to run, and a rebuild must
         # rewrite the same file (float sums downstream depend on the order).
@@ -267,14 +282,11 @@ def _edge_anomalies(
                                     float((recorded < window_start).sum())))
     window_minutes = max(1.0, min((end - window_start).total_seconds() / 60 + 1, float(window_recorded)))
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
-        pl.col("time").dt.epoch("us").alias("time_us"), pl.col("count"), pl.col("errors"), pl.col("p95_us"),
-        pl.col("callee_node").drop_nulls().last())
+        pl.col("time").dt.epoch("us").alias("time_us"), *_SERIES, pl.col("callee_node").drop_nulls().last())
     events: list[dict] = []
     for row in grouped.iter_rows(named=True):
         times = np.array(row["time_us"], dtype=np.int64)
-        counts = np.array(row["count"], dtype=float)
-        errors = np.array(row["errors"], dtype=float)
-        p95 = np.array(row["p95_us"], dtype=float)
+        series = {name: _floats(row[name]) for name in _SERIES}
         in_window = times >= window_start_us
         edge = {k: row[k] for k in key} | {"callee_node": row["callee_node"]}
         edge_baseline_minutes = baseline_minutes
@@ -282,14 +294,13 @@ def _edge_anomalies(
         older = history.get(tuple(row[k] for k in key))
         if int((~in_window).sum()) < params.min_baseline_minutes and older is not None:
             # A thin baseline: the edge's recorded history stands in for it.
-            base_counts, base_errors, base_p95 = older
-            times = np.concatenate([np.full(len(base_counts), window_start_us - 1, dtype=np.int64), times[in_window]])
-            counts = np.concatenate([base_counts, counts[in_window]])
-            errors = np.concatenate([base_errors, errors[in_window]])
-            p95 = np.concatenate([base_p95, p95[in_window]])
+            minutes = len(older["count"])
+            times = np.concatenate([np.full(minutes, window_start_us - 1, dtype=np.int64), times[in_window]])
+            series = {name: np.concatenate([older[name], values[in_window]]) for name, values in series.items()}
             in_window = times >= window_start_us
-            edge_baseline_minutes = float(len(base_counts))
+            edge_baseline_minutes = float(minutes)
             from_history = True
+        counts, errors, p95 = series["count"], series["errors"], series["p95_us"]
         base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
         expected_calls = base_calls * window_minutes / max(1.0, edge_baseline_minutes)
         # Ten expected calls and none or almost none seen: not a quiet minute, a stop.
@@ -307,7 +318,8 @@ def _edge_anomalies(
             events.append({**edge, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, p95, in_window, threshold=median + 0.5 * (window_p95 - median),
-                                           fallback=first_in_window)})
+                                           fallback=first_in_window),
+                           **_wait_rise(series["mean_us"], series["wait_mean_us"], in_window)})
         base_rate = errors[~in_window].sum() / max(base_calls, 1.0)
         win_errors = errors[in_window].sum()
         expected = base_rate * win_calls
@@ -323,26 +335,48 @@ def _edge_anomalies(
 
 
 def _history(stats: pl.DataFrame, *, key: tuple[str, ...], window_start: datetime, end: datetime,
-             params: TraceParams) -> dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per edge, the (count, errors, p95) of its recorded minutes around the window but not in it."""
+             params: TraceParams) -> dict[tuple, dict[str, np.ndarray]]:
+    """Per edge, the ``_SERIES`` of its recorded minutes around the window but not in it."""
     lo = window_start - timedelta(minutes=params.history_minutes)
     hi = end + timedelta(minutes=params.after_minutes)
     around = stats.filter(pl.col("time").is_between(lo, hi) & ~pl.col("time").is_between(window_start, end))
     if around.height == 0:
         return {}
     pooled = _pool(around, key).filter(pl.col("count") > 0).sort("time")
-    grouped = pooled.group_by(*key, maintain_order=True).agg(pl.col("count"), pl.col("errors"), pl.col("p95_us"))
-    return {tuple(row[k] for k in key): (np.array(row["count"], dtype=float), np.array(row["errors"], dtype=float),
-                                          np.array(row["p95_us"], dtype=float))
+    grouped = pooled.group_by(*key, maintain_order=True).agg(*_SERIES)
+    return {tuple(row[k] for k in key): {name: _floats(row[name]) for name in _SERIES}
             for row in grouped.iter_rows(named=True)}
 
 
+def _floats(values: list) -> np.ndarray:
+    """A list with nulls as a float array with NaN for them."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _wait_rise(mean: np.ndarray, wait: np.ndarray, in_window: np.ndarray) -> dict[str, float | None]:
+    """``wait_share`` and ``wait_added_us`` of a slow edge (None: the spans do not tell).
+
+    Medians of the per-minute means before and in the window; the wait is the client span
+    less its server child, so mean latency less mean wait is the callee's own time.
+    """
+    rise = float(np.nanmedian(mean[in_window]) - np.nanmedian(mean[~in_window]))
+    if not np.isfinite(wait[in_window]).any() or not np.isfinite(wait[~in_window]).any() or not rise > 0:
+        return {"wait_share": None, "wait_added_us": None}
+    added = float(np.nanmedian(wait[in_window]) - np.nanmedian(wait[~in_window]))
+    return {"wait_share": min(1.0, max(0.0, added / rise)), "wait_added_us": added}
+
+
 def _pool(stats: pl.DataFrame, key: tuple[str, ...]) -> pl.DataFrame:
-    """Per-minute stats merged over the columns not in ``key`` (p95 as a call-weighted mean)."""
+    """Per-minute stats merged over the columns not in ``key`` (p95 and means as call-weighted means)."""
+    timed = pl.col("wait_mean_us").is_not_null()
     return stats.group_by("time", *key).agg(
         pl.col("count").sum(),
         pl.col("errors").sum(),
         ((pl.col("p95_us") * pl.col("count")).sum() / pl.col("count").sum()).alias("p95_us"),
+        ((pl.col("mean_us") * pl.col("count")).sum() / pl.col("count").sum()).alias("mean_us"),
+        # Over the rows that timed the wait only; none of them: null, not 0/0.
+        pl.when(timed.any()).then((pl.col("wait_mean_us") * pl.col("count")).filter(timed).sum()
+                                  / pl.col("count").filter(timed).sum()).alias("wait_mean_us"),
         pl.col("callee_node").drop_nulls().first(),
     )
 

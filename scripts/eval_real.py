@@ -135,8 +135,8 @@ def main() -> int:
                                 params=IndexParams.from_settings(settings.index), exclude_other_windows=True)
     console.print(index_table(evaluation, title=f"evidence index ranking, {label}"))
     if args.show_misses:
-        for case in evaluation.misses():
-            console.print(f"  index miss {case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")
+        for case in evaluation.misses(k=1):
+            console.print(f"  index top-1 miss {case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")
 
     rules = rule_version(settings.challenge.rules)
     rules_file = rules_answers(settings, out=data_dir.parent / "rules.jsonl")

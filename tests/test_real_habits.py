@@ -60,7 +60,7 @@ def _edge_rows(minutes, *, caller: str, callee: str, calls: int, p95_ms, rng, ca
     for m in minutes:
         p95 = float(p95_ms(m)) * 1000.0
         rows.append((_t(m), caller, caller_pod or f"{caller}-0", callee, pod, "node-1" if pod else None,
-                     f"hipstershop.{callee}/Call", max(1, int(rng.poisson(calls))), 0, p95 / 2, p95, p95 / 1.5))
+                     f"hipstershop.{callee}/Call", max(1, int(rng.poisson(calls))), 0, p95 / 2, p95, p95 / 1.5, None))
     return rows
 
 

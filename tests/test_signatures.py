@@ -7,7 +7,15 @@ from typing import get_args
 import polars as pl
 import pytest
 
-from index.evidence import dropped_calls_item, fanout_items, log_items, metric_items, trace_items
+from index.evidence import (
+    dropped_calls_item,
+    fanout_items,
+    log_items,
+    metric_items,
+    trace_items,
+    wait_items,
+    waiting,
+)
 from index.models import EvidenceItem, EvidenceSignal
 from index.params import RankWeights
 from knowledge.documents import SHIPPED_DOCS_DIR, DocumentError, load_documents, parse_document
@@ -229,7 +237,9 @@ def _trace_items() -> list[EvidenceItem]:
     fanout = pl.DataFrame([{"caller": "checkoutservice", "caller_pod": "checkoutservice-0",
                             "callees": ["emailservice", "shippingservice"], "signal": signal, "z": 9.0,
                             "onset": ONSET} for signal in ("errors", "latency")], schema=FANOUT_EVENT_SCHEMA)
-    items = trace_items(edges, propagation={}, fanout_callers=set(), weights=RankWeights()) + fanout_items(fanout)
+    waits = edges.head(1).with_columns(wait_share=pl.lit(1.0), wait_added_us=pl.lit(200_000.0))
+    items = (trace_items(edges, propagation={}, fanout_callers=set(), weights=RankWeights()) + fanout_items(fanout)
+             + wait_items(waits.filter(waiting(waits, weights=RankWeights())), fanout_callers=set()))
     dropped = dropped_calls_item(caller="checkoutservice", callees=["emailservice", "shippingservice"], z=9.0, onset=ONSET)
     return [item.evidence for _, item in items] + [dropped.evidence]
 
