@@ -19,6 +19,7 @@ from pathlib import Path
 from diagnose.cases import load_cases
 from index.params import IndexParams
 from index.query import query_window
+from knowledge.documents import docs_dir, load_documents
 from knowledge.retrieval import fault_signatures
 from knowledge.signatures import rank_signatures
 from rca.settings import load_settings
@@ -35,7 +36,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings()
     params = IndexParams.from_settings(settings.index)
-    signatures = fault_signatures(settings)
+    signatures = fault_signatures(load_documents(docs_dir(settings.knowledge)))
     with args.out.open("w", encoding="utf-8") as out:
         for case in load_cases(args.input):
             result = query_window(args.index_dir, start=case.start, end=case.end, top_k=args.top_k, params=params)
