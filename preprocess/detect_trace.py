@@ -113,22 +113,34 @@ class TraceParams:
 
 def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
     """One row per cross-service call: time, edge key, latency_us, wait_us (null without a client span), is_error."""
-    parents = spans.select(
-        "trace_id",
-        pl.col("span_id").alias("parent_span_id"),
-        pl.col("service").alias("caller"),
-        pl.col("pod").alias("caller_pod"),
-        pl.col("span_kind").alias("parent_kind"),
-        pl.col("duration_us").alias("parent_duration_us"),
-        pl.col("is_error").alias("parent_error"),
-    )
-    crossing = (
-        # Only the columns a call keeps: the join copies every column it carries.
-        spans.filter(pl.col("parent_span_id").is_not_null())
-        .select("trace_id", "parent_span_id", "start", "service", "pod", "node", "operation", "duration_us", "is_error")
-        .join(parents, on=["trace_id", "parent_span_id"], how="inner")
-        .filter(pl.col("caller") != pl.col("service"))
-    )
+    # Each span with a parent is paired (as row numbers) with the spans of its (trace_id,
+    # parent_span_id). The join is on one 64-bit hash of the two strings a side, ~2.5x cheaper
+    # than on the strings themselves; every pair is checked on the strings, and a collision
+    # (or a null trace id) makes it join on the strings instead.
+    def key(span_id: str) -> pl.Expr:
+        return pl.col("trace_id").hash(seed=1) ^ pl.col(span_id).hash(seed=2)
+
+    row = pl.int_range(pl.len(), dtype=pl.get_index_type())
+    children = spans.select(row.alias("child"), "trace_id", "parent_span_id").filter(
+        pl.col("parent_span_id").is_not_null())
+    parents = spans.select(row.alias("parent"), "trace_id", pl.col("span_id").alias("parent_span_id"))
+    pairs = children.select("child", key("parent_span_id").alias("key")).join(
+        parents.select("parent", key("parent_span_id").alias("key")), on="key").drop("key")
+    child, parent = pairs.get_column("child"), pairs.get_column("parent")
+    trace_id = spans.get_column("trace_id")
+    exact = ((trace_id.gather(child) == trace_id.gather(parent))
+             & (spans.get_column("parent_span_id").gather(child) == spans.get_column("span_id").gather(parent)))
+    if not exact.fill_null(False).all():
+        pairs = children.join(parents, on=["trace_id", "parent_span_id"]).select("child", "parent")
+    service = spans.get_column("service")
+    crossing_pairs = pairs.filter(service.gather(pairs.get_column("parent")) != service.gather(pairs.get_column("child")))
+    crossing = pl.concat([
+        spans.select("start", "service", "pod", "node", "operation", "duration_us", "is_error")[
+            crossing_pairs.get_column("child")],
+        spans.select(pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
+                     pl.col("span_kind").alias("parent_kind"), pl.col("duration_us").alias("parent_duration_us"),
+                     pl.col("is_error").alias("parent_error"))[crossing_pairs.get_column("parent")],
+    ], how="horizontal")
     server_side = crossing.select(
         pl.col("start").alias("time"), "caller", "caller_pod",
         pl.col("service").alias("callee"), pl.col("pod").alias("callee_pod"),
@@ -142,12 +154,12 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         (pl.col("is_error").fill_null(False)
          | ((pl.col("parent_kind") == "client") & pl.col("parent_error").fill_null(False))).alias("is_error"),
     )
-    # The calls some server span answered (an anti-join needs no distinct keys).
-    answered = crossing.select("trace_id", pl.col("parent_span_id").alias("span_id"))
+    # The calls some server span answered: the parents of a crossing call's span, all the spans
+    # of its (trace_id, parent_span_id) when several share them.
+    answered = pairs.filter(pl.col("child").is_in(crossing_pairs.get_column("child").implode())).get_column("parent")
     client_only = (
         spans.filter((pl.col("span_kind") == "client") & pl.col("peer_service").is_not_null()
-                     & (pl.col("peer_service") != pl.col("service")))
-        .join(answered, on=["trace_id", "span_id"], how="anti")
+                     & (pl.col("peer_service") != pl.col("service")) & ~row.is_in(answered.implode()))
         .select(
             pl.col("start").alias("time"), pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
             pl.col("peer_service").alias("callee"),
