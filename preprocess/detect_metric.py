@@ -302,11 +302,13 @@ def placement(infra: pl.DataFrame | None) -> pl.DataFrame:
     """Pod -> node placement intervals from infra_pod rows: ``[pod, node, first, last]``."""
     if infra is None or infra.height == 0:
         return pl.DataFrame(schema=PLACEMENT_SCHEMA)
-    pods = infra.filter((pl.col("family") == "infra_pod") & pl.col("node").is_not_null())
+    # Lazy: the filter then copies the three columns used, not all of the day's infra columns.
     return (
-        pods.group_by(pl.col("component").alias("pod"), "node")
+        infra.lazy().filter((pl.col("family") == "infra_pod") & pl.col("node").is_not_null())
+        .group_by(pl.col("component").alias("pod"), "node")
         .agg(pl.col("time").min().alias("first"), pl.col("time").max().alias("last"))
         .sort("pod", "first", "node").cast(pl.Schema(PLACEMENT_SCHEMA))
+        .collect()
     )
 
 
