@@ -481,8 +481,7 @@ def _read_log_file(path: Path, scanned: Scanned, *, columns: list[str], window: 
             exprs.append(_utc_time("@timestamp", schema["@timestamp"], path=path).alias("time"))
         elif name == "service":
             pod = _null_string("k8_pod") if "k8_pod" in schema else pl.lit(None, pl.Utf8)
-            # An hour's ~0.2 M lines name a few dozen pods: the regexes run once per pod.
-            exprs.append(_on_distinct(pod, _service_of_pod, pl.Utf8()).alias("service"))
+            exprs.append(_service_of_pod(pod).alias("service"))
         elif name == "message":
             # The message is content, not a label: a literal "null" line stays as written.
             exprs.append(pl.col("message").cast(pl.Utf8) if "message" in schema else pl.lit(None, pl.Utf8).alias("message"))
