@@ -14,6 +14,10 @@ what this reader does with each, are in docs/datasets/nezha.md:
   from the parent/child service change (a child in another service is the server side of
   its parent's client call), and the peer of an unanswered client span from a gRPC
   operation name (``package.Service/Method``) naming a known service;
+- ``construct_data/<day>/trace/`` and ``log/``: one fault-free minute of the day (Nezha's
+  reference for its event patterns), read like the others: a clean minute in a day whose
+  other trace and log minutes all follow an injection (its ``metric/`` files repeat
+  ``rca_data``'s, so they are not read again);
 - ``<day>-fault_list.json``: the injections (time, pod, ChaosBlade type), grouped by hour;
 - files named in the tree but absent from a snapshot (large blobs) are listed as missing,
   never fatal; a malformed file is an issue naming the file, and costs that file only.
@@ -571,8 +575,11 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     if sides:
         infra_parts.append(_edge_kpis(sides, pods=pods))
 
-    span_parts = _read_each(source, f"rca_data/{day}/trace", _read_trace_file, issues)
-    log_parts = _read_each(source, f"rca_data/{day}/log", _read_log_file, issues)
+    # The fault-free minute joins the others: spans and lines repeated across files count once.
+    span_parts, log_parts = [], []
+    for folder in (f"rca_data/{day}", f"construct_data/{day}"):
+        span_parts += _read_each(source, f"{folder}/trace", _read_trace_file, issues)
+        log_parts += _read_each(source, f"{folder}/log", _read_log_file, issues)
 
     apm_pods = pl.concat(apm_parts) if apm_parts else empty_frame(APM_SCHEMA)
     return NezhaDay(

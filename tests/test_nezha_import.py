@@ -162,6 +162,33 @@ def test_trainticket_spans_link_services(imported):
     assert all(s.startswith("ts-") for s in spans.get_column("service").unique())
 
 
+def test_the_days_fault_free_minute_is_imported_beside_the_incidents(imported):
+    """construct_data/<day>: Nezha's fault-free reference minute (08:50 on the TrainTicket day) is telemetry
+    like any other: its spans and lines land at their own time, before the day's first kept injection."""
+    construct = SLICE / "construct_data" / TT_DAY
+    span_rows = list(csv.DictReader((construct / "trace" / "08_50_trace.csv").open(encoding="utf-8")))
+    log_rows = list(csv.DictReader((construct / "log" / "08_50_log.csv").open(encoding="utf-8")))
+    first = min(datetime.fromtimestamp(int(r["StartTimeUnixNano"]) / 1e9, UTC) for r in span_rows)
+    last = max(datetime.fromtimestamp(int(r["StartTimeUnixNano"]) / 1e9, UTC) for r in span_rows)
+    spans = read_traces(imported, start=first, end=last).frame
+    assert spans.height == len({(r["TraceID"], r["SpanID"]) for r in span_rows}) > 0
+    assert set(spans.get_column("trace_id")) == {r["TraceID"] for r in span_rows}
+    lines = read_logs(imported, start=datetime(2023, 1, 29, 8, 30, tzinfo=UTC),
+                      end=datetime(2023, 1, 29, 8, 59, tzinfo=UTC)).frame
+    assert lines.height == len(log_rows)
+    assert set(lines.get_column("pod")) == {r["PodName"] for r in log_rows}
+
+
+def test_an_absent_fault_free_minute_is_counted_not_fatal(tmp_path):
+    """The public snapshot lacks OnlineBoutique's construct minutes (03_51): named absent, nothing else lost."""
+    absent = [f"construct_data/{TT_DAY}/trace/08_50_trace.csv", f"construct_data/{TT_DAY}/log/08_50_log.csv"]
+    result = _import(bare_snapshot(tmp_path, absent=absent), tmp_path / "data", "--system", "trainticket")
+    assert result.exit_code == 0, result.output
+    assert "2 file(s) absent from the snapshot, 0 unreadable" in result.output
+    assert len(_truths(tmp_path / "data")) == 2
+    assert read_traces(tmp_path / "data", start=TT_HOUR[0], end=TT_HOUR[1]).frame.height > 0
+
+
 def test_logs_are_unwrapped_from_the_container_json(imported):
     logs = read_logs(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame
     rows = _source_rows(OB_DAY, "log/05_19_log.csv")

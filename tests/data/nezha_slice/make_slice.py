@@ -41,8 +41,11 @@ SLICES = [
         "edge_metric": [],
         "traces": {"09_22": ("ts-basic-service", "ts-travel2-service")},
         "logs": ["09_21"],
+        "construct": "08_50",
     },
 ]
+CONSTRUCT_TRACE_ROWS = 100  # the fault-free minute (construct_data/<day>): whole traces up to about this many
+CONSTRUCT_LOG_ROWS_PER_POD = 3
 TRACE_ROWS = 300  # whole traces are kept until about this many rows
 BORDER_ROWS = 60  # rows of the next minute file repeating spans of the previous one
 LOG_ROWS_PER_POD = 12
@@ -154,6 +157,26 @@ def build(git_dir: Path, out: Path) -> None:
                     kept_rows.append(row)
                     per_pod[row[pod_at]] = per_pod.get(row[pod_at], 0) + 1
             _write(out / base / "log" / f"{minute}_log.csv", header, kept_rows)
+
+        if "construct" in spec:  # the day's fault-free minute, as the source keeps it apart
+            minute, construct = spec["construct"], f"construct_data/{day}"
+            header, rows = _rows(_git(git_dir, "show", f"{COMMIT}:{construct}/trace/{minute}_trace.csv"))
+            trace_at = header.index("TraceID")
+            traces: list[str] = []
+            for row in rows:
+                if row[trace_at] not in traces and sum(1 for r in rows if r[trace_at] in traces) < CONSTRUCT_TRACE_ROWS:
+                    traces.append(row[trace_at])
+            _write(out / construct / "trace" / f"{minute}_trace.csv", header,
+                   [r for r in rows if r[trace_at] in set(traces)])
+            header, rows = _rows(_git(git_dir, "show", f"{COMMIT}:{construct}/log/{minute}_log.csv"))
+            pod_at = header.index("PodName")
+            counts: dict[str, int] = {}
+            kept_rows = []
+            for row in rows:
+                if counts.get(row[pod_at], 0) < CONSTRUCT_LOG_ROWS_PER_POD:
+                    kept_rows.append(row)
+                    counts[row[pod_at]] = counts.get(row[pod_at], 0) + 1
+            _write(out / construct / "log" / f"{minute}_log.csv", header, kept_rows)
 
 
 if __name__ == "__main__":
