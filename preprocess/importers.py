@@ -60,6 +60,9 @@ def import_nezha(
     out: Path = typer.Option(..., "--out", help="Dataset directory to write (merged into when it exists)."),
     system: str = typer.Option("onlineboutique", "--system", help="onlineboutique or trainticket."),
     days: list[str] = typer.Option(None, "--day", help="Day to import (repeatable; default: every day of the system)."),
+    without_mesh: bool = typer.Option(False, "--without-mesh",
+                                      help="Leave out the service mesh's edge latency (source_50/destination_50): "
+                                           "the telemetry of a system without a mesh, for ablations."),
 ) -> None:
     """Nezha's fault datasets (ESEC/FSE 2023): telemetry, cases (input.json) and ground truth."""
     if system not in nezha.SYSTEMS:
@@ -77,7 +80,7 @@ def import_nezha(
     for number, day in enumerate(chosen, start=1):
         typer.echo(f"[{number}/{len(chosen)}] {nezha.SYSTEMS[system]} {day}: reading", err=True)
         try:
-            read = nezha.read_day(src, day=day)
+            read = nezha.read_day(src, day=day, mesh=not without_mesh)
         except RcaError as exc:
             fail(str(exc))
         write_frames(out, spans=read.spans, logs=read.logs, apm=read.apm, infra=read.infra)

@@ -534,8 +534,12 @@ def _read_each(source: Source, folder: str, read: Callable[[bytes], pl.DataFrame
     return parts
 
 
-def read_day(source: Source, *, day: str) -> NezhaDay:
-    """Every telemetry file of one day, as canonical frames; absent and bad files become issues."""
+def read_day(source: Source, *, day: str, mesh: bool = True) -> NezhaDay:
+    """Every telemetry file of one day, as canonical frames; absent and bad files become issues.
+
+    ``mesh=False`` leaves the service mesh's edge latency files out: the day as a system
+    without a mesh would show it (an ablation; TrainTicket's days have none).
+    """
     issues: list[Issue] = []
     fault_path = f"rca_data/{day}/{day}-fault_list.json"
     raw_faults = source.read(fault_path)
@@ -548,7 +552,7 @@ def read_day(source: Source, *, day: str) -> NezhaDay:
     for path, raw in _each_file(source, f"rca_data/{day}/metric", issues):
         if not path.endswith("_metric.csv"):
             kpi = _EDGE_FILES.get(path.rsplit("/", 1)[-1])
-            if kpi is not None:
+            if kpi is not None and mesh:
                 edge_files.append((path, raw, kpi))
             continue  # dependency.csv, front_service.csv: the call graph (the traces give it), the entry's latency
         try:

@@ -2,6 +2,7 @@
 
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22                # tuning set, rules only
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --model        # + the configured LLM
+    scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --without-mesh # as a mesh-less system
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-23 --evaluation --model
     scripts/eval_real.py --nezha SRC --system trainticket --evaluation --model
 
@@ -52,14 +53,15 @@ def _run(command: list[str]) -> None:
         raise SystemExit(f"{' '.join(command)} failed with status {done.returncode}")
 
 
-def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path) -> tuple[Path, Path]:
+def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, mesh: bool = True,
+                 ) -> tuple[Path, Path]:
     """Import and index one real set under ``work_dir`` (once; reruns reuse it)."""
-    name = f"{system}-{'_'.join(days) or 'all'}"
+    name = f"{system}-{'_'.join(days) or 'all'}{'' if mesh else '-without-mesh'}"
     data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
     rca = str(Path(sys.executable).with_name("rca"))
     if not (data_dir / "groundtruth.jsonl").exists():
         _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
-              *(arg for day in days for arg in ("--day", day))])
+              *(arg for day in days for arg in ("--day", day)), *([] if mesh else ["--without-mesh"])])
     if not (index_dir / "manifest.json").exists():
         _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
     return data_dir, index_dir
@@ -108,6 +110,9 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true",
                         help="with --model: keep the answers an interrupted run already wrote (default: start afresh)")
     parser.add_argument("--show-misses", action="store_true", help="per-case misses (tuning sets only)")
+    parser.add_argument("--without-mesh", action="store_true",
+                        help="import without the service mesh's edge latency: the set as a system without a mesh "
+                             "shows it (TrainTicket has none), a harder view of the same cases")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -119,7 +124,7 @@ def main() -> int:
         parser.error("--show-misses is for tuning sets: evaluation cases are not looked at one by one")
 
     data_dir, index_dir = prepared_set(source=args.nezha, system=args.system, days=sorted(args.day),
-                                       work_dir=args.work_dir)
+                                       work_dir=args.work_dir, mesh=not args.without_mesh)
     system_file = args.system_file
     if system_file is None and args.system != "onlineboutique":  # OnlineBoutique is HipsterShop, the bundled system
         system_file = inferred_system(data_dir=data_dir, system=args.system)
@@ -129,7 +134,8 @@ def main() -> int:
         "runs_dir": args.work_dir / "runs"})})
     truth_file = data_dir / "groundtruth.jsonl"
     console = Console(width=150)
-    label = f"{args.system} {', '.join(args.day) or 'all days'} ({'tuning' if tuning else 'evaluation'})"
+    label = (f"{args.system} {', '.join(args.day) or 'all days'}{' without mesh' if args.without_mesh else ''} "
+             f"({'tuning' if tuning else 'evaluation'})")
 
     evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json", gt_file=truth_file,
                                 params=IndexParams.from_settings(settings.index), exclude_other_windows=True)

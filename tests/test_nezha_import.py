@@ -220,6 +220,19 @@ def test_infra_pod_kpis_in_release_units(imported):
         == [60] * 4
 
 
+def test_without_mesh_leaves_only_the_edge_latency_out(imported, tmp_path):
+    """--without-mesh: the day as a system without a service mesh shows it; every other row is the same."""
+    result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--without-mesh")
+    assert result.exit_code == 0, result.output
+    mesh_kpis = {"rrt_client_p50", "rrt_server_p50", "caller_wait_ratio_p50"}
+    full = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    bare = read_infra(tmp_path / "data", start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    assert set(full.get_column("kpi_key")) & mesh_kpis == mesh_kpis
+    assert not set(bare.get_column("kpi_key")) & mesh_kpis
+    assert bare.height == full.filter(~pl.col("kpi_key").is_in(list(mesh_kpis))).height > 0
+    assert len(_truths(tmp_path / "data")) == 3
+
+
 @pytest.mark.parametrize(("kpi", "file"), [("rrt_client_p50", "source_50.csv"), ("rrt_server_p50", "destination_50.csv")])
 def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(imported, kpi, file):
     infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
