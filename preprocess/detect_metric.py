@@ -337,17 +337,18 @@ def robust_location_scale(values: np.ndarray, *, ordered: bool = False, spread_f
     return median, scale
 
 
-def change_point_onset(values: np.ndarray, *, first_window_index: int) -> int | None:
+def change_point_onset(values: np.ndarray, *, times_us: np.ndarray, window_start_us: int) -> int | None:
     """Index of the most likely change point near the window start (ruptures, Binseg l2).
 
-    Only breaks from three minutes before the window on are accepted: a change far in
-    the baseline is not this incident's onset.
+    Only breaks from three minutes before the window on, by the clock, are accepted: a
+    change far in the baseline is not this incident's onset. (By position they could be
+    far earlier: a baseline that skips other incidents' minutes jumps in time.)
     """
     if values.size < 6 or np.allclose(values, values[0]):
         return None
     algo = ruptures.Binseg(model="l2", min_size=2, jump=1).fit(values.reshape(-1, 1))
     breaks = [b for b in algo.predict(n_bkps=2) if b < values.size]
-    eligible = [b for b in breaks if b >= first_window_index - 3]
+    eligible = [b for b in breaks if times_us[b] >= window_start_us - 3 * _MINUTE_US]
     return min(eligible) if eligible else None
 
 
@@ -462,7 +463,7 @@ def score_metric_window(
             continue
         direction, z, level, median = event
         scored_times = np.concatenate([times[base_mask], times[win_mask]])
-        onset_index = (change_point_onset(np.concatenate([base, win]), first_window_index=base.size)
+        onset_index = (change_point_onset(np.concatenate([base, win]), times_us=scored_times, window_start_us=bounds[1])
                        if direction != "silent" and reference == "before" else None)
         if onset_index is not None and onset_index < scored_times.size:
             onset = from_epoch_us(scored_times[onset_index])

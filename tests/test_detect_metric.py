@@ -63,6 +63,21 @@ def test_detects_injected_change(shape, direction, seed):
     assert onset_delta <= 180
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_onset_is_near_the_window_by_the_clock_when_the_baseline_skips_an_incident(seed):
+    """The baseline's last kept minutes (17-19, a bump) sit right before the window in the array but
+    16 minutes before it by the clock: another incident's minutes (20-34) are left out. A change
+    there is not this window's onset."""
+    values = _noise(seed)
+    values[17:20] *= 3
+    values[35:51] *= 4
+    events = score_metric_window(_series(list(values)), start=WINDOW_START, end=WINDOW_END,
+                                 baseline_start=BASELINE_START,
+                                 exclude=[(T0 + timedelta(minutes=20), T0 + timedelta(minutes=34, seconds=59))])
+    assert events.height == 1 and events.item(0, "direction") == "up"
+    assert abs((events.item(0, "onset") - WINDOW_START).total_seconds()) <= 180
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_noise_only_gives_no_event(seed):
     events = score_metric_window(_series(list(_noise(seed))), start=WINDOW_START, end=WINDOW_END,
