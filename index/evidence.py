@@ -211,15 +211,19 @@ def waiting(events: pl.DataFrame, *, weights: RankWeights) -> pl.Series:
     ).to_series()
 
 
-def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]]) -> list[tuple[str, Item]]:
-    """Calls slow between their two spans (``waiting`` events): evidence on the network of the service they share.
+def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]],
+               starved: set[str]) -> list[tuple[str, Item]]:
+    """Calls slow between their two spans (``waiting`` events): evidence on the service whose hop it is.
 
     A delay on one service's network holds up what it sends, its answers to its callers and
     its own calls alike, so its edges slow down on both sides while no callee's own span
     does. Each such edge is put on whichever of its two ends the most such edges touch (on
     a tie the callee, as for any call edge): the hop where the time is spent, not the
-    loudest caller nor the most downstream callee. A caller whose pod fans out latency
-    (``fanout_callers``) already has these calls as its evidence: they count once.
+    loudest caller nor the most downstream callee. A starved end (``starved``: its own CPU
+    rose clearly) takes the edge whatever the counts: a CPU-starved callee's requests
+    queue before its span opens, a starved caller's client spans hold its own stalls. A
+    caller whose pod fans out latency (``fanout_callers``) already has these calls as its
+    evidence: they count once.
     """
     rows = list(events.iter_rows(named=True))
     touching: dict[str, int] = defaultdict(int)
@@ -228,7 +232,9 @@ def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]]) ->
         touching[row["callee"]] += 1
     items = []
     for row in rows:
-        at_caller = touching[row["caller"]] > touching[row["callee"]]
+        caller_starved, callee_starved = row["caller"] in starved, row["callee"] in starved
+        at_caller = (caller_starved and not callee_starved) or (
+            caller_starved == callee_starved and touching[row["caller"]] > touching[row["callee"]])
         if at_caller and (row["caller"], "latency") in fanout_callers:
             continue
         target = row["caller"] if at_caller else row["callee_pod"] or row["callee"]

@@ -66,6 +66,10 @@ class RankWeights:
     # own server span (its slow call) as between the spans.
     wait_share_min: float = 0.4
     wait_min_share: float = 0.25  # ... and whose added wait is this share of the largest such wait
+    # An end of such a call whose own CPU rose with at least this z takes it: a starved callee's
+    # requests queue before its span opens, a starved caller's client spans hold its stalls. CPU
+    # only, and clearly: memory creeping up 1.3x (z 5) beside a delayed callee stalls nothing.
+    wait_starved_z: float = 10.0
     # A service is listed right after its highest-ranked pod (index.rank._service_follows_pod):
     # a service-wide fault often stands out on one pod only.
     service_follows_pod: bool = True

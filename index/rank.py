@@ -160,11 +160,12 @@ def rank_candidates(
             item = replace(item, strength=item.strength * weights.late_onset_weight)
         components.setdefault(name, _Component(name, modality_weights)).items.append(item)
 
-    for name, item in (metric_items(metric_events)
+    metric = metric_items(metric_events)
+    for name, item in (metric
                        + log_items(log_events, known_services=known_services, weights=weights)
                        + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,
                                      weights=weights)
-                       + wait_items(wait_events, fanout_callers=fanout_callers)
+                       + wait_items(wait_events, fanout_callers=fanout_callers, starved=_starved(metric, min_z=weights.wait_starved_z))
                        + fanout_items(fanout_events)):
         add(name, item)
 
@@ -508,6 +509,13 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
             if item.role == "edge" and item.caller == caller and id(item) not in discounted:
                 item.strength *= weights.fanout_victim_weight
                 discounted.add(id(item))
+
+
+def _starved(metric: list[tuple[str, Item]], *, min_z: float) -> set[str]:
+    """Services whose own CPU rose clearly (z of at least ``min_z``, on the service or any of its pods)."""
+    return {service_of(name) for name, item in metric
+            if not is_node(name) and item.role == "local" and item.evidence.direction == "up"
+            and kpi_family(item.evidence.key) == "cpu" and (item.evidence.z or 0.0) >= min_z}
 
 
 def _local_score(component: _Component | None) -> float:

@@ -16,11 +16,12 @@ import numpy as np
 import polars as pl
 import pytest
 
+from index.evidence import wait_items
 from index.params import RankWeights
 from index.rank import rank_candidates
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
-from preprocess.detect_trace import call_graph, caller_fanout, edge_stats, score_trace_window
+from preprocess.detect_trace import TRACE_EVENT_SCHEMA, call_graph, caller_fanout, edge_stats, score_trace_window
 from preprocess.schema import SPAN_SCHEMA
 from rca.taxonomy import service_of
 
@@ -140,3 +141,22 @@ def test_read_as_plain_latency_a_delay_in_the_middle_is_blamed_on_its_callee(see
 @pytest.mark.parametrize("seed", range(3))
 def test_a_callee_slow_in_its_own_span_stays_the_callee(seed):
     assert _ranked(_spans(delayed=None, slow_inside="emailservice", seed=seed))[0] == "emailservice"
+
+
+def _wait_event(caller: str, callee: str) -> dict:
+    return {"caller": caller, "callee": callee, "callee_pod": f"{callee}-0", "callee_node": None,
+            "operation": f"{callee}/Call", "signal": "latency", "z": 30.0, "ratio": 10.0, "window_calls": 300,
+            "onset": START, "wait_share": 1.0, "wait_added_us": 150_000.0}
+
+
+@pytest.mark.parametrize(("starved", "owner"), [(set(), "checkoutservice"), ({"cartservice"}, "cartservice-0")])
+def test_a_starved_end_takes_the_wait_whatever_the_counts(starved, owner):
+    """Nezha's tuning day: cartservice's CPU stressed 12x, its requests queue before its span opens
+    (checkoutservice -> cartservice waits); checkoutservice's call to productcatalogservice waits too, so
+    by the counts checkoutservice touches both. A clearly starved end takes the edge into it."""
+    events = pl.DataFrame([_wait_event("checkoutservice", "cartservice"),
+                           _wait_event("checkoutservice", "productcatalogservice")], schema=TRACE_EVENT_SCHEMA)
+    items = wait_items(events, fanout_callers=set(), starved=starved)
+    targets = {item.evidence.key: name for name, item in items if name.endswith("-0") or name == "checkoutservice"}
+    assert targets["checkoutservice->cartservice"] == owner
+    assert targets["checkoutservice->productcatalogservice"] == "checkoutservice"
