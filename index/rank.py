@@ -20,6 +20,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
 5. a caller pod failing towards several healthy callees at once (``caller_fanout``) is
    evidence against that pod, and the callees' edge evidence is mostly withdrawn; a callee
    whose own server-side latency rose is not healthy (``_fanout_of_healthy_callees``);
+   a call slow between its two spans (not in the callee's own span) is the hop's, not the
+   callee's: it goes to the end that most such calls touch, or to a clearly CPU-starved end
+   (``index.evidence.waiting`` / ``wait_items``), and takes no part in propagation;
 6. silence travels down the call graph: the silence of a component whose callers all
    stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
    feels its stressed node (clearly stressed, or moderately while pods of several services
@@ -165,7 +168,8 @@ def rank_candidates(
                        + log_items(log_events, known_services=known_services, weights=weights)
                        + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,
                                      weights=weights)
-                       + wait_items(wait_events, fanout_callers=fanout_callers, starved=_starved(metric, min_z=weights.wait_starved_z))
+                       + wait_items(wait_events, fanout_callers=fanout_callers,
+                                    starved=_starved(metric, min_z=weights.wait_starved_z))
                        + fanout_items(fanout_events)):
         add(name, item)
 
