@@ -294,11 +294,11 @@ def _edge_anomalies(
                                     float((recorded < window_start).sum())))
     window_minutes = max(1.0, min((end - window_start).total_seconds() / 60 + 1, float(window_recorded)))
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
-        pl.col("time").dt.epoch("us").alias("time_us"), *_SERIES, pl.col("callee_node").drop_nulls().last())
+        pl.col("time").dt.epoch("us").alias("time_us"), *_series_lists(), pl.col("callee_node").drop_nulls().last())
     events: list[dict] = []
     for row in grouped.iter_rows(named=True):
         times = np.array(row["time_us"], dtype=np.int64)
-        series = {name: _floats(row[name]) for name in _SERIES}
+        series = {name: np.array(row[name], dtype=float) for name in _SERIES}
         in_window = times >= window_start_us
         edge = {k: row[k] for k in key} | {"callee_node": row["callee_node"]}
         edge_baseline_minutes = baseline_minutes
@@ -355,14 +355,14 @@ def _history(stats: pl.DataFrame, *, key: tuple[str, ...], window_start: datetim
     if around.height == 0:
         return {}
     pooled = _pool(around, key).filter(pl.col("count") > 0).sort("time")
-    grouped = pooled.group_by(*key, maintain_order=True).agg(*_SERIES)
-    return {tuple(row[k] for k in key): {name: _floats(row[name]) for name in _SERIES}
+    grouped = pooled.group_by(*key, maintain_order=True).agg(*_series_lists())
+    return {tuple(row[k] for k in key): {name: np.array(row[name], dtype=float) for name in _SERIES}
             for row in grouped.iter_rows(named=True)}
 
 
-def _floats(values: list) -> np.ndarray:
-    """A list with nulls as a float array with NaN for them."""
-    return np.array([np.nan if v is None else v for v in values], dtype=float)
+def _series_lists() -> list[pl.Expr]:
+    """The ``_SERIES`` of a group as float lists, NaN for a null (a minute without a timed wait)."""
+    return [pl.col(name).cast(pl.Float64).fill_null(float("nan")) for name in _SERIES]
 
 
 def _wait_rise(mean: np.ndarray, wait: np.ndarray, in_window: np.ndarray) -> dict[str, float | None]:
