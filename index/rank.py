@@ -462,7 +462,7 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph,
         if any(i.evidence.modality == "trace" or kpi_family(i.evidence.key) == "traffic" for i in lost.get(caller, [])):
             continue
         callees = sorted((c for c in graph.successors(caller) if c != caller and lost.get(c)),
-                         key=lambda c: -max(i.strength for i in lost[c]))
+                         key=lambda c: (-max(i.strength for i in lost[c]), c))  # ties by name: stable text
         if len(callees) < weights.dropped_callees:
             continue
         # Strength of the weakest of the strongest drops: a drop shared by several callees.

@@ -198,7 +198,7 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
 def call_graph(stats: pl.DataFrame) -> nx.DiGraph:
     """Service call graph (caller -> callee) with total calls as edge attribute."""
     graph = nx.DiGraph()
-    totals = stats.group_by("caller", "callee").agg(pl.col("count").sum())
+    totals = stats.group_by("caller", "callee").agg(pl.col("count").sum()).sort("caller", "callee")  # a fixed node order
     for caller, callee, count in totals.iter_rows():
         graph.add_edge(caller, callee, calls=int(count))
     return graph
@@ -255,7 +255,7 @@ def caller_fanout(
     strongest = pl.col("z").max().over("caller", "caller_pod", "signal")
     fanout = (
         frame.filter(pl.col("z") >= params.fanout_min_share * strongest)
-        .sort("z", descending=True)
+        .sort("z", "callee", descending=[True, False])  # tied z (capped) by name: the same list every run
         .group_by("caller", "caller_pod", "signal")
         .agg(pl.col("callee").unique(maintain_order=True).alias("callees"), pl.col("z").max(), pl.col("onset").min())
         .filter(pl.col("callees").list.len() >= params.min_callees)

@@ -146,3 +146,27 @@ def test_services_that_emit_their_own_spans_keep_the_call_graph():
     assert redis.get_column("caller_pod").unique().to_list() == ["cartservice-1"]
     assert redis.get_column("count").sum() == 10
     assert stats.filter(pl.col("callee") == "cartservice").get_column("count").sum() == 10
+
+
+def _failing_frontend_pod_stats() -> pl.DataFrame:
+    spans = synthetic_spans(fault=None)
+    in_window = (pl.col("start") >= WINDOW_START) & (pl.col("start") <= WINDOW_END)
+    spans = spans.with_columns(
+        is_error=pl.when(in_window & (pl.col("pod") == "frontend-0") & (pl.col("span_kind") == "client"))
+        .then(True).otherwise(pl.col("is_error")))
+    return edge_stats(spans)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fanout_callees_tied_at_the_cap_come_in_name_order(seed):
+    """Both callees fail every call: their z is capped alike, and the list is the same whatever the row order."""
+    stats = _failing_frontend_pod_stats().sample(fraction=1.0, shuffle=True, seed=seed)
+    fanout = caller_fanout(stats, start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    assert fanout.item(0, "z") == 50.0
+    assert fanout.item(0, "callees").to_list() == ["adservice", "cartservice"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_call_graph_node_order_does_not_depend_on_row_order(seed):
+    stats = _failing_frontend_pod_stats()
+    assert list(call_graph(stats.sample(fraction=1.0, shuffle=True, seed=seed)).nodes) == list(call_graph(stats).nodes)
