@@ -92,9 +92,10 @@ def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
                     keys: list[str]) -> tuple[pa.Array, np.ndarray]:
     """``preprocess.readers._first_values`` on an arrow list-of-structs array, as positions.
 
-    Returns the list elements' ``value_field`` and, per row and per key of ``keys`` (one column
-    each), the position among them of the row's first element whose ``key_field`` (a
-    dictionary) is that key; -1 where none is, or the list is null.
+    Returns the list elements' ``value_field`` and, per key of ``keys`` (one row each, a
+    contiguous array of one value per list: the callers read them key by key) and per list,
+    the position among them of the list's first element whose ``key_field`` (a dictionary) is
+    that key; -1 where none is, or the list is null.
     """
     rows, width = len(lists), len(keys)
     if lists.null_count == 0:
@@ -122,7 +123,7 @@ def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
                       dtype=index_type)
     numbers = lookup[codes]  # a null key's code -1 takes the last entry: no key
     hits = np.flatnonzero(numbers < width).astype(index_type, copy=False)
-    slots = owners_of[hits] * index_type(width) + numbers[hits]
+    slots = numbers[hits] * index_type(rows) + owners_of[hits]
     positions: np.ndarray[tuple[int], np.dtype[np.signedinteger[Any]]] = np.full(rows * width, -1, dtype=index_type)
     positions[slots] = hits
     if np.count_nonzero(positions >= 0) < len(hits):
@@ -131,7 +132,7 @@ def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
         ordered = slots[order]
         first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
         positions[ordered[first]] = hits[order[first]]
-    return values, positions.reshape(rows, width)
+    return values, positions.reshape(width, rows)
 
 
 def _dense(key: np.ndarray, *, size: int) -> tuple[np.ndarray, int]:
@@ -189,11 +190,11 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window) -> 
         values, positions = first_positions(lists, key_field=key_field, value_field=value_field,
                                             keys=[t[3] for t in wanted])
         if source == "references":
-            parent = _taken(values, positions[:, 0])  # span ids: every span its own
+            parent = _taken(values, positions[0])  # span ids: every span its own
             continue
         value_codes = np.append(_codes(values), -1)  # position -1 (no such tag) reads the appended -1
         for column, (_, _, _, _, output) in enumerate(wanted):
-            coded[output] = _Coded(values.dictionary, value_codes[positions[:, column]])
+            coded[output] = _Coded(values.dictionary, value_codes[positions[column]])
 
     times = batch.column("startTime").to_numpy()
     if window is not None:
