@@ -59,7 +59,7 @@ def parse_fixed_iso_utc(strings: pl.Series) -> pl.Series | None:
         parsed = pc.cast(array, pa.timestamp("us", tz="UTC") if zulu else pa.timestamp("us"))
     except pa.ArrowInvalid:
         return None
-    micros = pl.Series(strings.name, parsed.cast(pa.int64()), dtype=pl.Int64)
-    if micros.min() < _FIRST_US or micros.max() >= _END_US:
+    micros = parsed.cast(pa.int64()).to_numpy()
+    if int(micros.min()) < _FIRST_US or int(micros.max()) >= _END_US:
         return None  # out of range: the general parser decides
-    return micros.cast(pl.Datetime("us", "UTC"))
+    return pl.Series(strings.name, micros, dtype=pl.Int64).cast(pl.Datetime("us", "UTC"))
