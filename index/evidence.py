@@ -18,7 +18,7 @@ import polars as pl
 from index.models import EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_log import template_keyword
-from preprocess.schema import MESH_CLIENT_PREFIX, MESH_SERVER_PREFIX
+from preprocess.schema import MESH_CLIENT_PREFIX, MESH_SERVER_PREFIX, POD_CLIENT_LATENCY_PREFIX
 from rca.taxonomy import service_of
 
 # An observation is at most this long: the challenge's limit on an answer's observation
@@ -132,7 +132,7 @@ def _evidence(**fields) -> EvidenceItem:
     return EvidenceItem(**{**fields, "text": render(item)})
 
 
-def metric_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
+def metric_items(events: pl.DataFrame, *, weights: RankWeights) -> list[tuple[str, Item]]:
     items = []
     for row in events.iter_rows(named=True):
         kpi, component, direction = row["kpi"], row["component"], row["direction"]
@@ -142,7 +142,10 @@ def metric_items(events: pl.DataFrame) -> list[tuple[str, Item]]:
         # Latency of any series is what a caller feels too (a pod's client-side latency is its callees').
         symptom = row["kind"] in _SYMPTOM_KINDS or kpi in _SYMPTOM_KPIS or "latency" in kpi
         role = "local" if direction == "silent" or not symptom else "symptom"
-        items.append((component, Item(evidence, strength(row["z"]), role)))
+        # The latency of a pod's own calls is its callees' time (and the network's), not its work.
+        own_calls = kpi.startswith(POD_CLIENT_LATENCY_PREFIX) and direction == "up"
+        item_strength = strength(row["z"]) * (weights.client_latency_weight if own_calls else 1.0)
+        items.append((component, Item(evidence, item_strength, role)))
     return items
 
 

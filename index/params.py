@@ -70,6 +70,9 @@ class RankWeights:
     # requests queue before its span opens, a starved caller's client spans hold its stalls. CPU
     # only, and clearly: memory creeping up 1.3x (z 5) beside a delayed callee stalls nothing.
     wait_starved_z: float = 10.0
+    # A pod's rising client-side latency (the calls it makes, ``POD_CLIENT_LATENCY_PREFIX``)
+    # keeps this share of its strength: its callees' time and the network's, not its own work.
+    client_latency_weight: float = 0.25
     # A service is listed right after its highest-ranked pod (index.rank._service_follows_pod):
     # a service-wide fault often stands out on one pod only.
     service_follows_pod: bool = True

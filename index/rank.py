@@ -163,7 +163,7 @@ def rank_candidates(
             item = replace(item, strength=item.strength * weights.late_onset_weight)
         components.setdefault(name, _Component(name, modality_weights)).items.append(item)
 
-    metric = metric_items(metric_events)
+    metric = metric_items(metric_events, weights=weights)
     for name, item in (metric
                        + log_items(log_events, known_services=known_services, weights=weights)
                        + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,

@@ -46,6 +46,7 @@ from preprocess.schema import (
     MESH_CALLER_WAIT_RATIO,
     MESH_CLIENT_LATENCY,
     MESH_SERVER_LATENCY,
+    POD_CLIENT_LATENCY_PREFIX,
     SPAN_SCHEMA,
     empty_frame,
 )
@@ -96,8 +97,8 @@ _INFRA_COLUMNS: dict[str, tuple[str, float]] = {
     "NetworkTransmitBytes": ("pod_network_transmit_bytes", 1.0),
     "SyscallRead": ("pod_syscall_read", 1.0),
     "SyscallWrite": ("pod_syscall_write", 1.0),
-    "PodClientLatencyP90(s)": ("pod_client_latency_p90", 1e6),
-    "PodClientLatencyP99(s)": ("pod_client_latency_p99", 1e6),
+    "PodClientLatencyP90(s)": (f"{POD_CLIENT_LATENCY_PREFIX}_p90", 1e6),
+    "PodClientLatencyP99(s)": (f"{POD_CLIENT_LATENCY_PREFIX}_p99", 1e6),
 }
 # The service mesh's median latency of each caller -> callee pair, a minute at a time over the
 # whole day (OnlineBoutique's metric/source_50.csv, destination_50.csv), as measured on the

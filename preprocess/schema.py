@@ -42,6 +42,10 @@ MESH_CLIENT_LATENCY = f"{MESH_CLIENT_PREFIX}_p50"
 MESH_SERVER_LATENCY = f"{MESH_SERVER_PREFIX}_p50"
 MESH_CALLER_WAIT_RATIO = "caller_wait_ratio_p50"
 
+# A pod's latency of the calls it makes (any quantile), as its own client measures it (Nezha's
+# PodClientLatency): the time of its callees and of the network between, not of the pod's own work.
+POD_CLIENT_LATENCY_PREFIX = "pod_client_latency"
+
 # Infra and TiDB, long: one row per (series, minute).
 # family: infra_pod | infra_node | infra_tidb | infra_tikv | infra_pd
 # component: the answerable component the series belongs to: pod name for infra_pod,

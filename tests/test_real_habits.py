@@ -369,3 +369,32 @@ def test_the_meshs_callee_side_on_a_pod_makes_its_service_slow():
 def test_a_fanout_stays_when_the_callee_is_barely_slow_or_the_calls_fail(callee_z, signal):
     candidates = _rank(_slow_callee_fanout_world(callee_z, signal=signal), ONE_POD_GRAPH, ONE_POD_PODS)
     assert any(e.signal == "fanout" for c in candidates for e in c.evidence)
+
+
+CURRENCY_GRAPH = nx.DiGraph([("frontend", "checkoutservice"), ("frontend", "currencyservice"),
+                             ("checkoutservice", "currencyservice"), ("checkoutservice", "cartservice")])
+
+
+def _delayed_callee_world() -> dict[str, pl.DataFrame]:
+    """currencyservice's network is delayed (Nezha's OnlineBoutique, no mesh files): its callers' own
+    client latency (``pod_client_latency_*``, the calls they make) soars, checkoutservice's most (it
+    calls currencyservice once per item), and its memory creeps up as requests queue; currencyservice
+    shows only the wait between the spans of frontend's calls and its traffic falling."""
+    metric = [_metric("checkoutservice-0", "infra_pod", "pod_client_latency_p90", "up", 50.0, 9.8),
+              _metric("checkoutservice-0", "infra_pod", "pod_memory_working_set_bytes", "up", 6.2, 1.4),
+              _metric("frontend-0", "infra_pod", "pod_client_latency_p90", "up", 38.0, 13.0),
+              _metric("currencyservice-0", "infra_pod", "pod_network_receive_bytes", "down", 6.5, 0.68)]
+    trace = [{"caller": "frontend", "callee": "currencyservice", "callee_pod": "currencyservice-0",
+              "callee_node": None, "operation": "hipstershop.CurrencyService/Convert", "signal": "latency",
+              "z": 6.3, "ratio": 4.5, "window_calls": 400, "onset": ONSET, "wait_share": 1.0,
+              "wait_added_us": 90_000.0}]
+    return _events(metric=metric, trace=trace)
+
+
+def test_a_pods_client_latency_is_its_callees_time_not_its_own():
+    pods = {f"{s}-0" for s in CURRENCY_GRAPH.nodes}
+    candidates = _rank(_delayed_callee_world(), CURRENCY_GRAPH, pods)
+    assert service_of(candidates[0].component) == "currencyservice", [(c.component, c.score) for c in candidates]
+    # At full strength (client_latency_weight=1.0) the loudest caller's own calls outrank the callee.
+    old = _rank(_delayed_callee_world(), CURRENCY_GRAPH, pods, weights=replace(RankWeights(), client_latency_weight=1.0))
+    assert service_of(old[0].component) == "checkoutservice", [(c.component, c.score) for c in old]

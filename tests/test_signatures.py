@@ -249,7 +249,7 @@ def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:
     if clue.modality == "metric":
         direction = "up" if clue.direction == "any" else clue.direction
         events = _metric_event(clue.pattern.replace("*", "x"), direction)
-        return [item.evidence for _, item in metric_items(events)]
+        return [item.evidence for _, item in metric_items(events, weights=RankWeights())]
     if clue.modality == "log":
         events = (_log_event("", "silent") if clue.pattern == "silent"
                   else _log_event("Charge successfully", "down") if clue.pattern == "fell"
