@@ -31,7 +31,8 @@ def demo(
         "llm": {"embedded_model": model},
     })
     console = Console()
-    console.print(f"[bold]1/4 simulate[/] {cases} cases -> {work_dir / 'data'}")
+    console.print(f"[bold]1/4 simulate[/] {cases} cases -> {work_dir / 'data'} (only the hours they need: the "
+                  "nightly job will warn that the day's other hours are absent)")
     problem_set = simulate_problem_set(work_dir / "data", cases=cases, seed=seed)
     console.print("[bold]2-4/4 preprocess -> diagnose -> judge[/] "
                   f"(LLM: {settings.llm.backend} {settings.llm.embedded_model if settings.llm.backend == 'embedded' else settings.llm.llm_model})")

@@ -47,8 +47,9 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def root_callback(
     ctx: typer.Context,
     config: Path | None = typer.Option(None, "--config", help="TOML config file (default: config/config.toml if present)."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for debug)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Warnings and errors only."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                help="Log what each step does (-vv: debugging detail). Default: warnings only."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Errors only."),
 ) -> None:
     st = state(ctx)
     st.config_path = config

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rca.clisupport import build_settings, fail
@@ -51,10 +52,17 @@ def simulate_command(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "options"
         fail(f"{where}: {first['msg']}")
-    try:
-        faults = simulate(options)
-    except (ScheduleError, NoFaultWindowError) as exc:
-        fail(str(exc))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=False) as progress:
+        task = progress.add_task("simulate", total=None)
+
+        def advance(label: str, total: int) -> None:
+            progress.update(task, advance=1, total=total, description=f"simulated {label}")
+
+        try:
+            faults = simulate(options, on_hour=advance)
+        except (ScheduleError, NoFaultWindowError) as exc:
+            fail(str(exc))
     table = Table(title=f"{len(faults)} injected faults -> {out}")
     for column in ("uuid", "fault_type", "target", "start (UTC)", "end (UTC)"):
         table.add_column(column)

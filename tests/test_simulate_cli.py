@@ -43,3 +43,29 @@ def test_bad_schedule_line_names_file_and_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["simulate", "--out", str(tmp_path / "o"), "--schedule", str(bad)])
     assert result.exit_code != 0
     assert f"{bad}:1" in result.output
+
+
+def test_every_hour_is_told_once_and_a_resumed_run_tells_the_skipped_ones(tmp_path: Path) -> None:
+    from simulate.simulator import SimulationOptions, simulate
+
+    told: list[tuple[str, int]] = []
+    options = SimulationOptions(out_dir=tmp_path / "o", cases=2, seed=4)
+    simulate(options, on_hour=lambda label, total: told.append((label, total)))
+    hours = [label for label, _ in told]
+    assert len(hours) == len(set(hours)) >= 2
+    assert {total for _, total in told} == {len(hours)}
+    assert all(label.startswith("2025-06-06 CST ") and label.endswith(":00") for label in hours)
+    again: list[str] = []
+    simulate(options, on_hour=lambda label, total: again.append(label))  # every day already written
+    assert again == hours
+
+
+@pytest.mark.parametrize("verbosity, level", [(-1, "ERROR"), (0, "WARNING"), (1, "INFO"), (2, "DEBUG")])
+def test_logging_is_quiet_unless_asked(verbosity: int, level: str) -> None:
+    import logging
+
+    from rca.logsetup import configure_logging
+
+    configure_logging(verbosity)
+    assert logging.getLevelName(logging.getLogger().level) == level
+    configure_logging(0)
