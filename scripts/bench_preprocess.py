@@ -14,8 +14,10 @@ In one run it prints
   measured before and after the job and the smaller of the two is used, so that a burst of
   load on a shared machine does not flatter the ratio;
 * the nightly job: each family built into a fresh index (``--index-dir`` or a temporary
-  directory) by ``run_nightly`` and timed separately (wall time, input rows, rows/s, peak RSS
-  of this process and its workers);
+  directory) by ``run_nightly`` and timed separately (wall time, CPU seconds of all its threads
+  and workers: on a machine of N cores a job whose CPU seconds approach N times its wall time
+  is bound by computing, not by waiting; input rows, rows/s, peak RSS of this process and its
+  workers);
 * the ratio job / floor per family and in total (target: total <= 2).
 
 Compare ratios, not seconds, between runs on a shared machine. ``--profile DIR`` runs the job
@@ -102,8 +104,16 @@ def read_floor(files: dict[str, list[tuple[Path, tuple[str, ...]]]]) -> tuple[di
     return seconds, rows
 
 
-def timed_job(family: str, *, run: Callable[[], list], profile_dir: Path | None) -> tuple[float, list]:
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process's threads and its finished workers so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed_job(family: str, *, run: Callable[[], list], profile_dir: Path | None) -> tuple[float, float, list]:
+    """Wall seconds, CPU seconds and the outcomes of ``run``."""
     profiler = cProfile.Profile() if profile_dir is not None else None
+    cpu_start = cpu_seconds()
     start = time.monotonic()
     if profiler is not None:
         profiler.enable()
@@ -111,13 +121,14 @@ def timed_job(family: str, *, run: Callable[[], list], profile_dir: Path | None)
     if profiler is not None:
         profiler.disable()
     seconds = time.monotonic() - start
+    cpu = cpu_seconds() - cpu_start
     if profiler is not None and profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
         profiler.dump_stats(profile_dir / f"{family}.prof")
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(12)
         print(text.getvalue())
-    return seconds, outcomes
+    return seconds, cpu, outcomes
 
 
 def main() -> int:
@@ -139,9 +150,10 @@ def main() -> int:
     if index_dir.exists():
         shutil.rmtree(index_dir)
     job: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     input_rows: dict[str, int] = {}
     for family in families:
-        seconds, outcomes = timed_job(family, profile_dir=args.profile, run=lambda f=family: run_nightly(
+        seconds, cpu[family], outcomes = timed_job(family, profile_dir=args.profile, run=lambda f=family: run_nightly(
             data_dir=args.data_dir, index_dir=index_dir, days=[args.day], families=(f,), force=True,
             workers=args.workers))
         outcome = outcomes[0]
@@ -155,15 +167,15 @@ def main() -> int:
 
     print(f"day {args.day} of {args.data_dir}: {sum(len(v) for v in files.values())} parquet files")
     print(f"{'family':8s} {'files':>6s} {'raw rows':>10s} {'floor s':>8s} {'job s':>8s} {'ratio':>6s} "
-          f"{'input rows':>11s} {'rows/s':>9s}")
+          f"{'job cpu s':>9s} {'input rows':>11s} {'rows/s':>9s}")
     for family in families:
         print(f"{family:8s} {len(files[family]):6d} {floor_rows[family]:10d} {floor[family]:8.2f} {job[family]:8.2f} "
-              f"{job[family] / max(floor[family], 1e-9):6.2f} {input_rows[family]:11d} "
+              f"{job[family] / max(floor[family], 1e-9):6.2f} {cpu[family]:9.2f} {input_rows[family]:11d} "
               f"{input_rows[family] / max(job[family], 1e-9):9.0f}")
     floor_total = sum(floor[f] for f in families)
     job_total = sum(job.values())
     print(f"{'total':8s} {'':6s} {sum(floor_rows[f] for f in families):10d} {floor_total:8.2f} {job_total:8.2f} "
-          f"{job_total / max(floor_total, 1e-9):6.2f}   (target ratio <= 2)")
+          f"{job_total / max(floor_total, 1e-9):6.2f} {sum(cpu.values()):9.2f}   (target ratio <= 2)")
     print(f"floor before / after the job: {sum(floor_before[f] for f in families):.2f} s / "
           f"{sum(floor_after[f] for f in families):.2f} s; peak RSS {peak_rss_mib():.0f} MiB (target < 6144)")
     if args.index_dir is None:
