@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import logging
 import pstats
@@ -153,9 +154,9 @@ def main() -> int:
     cpu: dict[str, float] = {}
     input_rows: dict[str, int] = {}
     for family in families:
-        seconds, cpu[family], outcomes = timed_job(family, profile_dir=args.profile, run=lambda f=family: run_nightly(
-            data_dir=args.data_dir, index_dir=index_dir, days=[args.day], families=(f,), force=True,
-            workers=args.workers))
+        run = functools.partial(run_nightly, data_dir=args.data_dir, index_dir=index_dir, days=[args.day],
+                                families=(family,), force=True, workers=args.workers)
+        seconds, cpu[family], outcomes = timed_job(family, profile_dir=args.profile, run=run)
         outcome = outcomes[0]
         if outcome.status != "written":
             print(f"{family}: {outcome.status}: {outcome.errors}")
