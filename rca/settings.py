@@ -41,9 +41,10 @@ class PathSettings(_Section):
     kb_dir: Path = Path("data/kb")  # the Chroma collection, rebuilt from the shipped documents
     runs_dir: Path = Path("data/runs")
     input_file: Path = Path("data/raw/input.json")
-    # Assembled model files (~1 GB, rebuilt from installed packages) are shared by every
-    # checkout of the user, so they stay in the user cache.
-    cache_dir: Path = Path.home() / ".cache" / "aiops-rca"
+    # Assembled model files (~1 GB, rebuilt from the installed packages), the prompt prefix's
+    # KV cache and the judge's keyword cache: rebuildable, and like everything the tool makes
+    # inside the working directory (git-ignored), never in the user's home.
+    cache_dir: Path = Path("data/cache")
 
 
 class LLMSettings(_Section):
