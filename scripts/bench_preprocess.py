@@ -20,7 +20,9 @@ In one run it prints
   workers);
 * the ratio job / floor per family and in total (target: total <= 2).
 
-Compare ratios, not seconds, between runs on a shared machine. ``--profile DIR`` runs the job
+Compare ratios, not seconds, between runs on a shared machine; ``--repeat N`` runs the job N
+times, each between two reads of the floor, and prints the median ratio and its range (the floor
+itself moves by a tenth or more within an hour). ``--profile DIR`` runs the job
 under cProfile (one ``<family>.prof`` per family, top functions printed; ratios then include
 the profiler's overhead).
 """
@@ -34,6 +36,7 @@ import logging
 import pstats
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -140,32 +143,40 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats per family here")
     parser.add_argument("--families", default=",".join(PARTITION_FAMILIES), help="comma-separated, default all")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of the job, each between two reads of the floor; the median ratio is printed")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     families = tuple(f for f in args.families.split(",") if f)
 
     files = day_files(args.data_dir, args.day)
-    floor_before, floor_rows = read_floor(files)
+    floors = [read_floor(files)[0]]
 
     index_dir = args.index_dir or Path(tempfile.mkdtemp(prefix="rca-bench-index-"))
-    if index_dir.exists():
-        shutil.rmtree(index_dir)
-    job: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    input_rows: dict[str, int] = {}
-    for family in families:
-        run = functools.partial(run_nightly, data_dir=args.data_dir, index_dir=index_dir, days=[args.day],
-                                families=(family,), force=True, workers=args.workers)
-        seconds, cpu[family], outcomes = timed_job(family, profile_dir=args.profile, run=run)
-        outcome = outcomes[0]
-        if outcome.status != "written":
-            print(f"{family}: {outcome.status}: {outcome.errors}")
-            return 1
-        job[family] = seconds
-        input_rows[family] = outcome.rows.get(INPUT_ROWS[family], 0)
-    floor_after, _ = read_floor(files)
-    floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
+    ratios: list[float] = []
+    for _ in range(args.repeat):
+        if index_dir.exists():
+            shutil.rmtree(index_dir)
+        job: dict[str, float] = {}
+        cpu: dict[str, float] = {}
+        input_rows: dict[str, int] = {}
+        for family in families:
+            run = functools.partial(run_nightly, data_dir=args.data_dir, index_dir=index_dir, days=[args.day],
+                                    families=(family,), force=True, workers=args.workers)
+            seconds, cpu[family], outcomes = timed_job(family, profile_dir=args.profile, run=run)
+            outcome = outcomes[0]
+            if outcome.status != "written":
+                print(f"{family}: {outcome.status}: {outcome.errors}")
+                return 1
+            job[family] = seconds
+            input_rows[family] = outcome.rows.get(INPUT_ROWS[family], 0)
+        floor_after, floor_rows = read_floor(files)
+        floor_before = floors[-1]
+        floors.append(floor_after)
+        floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
+        ratios.append(sum(job.values()) / max(sum(floor[f] for f in families), 1e-9))
 
+    # The table is the last run's.
     print(f"day {args.day} of {args.data_dir}: {sum(len(v) for v in files.values())} parquet files")
     print(f"{'family':8s} {'files':>6s} {'raw rows':>10s} {'floor s':>8s} {'job s':>8s} {'ratio':>6s} "
           f"{'job cpu s':>9s} {'input rows':>11s} {'rows/s':>9s}")
@@ -179,6 +190,10 @@ def main() -> int:
           f"{job_total / max(floor_total, 1e-9):6.2f} {sum(cpu.values()):9.2f}   (target ratio <= 2)")
     print(f"floor before / after the job: {sum(floor_before[f] for f in families):.2f} s / "
           f"{sum(floor_after[f] for f in families):.2f} s; peak RSS {peak_rss_mib():.0f} MiB (target < 6144)")
+    if args.repeat > 1:
+        print(f"ratio over {args.repeat} runs (each job against the smaller of the floors read just before and "
+              f"after it): median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f} "
+              f"({', '.join(f'{r:.2f}' for r in ratios)})")
     if args.index_dir is None:
         shutil.rmtree(index_dir)
     return 0
