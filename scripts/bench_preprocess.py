@@ -150,7 +150,7 @@ def main() -> int:
     families = tuple(f for f in args.families.split(",") if f)
 
     files = day_files(args.data_dir, args.day)
-    floors = [read_floor(files)[0]]
+    floor_after, floor_rows = read_floor(files)  # the first run's floor before
 
     index_dir = args.index_dir or Path(tempfile.mkdtemp(prefix="rca-bench-index-"))
     ratios: list[float] = []
@@ -170,9 +170,8 @@ def main() -> int:
                 return 1
             job[family] = seconds
             input_rows[family] = outcome.rows.get(INPUT_ROWS[family], 0)
+        floor_before = floor_after
         floor_after, floor_rows = read_floor(files)
-        floor_before = floors[-1]
-        floors.append(floor_after)
         floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
         ratios.append(sum(job.values()) / max(sum(floor[f] for f in families), 1e-9))
 

@@ -199,8 +199,8 @@ def _fingerprint(options: SimulationOptions) -> str:
 
 
 def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fault], options: SimulationOptions,
-                 world: DayWorld = FIXED_DAY, on_hour: HourCallback | None = None, total_hours: int = 0) -> None:
-    """Write every hour file and the day's metric files of one CST day (``on_hour``: see ``simulate``)."""
+                 world: DayWorld = FIXED_DAY, hour_done: Callable[[datetime], None] | None = None) -> None:
+    """Write every hour file and the day's metric files of one CST day; ``hour_done`` is told each hour written."""
     profile = SCALES[options.scale]
     strength = 1.0 / options.difficulty
     day_start, day_end = cst_day_bounds_utc(day)
@@ -226,7 +226,8 @@ def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fau
         apm.add_hour(hour_start_s=int(hour.timestamp()), calls=calls)
         log.info("simulated %s CST %02d:00: %d spans, %d log lines, %d faults active",
                  day, cst_hour, len(spans), len(logs.message), sum(1 for f in hour_faults if f.record))
-        _tell(on_hour, hour, total=total_hours)
+        if hour_done is not None:
+            hour_done(hour)
 
     minutes_s = apm.day_start_s + 60 * np.nonzero(apm.covered)[0]
     frame = build_day_metrics(minutes_s=minutes_s, faults=day_faults, placement=placement, pods_on_node=pods_on_node,
@@ -252,17 +253,7 @@ def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fau
     writer.write_atomic(writer.apm_table(rows), writer.apm_path(out, day=day, rows=rows))
 
 
-# Told after each hour: its label ("<day> CST HH:00") and how many hours the run writes in all.
-HourCallback = Callable[[str, int], None]
-
-
-def _tell(on_hour: HourCallback | None, hour: datetime, *, total: int) -> None:
-    if on_hour is not None:
-        day, cst_hour = cst_day_and_hour(hour)
-        on_hour(f"{day} CST {cst_hour:02d}:00", total)
-
-
-def simulate(options: SimulationOptions, *, on_hour: HourCallback | None = None) -> list[Fault]:
+def simulate(options: SimulationOptions, *, on_hour: Callable[[str, int], None] | None = None) -> list[Fault]:
     """Write the whole simulated release under ``options.out_dir``; returns the injected faults.
 
     ``on_hour`` is told each simulated (or already complete, skipped) hour: its label and the
@@ -286,6 +277,11 @@ def simulate(options: SimulationOptions, *, on_hour: HourCallback | None = None)
         rng = _rng(options.seed, "confounder worlds")
         blips = [randomize_confounder(b, rng) for b in blips]
 
+    def hour_done(hour: datetime) -> None:
+        if on_hour is not None:
+            day, cst_hour = cst_day_and_hour(hour)
+            on_hour(f"{day} CST {cst_hour:02d}:00", len(hours))
+
     progress_path = out / PROGRESS_FILE
     fingerprint = _fingerprint(options)
     done: list[str] = []
@@ -297,11 +293,11 @@ def simulate(options: SimulationOptions, *, on_hour: HourCallback | None = None)
         if day in done:
             log.info("day %s already complete, skipped (%d/%d)", day, number, len(by_day))
             for hour in by_day[day]:
-                _tell(on_hour, hour, total=len(hours))
+                hour_done(hour)
             continue
         log.info("simulating day %s (%d/%d), %d hours", day, number, len(by_day), len(by_day[day]))
         simulate_day(out=out, day=day, hours=by_day[day], faults=faults + blips, options=options, world=worlds[day],
-                     on_hour=on_hour, total_hours=len(hours))
+                     hour_done=hour_done)
         done.append(day)
         writer.write_text_atomic(json.dumps({"fingerprint": fingerprint, "days_done": done}), progress_path)
 
