@@ -203,6 +203,7 @@ def run_nightly(
     families: tuple[str, ...] = store.PARTITION_FAMILIES,
     force: bool = False,
     workers: int = 1,
+    threads: int = 2,
     detector_params: Mapping[str, object] | None = None,
     wait_for_lock: bool = False,
     on_partition_done: ProgressCallback | None = None,
@@ -212,9 +213,10 @@ def run_nightly(
 
     ``detector_params`` maps a detector name to its ``Params`` (defaults when absent; see
     ``index.params.IndexParams.detector_params``). ``engine`` places the builds (default
-    ``LocalEngine(workers=workers)``: with ``workers > 1``, partitions of non-sequential
-    detectors run in ``workers - 1`` spawned processes while sequential ones, sharing state
-    across days, run here in day order). Only this process writes the manifest. The run
+    ``LocalEngine(workers=workers, threads=threads)``: with one worker, ``threads`` partitions
+    at once in this process; with ``workers > 1``, partitions of non-sequential detectors run
+    in ``workers - 1`` spawned processes while sequential ones, sharing state across days,
+    run here in day order). Only this process writes the manifest. The run
     holds the index's writer lock; another writer makes it raise ``IndexBusyError`` (or
     wait, with ``wait_for_lock``).
     """
@@ -234,12 +236,12 @@ def run_nightly(
         raise ValueError(f"unknown partition family {unknown_families[0]!r}; expected one of {tuple(detectors)}")
     with writer_lock(index_dir, wait=wait_for_lock):
         return _run_locked(data_dir=data_dir, index_dir=index_dir, wanted=wanted, families=families, force=force,
-                           workers=workers, params=params, on_partition_done=on_partition_done, engine=engine)
+                           workers=workers, threads=threads, params=params, on_partition_done=on_partition_done, engine=engine)
 
 
 def _run_locked(
     *, data_dir: Path, index_dir: Path, wanted: list[str], families: tuple[str, ...], force: bool, workers: int,
-    params: dict[str, object], on_partition_done: ProgressCallback | None, engine: PartitionEngine | None,
+    threads: int, params: dict[str, object], on_partition_done: ProgressCallback | None, engine: PartitionEngine | None,
 ) -> list[PartitionOutcome]:
     detectors = make_detectors(params)
     manifest = store.load_manifest(index_dir, rebuild_older=True)
@@ -272,7 +274,7 @@ def _run_locked(
                            chain=t.family if detectors[t.family].sequential else None)
              for t in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family)))]
     by_name = {f"{t.day}/{t.family}": t for t in todo}
-    for result in (engine or LocalEngine(workers=workers)).run(tasks, work=run_partition_task):
+    for result in (engine or LocalEngine(workers=workers, threads=threads)).run(tasks, work=run_partition_task):
         task = by_name[result.task.name]
         if result.failure is not None:
             record(_failed(task, result.failure))

@@ -1,10 +1,11 @@
 """``rca preprocess``: build or refresh the evidence index from raw telemetry (the nightly job).
 
-    rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--force] [--wait]
+    rca preprocess --data-dir D --index-dir I (--date YYYY-MM-DD ... | --all) [--workers N] [--threads N] [--force] [--wait]
                    [--engine local|ray] [--ray-address ADDRESS]
 
 ``--engine ray`` builds each partition as a Ray task (``index/engine_ray.py``): on the
 cluster at ``--ray-address``, or on a local cluster of ``--workers`` CPUs started for the run.
+The local engine with one worker builds ``--threads`` partitions at once (default 2).
 
 Shows a progress bar and a summary table naming every unreadable file. Exit status:
 
@@ -47,6 +48,8 @@ def preprocess(
     dates: list[str] = typer.Option(None, "--date", help="CST day to build (repeatable)."),
     all_days: bool = typer.Option(False, "--all", help="Every day directory under --data-dir."),
     workers: int = typer.Option(None, "--workers", min=1, help="Processes for metric/trace partitions."),
+    threads: int = typer.Option(None, "--threads", min=1,
+                                help="Partitions built at once in this process (with one worker; default 2)."),
     force: bool = typer.Option(False, "--force", help="Rebuild partitions even when inputs are unchanged."),
     wait: bool = typer.Option(False, "--wait", help="Wait for another run's index lock instead of refusing."),
     engine: str = typer.Option(None, "--engine", help="Where partitions are built: local or ray."),
@@ -56,7 +59,7 @@ def preprocess(
     if ctx.invoked_subcommand is not None:
         return
     settings = build_settings(ctx, {"paths": {"data_dir": data_dir, "index_dir": index_dir},
-                                    "preprocess": {"workers": workers, "engine": engine,
+                                    "preprocess": {"workers": workers, "threads": threads, "engine": engine,
                                                    "ray_address": ray_address}})
     if bool(dates) == all_days:
         fail("give either --date YYYY-MM-DD (repeatable) or --all")
@@ -76,6 +79,7 @@ def preprocess(
         fail(f"{data_root}: no day directory for {', '.join(unknown)}")
     try:
         partition_engine = make_engine(settings.preprocess.engine, workers=settings.preprocess.workers,
+                                       threads=settings.preprocess.threads,
                                        ray_address=settings.preprocess.ray_address)
     except InputError as exc:
         fail(str(exc))
@@ -90,7 +94,8 @@ def preprocess(
 
         try:
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   workers=settings.preprocess.workers, detector_params=params.detector_params(),
+                                   workers=settings.preprocess.workers, threads=settings.preprocess.threads,
+                                   detector_params=params.detector_params(),
                                    wait_for_lock=wait, on_partition_done=advance, engine=partition_engine)
         except IndexBusyError as exc:
             fail(str(exc), code=EXIT_BUSY)

@@ -82,14 +82,17 @@ def ordered_chains(tasks: Sequence[PartitionTask]) -> tuple[list[PartitionTask],
     return free, chains
 
 
-def make_engine(name: str, *, workers: int, ray_address: str | None = None) -> PartitionEngine:
-    """The engine ``name`` with ``workers`` processes (Ray: CPUs of a local cluster)."""
+def make_engine(name: str, *, workers: int, threads: int = 2, ray_address: str | None = None) -> PartitionEngine:
+    """The engine ``name`` with ``workers`` processes (Ray: CPUs of a local cluster).
+
+    ``threads``: partitions built at once in this process by the local engine with one worker.
+    """
     if name == "local":
         if ray_address:
             raise InputError("--ray-address is only used with --engine ray")
         from index.engine_local import LocalEngine
 
-        return LocalEngine(workers=workers)
+        return LocalEngine(workers=workers, threads=threads)
     if name == "ray":
         from index.engine_ray import RayEngine
 

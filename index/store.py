@@ -172,7 +172,9 @@ def load_manifest(index_dir: Path, *, rebuild_older: bool = False) -> Manifest:
 
 
 def save_manifest(index_dir: Path, manifest: Manifest) -> None:
-    atomic_write_text(Path(index_dir) / MANIFEST_NAME, manifest.model_dump_json(indent=1))
+    # In key order: partitions built at once finish in either order, and the file must not say so.
+    ordered = manifest.model_copy(update={"partitions": dict(sorted(manifest.partitions.items()))})
+    atomic_write_text(Path(index_dir) / MANIFEST_NAME, ordered.model_dump_json(indent=1))
 
 
 def record_partition(index_dir: Path, *, day: str, family: str, entry: PartitionEntry) -> None:

@@ -174,7 +174,10 @@ class DiagnoseSettings(_Section):
 
 
 class PreprocessSettings(_Section):
-    workers: int = 1
+    workers: int = Field(default=1, ge=1)  # processes (>1: free partitions go to a pool of workers - 1)
+    # Partitions built at once in this process with one worker (index/engine_local.py): a
+    # second build fills the core the first leaves idle between its vectorised steps.
+    threads: int = Field(default=2, ge=1)
     # Where partitions are built (index/engines.py): "local" (this machine) or "ray"
     # (a Ray cluster at ray_address, or a local one started for the run when it is empty).
     engine: Literal["local", "ray"] = "local"

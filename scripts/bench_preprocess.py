@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Speed benchmark of the nightly job on one day, against the floor of reading its parquet files.
 
-    scripts/bench_preprocess.py --data-dir D --day YYYY-MM-DD [--index-dir I] [--workers N] [--profile DIR]
+    scripts/bench_preprocess.py --data-dir D --day YYYY-MM-DD [--index-dir I] [--workers N] [--threads N]
+                                [--by-family] [--repeat N] [--profile DIR]
 
 Make a full-scale day first, e.g. ``rca simulate --out D --days 1 --scale full``.
 
@@ -13,18 +14,22 @@ In one run it prints
   reads (``preprocess.span_arrow``: no tag ``type``, no ``references.traceID``); it is
   measured before and after the job and the smaller of the two is used, so that a burst of
   load on a shared machine does not flatter the ratio;
-* the nightly job: each family built into a fresh index (``--index-dir`` or a temporary
-  directory) by ``run_nightly`` and timed separately (wall time, CPU seconds of all its threads
-  and workers: on a machine of N cores a job whose CPU seconds approach N times its wall time
-  is bound by computing, not by waiting; input rows, rows/s, peak RSS of this process and its
-  workers);
+* the nightly job as ``rca preprocess`` runs it: every family of the day built into a fresh
+  index (``--index-dir`` or a temporary directory) by one ``run_nightly`` call, partitions
+  overlapping on ``--threads`` (default: the setting's default). The total is the job's wall
+  time and the CPU seconds of all its threads and workers (on a machine of N cores a job whose
+  CPU seconds approach N times its wall time is bound by computing, not by waiting); per
+  family, its build's seconds (overlapping the others'), input rows, rows/s; peak RSS of this
+  process and its workers. ``--by-family`` runs each family alone instead, one after another,
+  with its own CPU seconds (the total is then their sum);
 * the ratio job / floor per family and in total (target: total <= 2).
 
 Compare ratios, not seconds, between runs on a shared machine; ``--repeat N`` runs the job N
 times, each between two reads of the floor, and prints the median ratio and its range (the floor
 itself moves by a tenth or more within an hour). ``--profile DIR`` runs the job
-under cProfile (one ``<family>.prof`` per family, top functions printed; ratios then include
-the profiler's overhead).
+under cProfile (one ``.prof`` per run of ``run_nightly``, top functions printed; ratios then
+include the profiler's overhead; the profiler sees this thread only, so profile with
+``--by-family --threads 1``).
 """
 from __future__ import annotations
 
@@ -52,6 +57,7 @@ from index.store import PARTITION_FAMILIES  # noqa: E402
 from preprocess import layout  # noqa: E402
 from preprocess.schema import APM_KPIS  # noqa: E402
 from preprocess.span_arrow import fast_path_leaves  # noqa: E402
+from rca.settings import PreprocessSettings  # noqa: E402
 
 # Input rows per family are reported by the builders under these keys.
 INPUT_ROWS = {"metric": "metric_series", "log": "lines_read", "trace": "spans_read"}
@@ -135,13 +141,47 @@ def timed_job(family: str, *, run: Callable[[], list], profile_dir: Path | None)
     return seconds, cpu, outcomes
 
 
+def run_job(args: argparse.Namespace, *, families: tuple[str, ...], index_dir: Path,
+            ) -> tuple[dict[str, float], float, dict[str, float], float, dict[str, int]] | None:
+    """One run of the nightly job: per family (build seconds, CPU seconds), total wall and CPU, input rows.
+
+    By default the job runs as ``rca preprocess`` does, every family in one call (partitions
+    overlap on ``--threads``), and a family's CPU seconds are not separable; with
+    ``--by-family`` each family runs alone and the total is the sum. None when a partition failed.
+    """
+    groups = [(family,) for family in families] if args.by_family else [families]
+    build: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    input_rows: dict[str, int] = {}
+    wall_total = cpu_total = 0.0
+    for group in groups:
+        run = functools.partial(run_nightly, data_dir=args.data_dir, index_dir=index_dir, days=[args.day],
+                                families=group, force=True, workers=args.workers, threads=args.threads)
+        seconds, cpu_seconds_, outcomes = timed_job("-".join(group), profile_dir=args.profile, run=run)
+        wall_total += seconds
+        cpu_total += cpu_seconds_
+        for outcome in outcomes:
+            if outcome.status != "written":
+                print(f"{outcome.family}: {outcome.status}: {outcome.errors}")
+                return None
+            build[outcome.family] = seconds if args.by_family else outcome.seconds
+            input_rows[outcome.family] = outcome.rows.get(INPUT_ROWS[outcome.family], 0)
+            if args.by_family:
+                cpu[outcome.family] = cpu_seconds_
+    return build, wall_total, cpu, cpu_total, input_rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--day", required=True, help="CST day directory name, YYYY-MM-DD")
     parser.add_argument("--index-dir", type=Path, default=None)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats per family here")
+    parser.add_argument("--threads", type=int, default=PreprocessSettings().threads,
+                        help="partitions built at once in this process (rca preprocess --threads)")
+    parser.add_argument("--by-family", action="store_true",
+                        help="each family alone, one after another (its own wall and CPU seconds)")
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats per run here")
     parser.add_argument("--families", default=",".join(PARTITION_FAMILIES), help="comma-separated, default all")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs of the job, each between two reads of the floor; the median ratio is printed")
@@ -157,36 +197,29 @@ def main() -> int:
     for _ in range(args.repeat):
         if index_dir.exists():
             shutil.rmtree(index_dir)
-        job: dict[str, float] = {}
-        cpu: dict[str, float] = {}
-        input_rows: dict[str, int] = {}
-        for family in families:
-            run = functools.partial(run_nightly, data_dir=args.data_dir, index_dir=index_dir, days=[args.day],
-                                    families=(family,), force=True, workers=args.workers)
-            seconds, cpu[family], outcomes = timed_job(family, profile_dir=args.profile, run=run)
-            outcome = outcomes[0]
-            if outcome.status != "written":
-                print(f"{family}: {outcome.status}: {outcome.errors}")
-                return 1
-            job[family] = seconds
-            input_rows[family] = outcome.rows.get(INPUT_ROWS[family], 0)
+        ran = run_job(args, families=families, index_dir=index_dir)
+        if ran is None:
+            return 1
+        build, job_total, cpu, cpu_total, input_rows = ran
         floor_before = floor_after
         floor_after, floor_rows = read_floor(files)
         floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
-        ratios.append(sum(job.values()) / max(sum(floor[f] for f in families), 1e-9))
+        ratios.append(job_total / max(sum(floor[f] for f in families), 1e-9))
 
     # The table is the last run's.
-    print(f"day {args.day} of {args.data_dir}: {sum(len(v) for v in files.values())} parquet files")
-    print(f"{'family':8s} {'files':>6s} {'raw rows':>10s} {'floor s':>8s} {'job s':>8s} {'ratio':>6s} "
+    how = ("each family alone" if args.by_family
+           else f"all families in one run, {args.threads} partition(s) at once: a family's build overlaps the others'")
+    print(f"day {args.day} of {args.data_dir}: {sum(len(v) for v in files.values())} parquet files; job: {how}")
+    print(f"{'family':8s} {'files':>6s} {'raw rows':>10s} {'floor s':>8s} {'build s':>8s} {'ratio':>6s} "
           f"{'job cpu s':>9s} {'input rows':>11s} {'rows/s':>9s}")
     for family in families:
-        print(f"{family:8s} {len(files[family]):6d} {floor_rows[family]:10d} {floor[family]:8.2f} {job[family]:8.2f} "
-              f"{job[family] / max(floor[family], 1e-9):6.2f} {cpu[family]:9.2f} {input_rows[family]:11d} "
-              f"{input_rows[family] / max(job[family], 1e-9):9.0f}")
+        family_cpu = f"{cpu[family]:9.2f}" if family in cpu else f"{'-':>9s}"
+        print(f"{family:8s} {len(files[family]):6d} {floor_rows[family]:10d} {floor[family]:8.2f} {build[family]:8.2f} "
+              f"{build[family] / max(floor[family], 1e-9):6.2f} {family_cpu} {input_rows[family]:11d} "
+              f"{input_rows[family] / max(build[family], 1e-9):9.0f}")
     floor_total = sum(floor[f] for f in families)
-    job_total = sum(job.values())
     print(f"{'total':8s} {'':6s} {sum(floor_rows[f] for f in families):10d} {floor_total:8.2f} {job_total:8.2f} "
-          f"{job_total / max(floor_total, 1e-9):6.2f} {sum(cpu.values()):9.2f}   (target ratio <= 2)")
+          f"{job_total / max(floor_total, 1e-9):6.2f} {cpu_total:9.2f}   (the job's wall time; target ratio <= 2)")
     print(f"floor before / after the job: {sum(floor_before[f] for f in families):.2f} s / "
           f"{sum(floor_after[f] for f in families):.2f} s; peak RSS {peak_rss_mib():.0f} MiB (target < 6144)")
     if args.repeat > 1:

@@ -11,20 +11,26 @@ from simulate.simulator import SimulationOptions, simulate
 from tests.script_modules import load_script
 
 
+@pytest.mark.parametrize("by_family", [False, True], ids=["one-job", "by-family"])
 def test_the_benchmark_prints_every_family_and_the_median_of_repeated_runs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], by_family: bool) -> None:
     simulate(SimulationOptions(out_dir=tmp_path / "data", cases=1, seed=2, scale="small"))
     day = next(p.name for p in (tmp_path / "data").iterdir() if p.is_dir())
     bench = load_script("bench_preprocess")
     monkeypatch.setattr(sys, "argv", ["bench_preprocess.py", "--data-dir", str(tmp_path / "data"), "--day", day,
-                                      "--index-dir", str(tmp_path / "index"), "--repeat", "2"])
+                                      "--index-dir", str(tmp_path / "index"), "--repeat", "2",
+                                      *(["--by-family"] if by_family else [])])
     assert bench.main() == 0
     out = capsys.readouterr().out
+    # A family's CPU seconds are its own only when it ran alone.
+    cpu = r"([\d.]+)" if by_family else "(-)"
     for family in ("metric", "log", "trace"):
-        row = re.search(rf"^{family}\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)", out, re.M)
+        row = re.search(rf"^{family}\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+{cpu}\s+(\d+)", out, re.M)
         assert row is not None, out
         assert int(row.group(1)) > 0 and int(row.group(7)) > 0  # files read, input rows built
-        assert float(row.group(6)) > 0  # CPU seconds
+        assert float(row.group(4)) > 0  # build seconds
+    total = re.search(r"^total\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", out, re.M)
+    assert total is not None and float(total.group(5)) > 0, out  # the job's CPU seconds
     runs = re.search(r"ratio over 2 runs .*: median ([\d.]+), ([\d.]+)-([\d.]+) \(([\d.]+), ([\d.]+)\)", out)
     assert runs is not None, out
     low, high = float(runs.group(2)), float(runs.group(3))

@@ -57,17 +57,63 @@ def test_local_engine_runs_every_task_and_the_chain_in_order(tmp_path, workers):
         assert after.rows["started_ms"] >= before.rows["ended_ms"]  # one at a time
 
 
+def broken(task: PartitionTask) -> PartitionResult:
+    """Work with a bug in one family: the engine must not swallow it."""
+    if task.family == "trace":
+        raise RuntimeError("a bug in the trace build")
+    return timed(task)
+
+
+def test_one_worker_builds_two_partitions_at_once_and_a_chain_one_at_a_time(tmp_path):
+    tasks = [_task(tmp_path, day, family, "log" if family == "log" else None)
+             for day in ("d1", "d2") for family in ("metric", "log", "trace")]
+    results = list(LocalEngine(workers=1, threads=2).run(tasks, work=timed))
+    assert sorted(r.task.name for r in results) == sorted(t.name for t in tasks)
+    spans = {r.task.name: (r.rows["started_ms"], r.rows["ended_ms"]) for r in results}
+    # The first two tasks of the list start together; the chain's second waits for its first.
+    assert spans["d1/log"][0] < spans["d1/metric"][1] and spans["d1/metric"][0] < spans["d1/log"][1]
+    assert spans["d2/log"][0] >= spans["d1/log"][1]
+    # Never more than two at once.
+    events = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()],
+                    key=lambda x: (x[0], x[1]))
+    running = [sum(step for _, step in events[:i + 1]) for i in range(len(events))]
+    assert max(running) == 2
+
+
+def test_one_thread_builds_in_the_order_given(tmp_path):
+    tasks = [_task(tmp_path, "d1", family) for family in ("metric", "log", "trace")]
+    results = list(LocalEngine(workers=1, threads=1).run(tasks, work=timed))
+    assert [r.task.name for r in results] == ["d1/metric", "d1/log", "d1/trace"]
+    starts = [r.rows["started_ms"] for r in results]
+    assert all(later >= r.rows["ended_ms"] for r, later in zip(results, starts[1:], strict=False))
+
+
+def test_a_bug_in_a_partition_built_on_a_thread_propagates_after_the_running_one(tmp_path):
+    tasks = [_task(tmp_path, "d1", family) for family in ("trace", "metric", "log")]
+    yielded: list[str] = []
+    with pytest.raises(RuntimeError, match="a bug in the trace build"):
+        for result in LocalEngine(workers=1, threads=2).run(tasks, work=broken):
+            yielded.append(result.task.name)
+    assert yielded == ["d1/metric"]  # built beside the failing one: kept; d1/log never started
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        LocalEngine(workers=1, threads=0)
+
+
 def test_engine_settings_and_cli_flags(tmp_path, monkeypatch):
     settings = load_settings(config_path=None, environ={"RCA_PREPROCESS__ENGINE": "ray",
                                                         "RCA_PREPROCESS__RAY_ADDRESS": "head:6379"})
     assert (settings.preprocess.engine, settings.preprocess.ray_address) == ("ray", "head:6379")
     assert load_settings(config_path=None, environ={}).preprocess.engine == "local"
+    assert load_settings(config_path=None, environ={}).preprocess.threads == 2
+    assert load_settings(config_path=None, environ={"RCA_PREPROCESS__THREADS": "1"}).preprocess.threads == 1
 
     _register()
     runner = CliRunner()
     data = tmp_path / "data"
     (data / "2025-06-06").mkdir(parents=True)
     base = ["preprocess", "--data-dir", str(data), "--index-dir", str(tmp_path / "index"), "--all"]
+    no_threads = runner.invoke(rca_app, [*base, "--threads", "0"])
+    assert no_threads.exit_code == 2 and "--threads" in no_threads.output
     bad = runner.invoke(rca_app, [*base, "--engine", "spark"])
     assert bad.exit_code == 2 and "engine" in bad.output
     monkeypatch.setitem(sys.modules, "ray", None)
