@@ -270,9 +270,12 @@ def _run_locked(
                 log.warning("%s %s: rebuilding a damaged partition: %s", day, family, "; ".join(damaged))
             todo.append(_Task(day, family, tuple(files), tuple(missing), fingerprint))
 
+    # Day by day (a chain's order), the largest input first: partitions built at once then
+    # end together rather than the largest alone at the end.
     tasks = [PartitionTask(day=t.day, family=t.family, data_dir=data_dir, index_dir=index_dir, params=params,
                            chain=t.family if detectors[t.family].sequential else None)
-             for t in sorted(todo, key=lambda t: (t.day, store.PARTITION_FAMILIES.index(t.family)))]
+             for t in sorted(todo, key=lambda t: (t.day, -sum(f.stat().st_size for f in t.files),
+                                                  store.PARTITION_FAMILIES.index(t.family)))]
     by_name = {f"{t.day}/{t.family}": t for t in todo}
     for result in (engine or LocalEngine(workers=workers, threads=threads)).run(tasks, work=run_partition_task):
         task = by_name[result.task.name]
