@@ -88,14 +88,12 @@ def _codes(array: pa.Array) -> np.ndarray:
     return indices.to_numpy().astype(np.int64 if wide else np.int32, copy=False)
 
 
-def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
-                    keys: list[str]) -> tuple[pa.Array, np.ndarray]:
-    """``preprocess.readers._first_values`` on an arrow list-of-structs array, as positions.
+def _first_hits(lists: pa.Array, *, key_field: str, keys: list[str]) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """The elements of an arrow list-of-structs array, and the lists' first elements of each key.
 
-    Returns the list elements' ``value_field`` and, per key of ``keys`` (one row each, a
-    contiguous array of one value per list: the callers read them key by key) and per list,
-    the position among them of the list's first element whose ``key_field`` (a dictionary) is
-    that key; -1 where none is, or the list is null.
+    Returns the lists' elements, then the positions among them of every list's first element
+    whose ``key_field`` (a dictionary) is a key of ``keys``, and each one's slot: its key's
+    number in ``keys`` times the number of lists, plus its list's row.
     """
     rows, width = len(lists), len(keys)
     if lists.null_count == 0:
@@ -113,26 +111,63 @@ def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
         owners_of = np.repeat(np.arange(rows, dtype=index_type), np.diff(offsets))
     else:
         owners_of = pc.list_parent_indices(lists).to_numpy().astype(index_type, copy=False)
-    names, values = _field(elements, key_field), _field(elements, value_field)
-    if not _is_text(values.type):
-        raise TypeError(f"{value_field}: {values.type}")  # the general path casts other values
     # Each element's key as its number in ``keys`` (``width``: another key, or null), from the
     # dictionary's entries and the codes: no element's string is compared.
+    names = _field(elements, key_field)
     codes = _codes(names)
     lookup = np.array([keys.index(e) if e in keys else width for e in names.dictionary.to_pylist()] + [width],
                       dtype=index_type)
     numbers = lookup[codes]  # a null key's code -1 takes the last entry: no key
     hits = np.flatnonzero(numbers < width).astype(index_type, copy=False)
     slots = numbers[hits] * index_type(rows) + owners_of[hits]
-    positions: np.ndarray[tuple[int], np.dtype[np.signedinteger[Any]]] = np.full(rows * width, -1, dtype=index_type)
-    positions[slots] = hits
-    if np.count_nonzero(positions >= 0) < len(hits):
+    taken = np.zeros(rows * width, dtype=bool)
+    taken[slots] = True
+    if np.count_nonzero(taken) < len(hits):
         # A key repeated within one list: its first element wins (a stable sort puts it first).
         order = np.argsort(slots, kind="stable")
         ordered = slots[order]
         first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
-        positions[ordered[first]] = hits[order[first]]
-    return values, positions.reshape(width, rows)
+        hits, slots = hits[order[first]], ordered[first]
+    return elements, hits, slots
+
+
+def _text_field(elements: pa.Array, name: str) -> pa.Array:
+    values = _field(elements, name)
+    if not _is_text(values.type):
+        raise TypeError(f"{name}: {values.type}")  # the general path casts other values
+    return values
+
+
+def first_positions(lists: pa.Array, *, key_field: str, value_field: str,
+                    keys: list[str]) -> tuple[pa.Array, np.ndarray]:
+    """``preprocess.readers._first_values`` on an arrow list-of-structs array, as positions.
+
+    Returns the list elements' ``value_field`` and, per key of ``keys`` (one row each, a
+    contiguous array of one value per list) and per list, the position among them of the
+    list's first element whose ``key_field`` (a dictionary) is that key; -1 where none is, or
+    the list is null.
+    """
+    elements, hits, slots = _first_hits(lists, key_field=key_field, keys=keys)
+    values = _text_field(elements, value_field)
+    positions = np.full(len(lists) * len(keys), -1, dtype=hits.dtype)
+    positions[slots] = hits
+    return values, positions.reshape(len(keys), len(lists))
+
+
+def first_value_codes(lists: pa.Array, *, key_field: str, value_field: str,
+                      keys: list[str]) -> tuple[pa.Array, np.ndarray]:
+    """``first_positions`` for a dictionary ``value_field``: its dictionary, and the values' codes.
+
+    Per key of ``keys`` (one row each, read key by key) and per list, the code of the value
+    of the list's first element of that key; -1 where none is, the list is null or the value.
+    The codes are taken for those elements only, not handed on through their positions.
+    """
+    elements, hits, slots = _first_hits(lists, key_field=key_field, keys=keys)
+    values = _text_field(elements, value_field)
+    codes = _codes(values)
+    first_codes = np.full(len(lists) * len(keys), -1, dtype=codes.dtype)
+    first_codes[slots] = codes[hits]
+    return values.dictionary, first_codes.reshape(len(keys), len(lists))
 
 
 def _dense(key: np.ndarray, *, size: int) -> tuple[np.ndarray, int]:
@@ -182,19 +217,17 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window) -> 
         for name, array in (("operationName", batch.column("operationName")),
                             ("serviceName", _field(process, "serviceName")))
     }
-    parent: pa.Array | None = None
-    for source, lists in (("tags", batch.column("tags")), ("process.tags", _field(process, "tags")),
-                          ("references", batch.column("references"))):
+    for source, lists in (("tags", batch.column("tags")), ("process.tags", _field(process, "tags"))):
         wanted = [t for t in _TAGS if t[0] == source]
         _, key_field, value_field, _, _ = wanted[0]
-        values, positions = first_positions(lists, key_field=key_field, value_field=value_field,
-                                            keys=[t[3] for t in wanted])
-        if source == "references":
-            parent = _taken(values, positions[0])  # span ids: every span its own
-            continue
-        value_codes = np.append(_codes(values), -1)  # position -1 (no such tag) reads the appended -1
+        dictionary, value_codes = first_value_codes(lists, key_field=key_field, value_field=value_field,
+                                                    keys=[t[3] for t in wanted])
         for column, (_, _, _, _, output) in enumerate(wanted):
-            coded[output] = _Coded(values.dictionary, value_codes[positions[column]])
+            coded[output] = _Coded(dictionary, value_codes[column])
+    (_, key_field, value_field, key, _), = [t for t in _TAGS if t[0] == "references"]
+    span_ids, positions = first_positions(batch.column("references"), key_field=key_field, value_field=value_field,
+                                          keys=[key])
+    parent = _taken(span_ids, positions[0])  # span ids: every span its own
 
     times = batch.column("startTime").to_numpy()
     if window is not None:

@@ -25,7 +25,7 @@ def _kv(**tags: str) -> list[dict]:
 
 
 def _edge_case_file(path: Path) -> Path:
-    """Spans with null and empty tag lists, repeated and null keys, no parent, one outside the window."""
+    """Spans with null and empty tag lists, repeated and null keys, null values, no parent, one outside the window."""
     us = int((T0 - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1))
     rows = [
         ("a", _kv(span_kind="server", status_code="0"), [], us),
@@ -37,6 +37,8 @@ def _edge_case_file(path: Path) -> Path:
         ("e", [{"key": None, "type": "string", "value": "client"}, *_kv(span_kind="CLIENT", span_kind_="server"),
                *_kv(http_status_code="503", error="true")], [], us + 40),
         ("f", _kv(span_kind="server"), [], us + 3_600_000_000),  # the next hour
+        ("g", [{"key": "span.kind", "type": "string", "value": None}, *_kv(span_kind="server", error="true")],
+         [], us + 50),  # the first span.kind holds no value: none is read, not the second's
     ]
     frame = pl.DataFrame(
         {
@@ -52,7 +54,8 @@ def _edge_case_file(path: Path) -> Path:
                         {"serviceName": "redis", "tags": None},
                         {"serviceName": "cartservice", "tags": []},
                         None,
-                        {"serviceName": "cartservice", "tags": _kv(name="cartservice-1", name_="other")}],
+                        {"serviceName": "cartservice", "tags": _kv(name="cartservice-1", name_="other")},
+                        {"serviceName": "cartservice", "tags": [{"key": "name", "type": "string", "value": None}]}],
         },
         schema_overrides={"tags": _KV, "references": _REF},
     )
@@ -72,7 +75,7 @@ def _both(path: Path, window: readers.Window, monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize("window", [None, (T0, T0 + timedelta(hours=1) - timedelta(microseconds=1))])
 def test_edge_cases_read_alike(tmp_path: Path, window: readers.Window, monkeypatch: pytest.MonkeyPatch) -> None:
     fast, general = _both(_edge_case_file(tmp_path / "spans.parquet"), window, monkeypatch)
-    assert fast.height == (6 if window is None else 5)
+    assert fast.height == (7 if window is None else 6)
     assert_frame_equal(fast, general)
 
 
