@@ -236,14 +236,15 @@ def run_nightly(
         raise ValueError(f"unknown partition family {unknown_families[0]!r}; expected one of {tuple(detectors)}")
     with writer_lock(index_dir, wait=wait_for_lock):
         return _run_locked(data_dir=data_dir, index_dir=index_dir, wanted=wanted, families=families, force=force,
-                           workers=workers, threads=threads, params=params, on_partition_done=on_partition_done, engine=engine)
+                           params=params, detectors=detectors, on_partition_done=on_partition_done,
+                           engine=engine or LocalEngine(workers=workers, threads=threads))
 
 
 def _run_locked(
-    *, data_dir: Path, index_dir: Path, wanted: list[str], families: tuple[str, ...], force: bool, workers: int,
-    threads: int, params: dict[str, object], on_partition_done: ProgressCallback | None, engine: PartitionEngine | None,
+    *, data_dir: Path, index_dir: Path, wanted: list[str], families: tuple[str, ...], force: bool,
+    params: dict[str, object], detectors: Mapping[str, Detector], on_partition_done: ProgressCallback | None,
+    engine: PartitionEngine,
 ) -> list[PartitionOutcome]:
-    detectors = make_detectors(params)
     manifest = store.load_manifest(index_dir, rebuild_older=True)
     stale = store.remove_stale_temp_files(index_dir)
     if stale:
@@ -277,7 +278,7 @@ def _run_locked(
              for t in sorted(todo, key=lambda t: (t.day, -sum(f.stat().st_size for f in t.files),
                                                   store.PARTITION_FAMILIES.index(t.family)))]
     by_name = {f"{t.day}/{t.family}": t for t in todo}
-    for result in (engine or LocalEngine(workers=workers, threads=threads)).run(tasks, work=run_partition_task):
+    for result in engine.run(tasks, work=run_partition_task):
         task = by_name[result.task.name]
         if result.failure is not None:
             record(_failed(task, result.failure))
