@@ -8,20 +8,15 @@ read by the parquet reader's rules (preprocess/formats/spans.py). Mapping: docs/
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
-from preprocess.formats.sources import IssueLog, json_document
+from preprocess.formats.sources import BadField, read_span_documents
 from preprocess.formats.spans import as_int, canonical_service, check_id, is_error, peer_service
-
-
-class _Bad(ValueError):
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(reason)
-        self.field, self.reason = field, reason
 
 
 def tags_of(items: Any) -> dict[str, str]:
@@ -42,43 +37,43 @@ def _traces(document: Any) -> list[Any]:
         return document
     if isinstance(document, dict) and "spans" in document:
         return [document]
-    raise _Bad("data", "not a Jaeger traces document (no 'data' list of traces)")
+    raise BadField("data", "not a Jaeger traces document (no 'data' list of traces)")
 
 
 def _integer(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise _Bad(field, f"missing or non-integer {field}: {value!r}")
+        raise BadField(field, f"missing or non-integer {field}: {value!r}")
     try:
         return int(value)
     except ValueError as exc:
-        raise _Bad(field, f"{field} {value!r} is not an integer") from exc
+        raise BadField(field, f"{field} {value!r} is not an integer") from exc
 
 
 def span_row(span: dict[str, Any], process: dict[str, Any], rows: Rows) -> None:
-    """Append one Jaeger span (with its process) to ``rows``; ``_Bad`` names what is wrong."""
+    """Append one Jaeger span (with its process) to ``rows``; ``BadField`` names what is wrong."""
     try:
         trace_id = check_id(span.get("traceID"), digits=(16, 32))
     except ValueError as exc:
-        raise _Bad("traceID", str(exc)) from exc
+        raise BadField("traceID", str(exc)) from exc
     try:
         span_id = check_id(span.get("spanID"), digits=(16,))
     except ValueError as exc:
-        raise _Bad("spanID", str(exc)) from exc
+        raise BadField("spanID", str(exc)) from exc
     parent = None
     for ref in span.get("references") or []:
         if isinstance(ref, dict) and ref.get("refType") == "CHILD_OF":
             try:
                 parent = check_id(ref.get("spanID"), digits=(16,))
             except ValueError as exc:
-                raise _Bad("references.spanID", str(exc)) from exc
+                raise BadField("references.spanID", str(exc)) from exc
             break
     if "startTime" not in span:
-        raise _Bad("startTime", "missing timestamp")
+        raise BadField("startTime", "missing timestamp")
     start = _integer(span.get("startTime"), "startTime")
     duration = _integer(span.get("duration"), "duration")
     operation = span.get("operationName")
     if not isinstance(operation, str):
-        raise _Bad("operationName", "missing operation name")
+        raise BadField("operationName", "missing operation name")
     tags = tags_of(span.get("tags"))
     ptags = tags_of(process.get("tags"))
     kind_tag = tags.get("span.kind")
@@ -105,35 +100,29 @@ class JaegerReader:
     description = "Jaeger query-API JSON ({\"data\": [{traceID, spans, processes}]})"
 
     def read(self, paths: Sequence[Path]) -> FormatResult:
-        if not paths:
-            raise FormatError("jaeger: no input files")
-        issues, rows, files = IssueLog(), Rows("spans"), []
-        for path in map(Path, paths):
-            document = json_document(path, issues=issues)
-            if document is None:
-                continue
-            try:
-                traces = _traces(document)
-            except _Bad as exc:
-                issues.add(path, exc.reason, field=exc.field)
-                continue
-            files.append(path)
-            for ti, trace in enumerate(traces):
-                if not isinstance(trace, dict):
-                    issues.add(path, "trace is not an object", where=f"data[{ti}]")
-                    continue
-                found = trace.get("processes")
-                processes: dict[str, Any] = found if isinstance(found, dict) else {}
-                for si, span in enumerate(trace.get("spans") or []):
-                    where = f"data[{ti}].spans[{si}]"
-                    if not isinstance(span, dict):
-                        issues.add(path, "span is not an object", where=where)
-                        continue
-                    process = span.get("process") or processes.get(str(span.get("processID")))
-                    try:
-                        if not isinstance(process, dict):
-                            raise _Bad("processID", f"process {span.get('processID')!r} not in the trace's processes")
-                        span_row(span, process, rows)
-                    except _Bad as exc:
-                        issues.add(path, exc.reason, where=where, field=exc.field)
-        return FormatResult(spans=rows.frame() if len(rows) else None, files=files, issues=issues.issues)
+        return read_span_documents(paths, format_name=self.name, records=_records)
+
+
+def _records(document: Any) -> Iterator[tuple[str, Callable[[Rows], None]]]:
+    """Each span of a Jaeger document, where it lies, and what appends it (with its trace's process)."""
+    for ti, trace in enumerate(_traces(document)):
+        if not isinstance(trace, dict):
+            yield f"data[{ti}]", functools.partial(_refuse, reason="trace is not an object")
+            continue
+        found = trace.get("processes")
+        processes: dict[str, Any] = found if isinstance(found, dict) else {}
+        for si, span in enumerate(trace.get("spans") or []):
+            yield f"data[{ti}].spans[{si}]", functools.partial(_append, span, processes)
+
+
+def _refuse(rows: Rows, *, reason: str) -> None:
+    raise BadField(None, reason)
+
+
+def _append(span: Any, processes: dict[str, Any], rows: Rows) -> None:
+    if not isinstance(span, dict):
+        raise BadField(None, "span is not an object")
+    process = span.get("process") or processes.get(str(span.get("processID")))
+    if not isinstance(process, dict):
+        raise BadField("processID", f"process {span.get('processID')!r} not in the trace's processes")
+    span_row(span, process, rows)

@@ -26,7 +26,7 @@ from typing import Any
 from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.metric_map import MetricRows
 from preprocess.formats.rows import Rows, service_of_pod
-from preprocess.formats.sources import IssueLog, read_bytes
+from preprocess.formats.sources import BadField, IssueLog, read_bytes
 from preprocess.formats.spans import HEX, as_int, canonical_service, is_error, peer_service
 
 log = logging.getLogger(__name__)
@@ -37,15 +37,6 @@ _STATUS_ERROR = 2  # Status.code STATUS_CODE_ERROR
 _POD_KEYS = ("k8s.pod.name", "podName")
 _NODE_KEYS = ("k8s.node.name", "node_name", "nodeName")
 _NAMESPACE_KEYS = ("k8s.namespace.name",)
-
-
-class BadField(ValueError):
-    """A record field that cannot be read; the record is skipped and the field named."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(reason)
-        self.field = field
-        self.reason = reason
 
 
 # --------------------------------------------------------------------------- OTLP/JSON values

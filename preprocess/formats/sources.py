@@ -9,16 +9,26 @@ import gzip
 import json
 import logging
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from preprocess.formats.contract import RecordIssue
+from preprocess.formats.contract import FormatError, FormatResult, RecordIssue
+from preprocess.formats.rows import Rows
 
 log = logging.getLogger(__name__)
 
 _GZIP_MAGIC = b"\x1f\x8b"
+
+
+class BadField(ValueError):
+    """A record field that cannot be read; the record is skipped and the field named."""
+
+    def __init__(self, field: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
 
 
 @dataclass
@@ -97,3 +107,35 @@ def json_document(path: Path, *, issues: IssueLog) -> Any | None:
     except json.JSONDecodeError as exc:
         issues.add(path, f"malformed JSON: {exc.msg}", line=exc.lineno)
     return None
+
+
+# A document's records, each with where it lies in the document and what appends it to the rows
+# (raising ``BadField`` to skip it). The document's shape is checked when the first is asked for.
+SpanRecords = Callable[[Any], Iterable[tuple[str, Callable[[Rows], None]]]]
+
+
+def read_span_documents(paths: Sequence[Path], *, format_name: str, records: SpanRecords) -> FormatResult:
+    """Spans of files that each hold one JSON document (an API response) of many spans.
+
+    A file that is not such a document costs that file, a span that cannot be read that span:
+    each becomes an issue naming the file, where in the document and the field.
+    """
+    if not paths:
+        raise FormatError(f"{format_name}: no input files")
+    issues, rows, files = IssueLog(), Rows("spans"), []
+    for path in map(Path, paths):
+        document = json_document(path, issues=issues)
+        if document is None:
+            continue
+        try:
+            appenders = list(records(document))
+        except BadField as exc:
+            issues.add(path, exc.reason, field=exc.field)
+            continue
+        files.append(path)
+        for where, append in appenders:
+            try:
+                append(rows)
+            except BadField as exc:
+                issues.add(path, exc.reason, where=where, field=exc.field)
+    return FormatResult(spans=rows.frame() if len(rows) else None, files=files, issues=issues.issues)

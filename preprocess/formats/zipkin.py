@@ -8,25 +8,20 @@ and string ``tags``. Zipkin has no process: pod and node come from tags (``k8s.p
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
-from preprocess.formats.sources import IssueLog, json_document
+from preprocess.formats.sources import BadField, read_span_documents
 from preprocess.formats.spans import as_int, canonical_service, check_id, is_error, peer_service
-
-
-class _Bad(ValueError):
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(reason)
-        self.field, self.reason = field, reason
 
 
 def _spans(document: Any) -> Iterator[tuple[str, Any]]:
     if not isinstance(document, list):
-        raise _Bad("[]", "not a Zipkin v2 document (a JSON list of spans or of traces)")
+        raise BadField("[]", "not a Zipkin v2 document (a JSON list of spans or of traces)")
     for i, item in enumerate(document):
         if isinstance(item, list):
             for j, span in enumerate(item):
@@ -41,17 +36,17 @@ def _id(span: dict[str, Any], key: str, digits: tuple[int, ...], *, required: bo
     try:
         return check_id(span.get(key), digits=digits)
     except ValueError as exc:
-        raise _Bad(key, str(exc)) from exc
+        raise BadField(key, str(exc)) from exc
 
 
 def _micros(span: dict[str, Any], key: str, *, required: bool) -> int:
     value = span.get(key)
     if value is None:
         if required:
-            raise _Bad(key, "missing timestamp" if key == "timestamp" else f"missing {key}")
+            raise BadField(key, "missing timestamp" if key == "timestamp" else f"missing {key}")
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Bad(key, f"{key} {value!r} is not an integer of microseconds")
+        raise BadField(key, f"{key} {value!r} is not an integer of microseconds")
     return value
 
 
@@ -91,24 +86,16 @@ class ZipkinReader:
     description = "Zipkin v2 JSON (a list of spans with localEndpoint / remoteEndpoint)"
 
     def read(self, paths: Sequence[Path]) -> FormatResult:
-        if not paths:
-            raise FormatError("zipkin: no input files")
-        issues, rows, files = IssueLog(), Rows("spans"), []
-        for path in map(Path, paths):
-            document = json_document(path, issues=issues)
-            if document is None:
-                continue
-            try:
-                spans = list(_spans(document))
-            except _Bad as exc:
-                issues.add(path, exc.reason, field=exc.field)
-                continue
-            files.append(path)
-            for where, span in spans:
-                try:
-                    if not isinstance(span, dict):
-                        raise _Bad("[]", "span is not an object")
-                    span_row(span, rows)
-                except _Bad as exc:
-                    issues.add(path, exc.reason, where=where, field=exc.field)
-        return FormatResult(spans=rows.frame() if len(rows) else None, files=files, issues=issues.issues)
+        return read_span_documents(paths, format_name=self.name, records=_records)
+
+
+def _records(document: Any) -> Iterator[tuple[str, Callable[[Rows], None]]]:
+    """Each span of a Zipkin document, where it lies, and what appends it."""
+    for where, span in _spans(document):
+        yield where, functools.partial(_append, span)
+
+
+def _append(span: Any, rows: Rows) -> None:
+    if not isinstance(span, dict):
+        raise BadField("[]", "span is not an object")
+    span_row(span, rows)
