@@ -29,6 +29,9 @@ DEFAULT_CONFIG_PATH = Path("config/config.toml")
 # How `diagnose` decides: one prepared call, a ReAct loop, or a team of agents (docs/agentic.md).
 DiagnoseMode = Literal["pipeline", "react", "team"]
 
+# The embedded models shipped by PyPI packages (rca/llm/models.py describes each).
+EmbeddedModel = Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,7 +54,7 @@ class LLMSettings(_Section):
     # "embedded": llama.cpp in-process (xllamacpp) on a model shipped by PyPI packages.
     # "openai": any OpenAI-compatible endpoint (vLLM, DeepSeek, OpenAI ...).
     backend: Literal["embedded", "openai"] = "embedded"
-    embedded_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = "qwen2.5-coder-1.5b"
+    embedded_model: EmbeddedModel = "qwen2.5-coder-1.5b"
     openai_api_base: str = ""
     openai_api_key: str = ""  # "EMPTY" for a local vLLM
     llm_model: str = ""

@@ -17,9 +17,9 @@ import psutil
 
 from rca.llm.factory import build_backend, model_cache_dir
 from rca.llm.models import ensure_model, model_spec
-from rca.settings import LLMSettings, Settings
+from rca.settings import EmbeddedModel, LLMSettings, Settings
 
-MODEL_NAMES = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
+MODEL_NAMES: dict[str, EmbeddedModel] = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 SERVICES = ["frontend", "cartservice", "checkoutservice", "currencyservice", "emailservice",
             "paymentservice", "productcatalogservice", "recommendationservice", "shippingservice", "adservice"]
 SCHEMA = {

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from bench.pipeline import add_tuning_set_arguments, tuning_sets_from_args
-from diagnose.cases import load_cases
+from diagnose.cases import Case, load_cases
 from diagnose.service import Diagnoser
 from rca.errors import RcaError
 
@@ -61,7 +61,8 @@ def main() -> int:
         for seed_set in sets:
             seed, problem_set, truth = seed_set.seed, seed_set.problem_set, seed_set.truth
             with Diagnoser.from_settings(seed_set.settings) as diagnoser:
-                fixable, kept = [], []
+                fixable: list[Case] = []
+                kept: list[Case] = []
                 for case in load_cases(problem_set.input_file):
                     if replay is not None:
                         if (seed, case.uuid) in replay:

@@ -16,6 +16,7 @@ and exits 1 if any probe failed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -546,7 +547,7 @@ def answer_table(world: World) -> Verdict:
     names = [row[1] for row in rows if len(row) > 2 and row[0] in uuids and not row[1].startswith("(")]
     cut = [n for n in names if n.endswith("…")]
     widest = max((len(x) for x in done.out.splitlines()), default=0)
-    return Verdict(done.code == 0 and names and not cut and widest <= 80,
+    return Verdict(done.code == 0 and bool(names) and not cut and widest <= 80,
                    f"exit {done.code}, components {names}, widest line {widest}")
 
 
@@ -574,7 +575,7 @@ def probes() -> dict[str, Callable[[World], Verdict]]:
     table: dict[str, Callable[[World], Verdict]] = {}
     for label, damage in (("truncated", _damage_truncate), ("empty", _damage_empty),
                           ("no-columns", _damage_columns), ("odd-time", _damage_time)):
-        table[f"1 bad-metric-file/{label}"] = lambda w, d=damage, n=label: bad_metric_file(w, d, n)
+        table[f"1 bad-metric-file/{label}"] = functools.partial(bad_metric_file, damage=damage, name=label)
     table["1 data-status-in-prompt"] = data_status_in_prompt
     table["2 out-typo"] = out_typo
     table["3 concurrent-writers"] = concurrent_writers
