@@ -38,7 +38,7 @@ import polars as pl
 
 from index import store
 from index.engine_local import LocalEngine
-from index.engines import PartitionEngine, PartitionResult, PartitionTask
+from index.engines import DEFAULT_THREADS, PartitionEngine, PartitionResult, PartitionTask
 from index.lock import writer_lock
 from index.models import LostFile
 from preprocess import layout
@@ -203,7 +203,7 @@ def run_nightly(
     families: tuple[str, ...] = store.PARTITION_FAMILIES,
     force: bool = False,
     workers: int = 1,
-    threads: int = 2,
+    threads: int = DEFAULT_THREADS,
     detector_params: Mapping[str, object] | None = None,
     wait_for_lock: bool = False,
     on_partition_done: ProgressCallback | None = None,

@@ -49,7 +49,7 @@ def preprocess(
     all_days: bool = typer.Option(False, "--all", help="Every day directory under --data-dir."),
     workers: int = typer.Option(None, "--workers", min=1, help="Processes for metric/trace partitions."),
     threads: int = typer.Option(None, "--threads", min=1,
-                                help="Partitions built at once in this process (with one worker; default 2)."),
+                                help="Partitions built at once in this process, with one worker ([preprocess] threads)."),
     force: bool = typer.Option(False, "--force", help="Rebuild partitions even when inputs are unchanged."),
     wait: bool = typer.Option(False, "--wait", help="Wait for another run's index lock instead of refusing."),
     engine: str = typer.Option(None, "--engine", help="Where partitions are built: local or ray."),

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from index.engines import PartitionResult, PartitionTask, PartitionWork, ordered_chains
+from index.engines import DEFAULT_THREADS, PartitionResult, PartitionTask, PartitionWork, ordered_chains
 from rca.lifeline import die_with_parent
 
 
@@ -36,7 +36,7 @@ def _outcome(future: Future[PartitionResult], task: PartitionTask) -> PartitionR
 class LocalEngine:
     name = "local"
 
-    def __init__(self, *, workers: int, threads: int = 2) -> None:
+    def __init__(self, *, workers: int, threads: int = DEFAULT_THREADS) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if threads < 1:

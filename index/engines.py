@@ -28,6 +28,9 @@ from index.models import LostFile
 from rca.errors import InputError
 
 EngineName = Literal["local", "ray"]
+# Partitions the local engine builds at once in its process with one worker
+# (``[preprocess] threads``, whose default the settings repeat; a test holds them equal).
+DEFAULT_THREADS = 2
 ENGINE_NAMES: tuple[str, ...] = ("local", "ray")
 
 
@@ -82,7 +85,7 @@ def ordered_chains(tasks: Sequence[PartitionTask]) -> tuple[list[PartitionTask],
     return free, chains
 
 
-def make_engine(name: str, *, workers: int, threads: int = 2, ray_address: str | None = None) -> PartitionEngine:
+def make_engine(name: str, *, workers: int, threads: int = DEFAULT_THREADS, ray_address: str | None = None) -> PartitionEngine:
     """The engine ``name`` with ``workers`` processes (Ray: CPUs of a local cluster).
 
     ``threads``: partitions built at once in this process by the local engine with one worker.

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from app.cli import _register
 from app.cli import app as rca_app
 from index.engine_local import LocalEngine
-from index.engines import PartitionResult, PartitionTask, make_engine, ordered_chains
+from index.engines import DEFAULT_THREADS, PartitionResult, PartitionTask, make_engine, ordered_chains
 from rca.errors import InputError
 from rca.settings import load_settings
 
@@ -104,7 +104,7 @@ def test_engine_settings_and_cli_flags(tmp_path, monkeypatch):
                                                         "RCA_PREPROCESS__RAY_ADDRESS": "head:6379"})
     assert (settings.preprocess.engine, settings.preprocess.ray_address) == ("ray", "head:6379")
     assert load_settings(config_path=None, environ={}).preprocess.engine == "local"
-    assert load_settings(config_path=None, environ={}).preprocess.threads == 2
+    assert load_settings(config_path=None, environ={}).preprocess.threads == DEFAULT_THREADS == 2
     assert load_settings(config_path=None, environ={"RCA_PREPROCESS__THREADS": "1"}).preprocess.threads == 1
 
     _register()
