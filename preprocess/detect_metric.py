@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import ruptures
 
 from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
 from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput, strongest_first
@@ -346,6 +345,9 @@ def change_point_onset(values: np.ndarray, *, times_us: np.ndarray, window_start
     """
     if values.size < 6 or np.allclose(values, values[0]):
         return None
+    # Imported here: ruptures brings scipy.stats (~0.8 s), which the nightly job never needs.
+    import ruptures
+
     algo = ruptures.Binseg(model="l2", min_size=2, jump=1).fit(values.reshape(-1, 1))
     breaks = [b for b in algo.predict(n_bkps=2) if b < values.size]
     eligible = [b for b in breaks if times_us[b] >= window_start_us - 3 * _MINUTE_US]
