@@ -71,9 +71,9 @@ class LocalEngine:
         """Every task in this process, ``threads`` at a time, started in the order given.
 
         A task of a chain waits while an earlier one of its chain runs (the tasks after it in
-        the list may start meanwhile). A bug raised by ``work`` (or an interrupt) starts no
-        further task; the ones running finish and are yielded (their partitions are kept),
-        then it propagates.
+        the list may start meanwhile). A bug raised by ``work``, or Ctrl-C while this waits,
+        starts no further task; the ones running finish and are yielded (their partitions are
+        kept), then it propagates.
         """
         if self.threads == 1:
             for task in tasks:
@@ -94,7 +94,11 @@ class LocalEngine:
                     running[pool.submit(work, task)] = task
                     if task.chain is not None:
                         busy_chains.add(task.chain)
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                try:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                except KeyboardInterrupt as exc:  # Ctrl-C: the running partitions finish and are kept
+                    raised = raised or exc
+                    done, _ = wait(running)  # a second Ctrl-C leaves them unrecorded (rebuilt on rerun)
                 for future in sorted(done, key=lambda f: tasks.index(running[f])):
                     del running[future]
                     try:

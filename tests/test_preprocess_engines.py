@@ -119,3 +119,23 @@ def test_engine_settings_and_cli_flags(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     missing = runner.invoke(rca_app, [*base, "--engine", "ray"])
     assert missing.exit_code == 2 and "needs Ray" in missing.output
+
+
+def test_ctrl_c_while_two_partitions_build_keeps_both_and_starts_no_other(tmp_path, monkeypatch):
+    from index import engine_local
+
+    real_wait, calls = engine_local.wait, []
+
+    def interrupted(futures, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # as SIGINT lands in the main thread while it waits
+        return real_wait(futures, **kwargs)
+
+    monkeypatch.setattr(engine_local, "wait", interrupted)
+    tasks = [_task(tmp_path, "d1", family) for family in ("trace", "log", "metric")]
+    yielded: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        for result in LocalEngine(workers=1, threads=2).run(tasks, work=timed):
+            yielded.append(result.task.name)
+    assert sorted(yielded) == ["d1/log", "d1/trace"]  # both finished and handed on; d1/metric never started
