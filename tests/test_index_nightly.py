@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import UTC, datetime
 
 import polars as pl
@@ -134,6 +135,7 @@ def test_cli_runs_and_prints_summary(raw_day, tmp_path):
     result = runner.invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(tmp_path), "--all"])
     assert result.exit_code == 0, result.output
     assert "preprocess summary" in result.output and "written" in result.output
+    assert re.search(r"\d+\.\d s in all", result.output), result.output  # the run's wall time, apart from each partition's
     again = runner.invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(tmp_path),
                                     "--date", DAY])
     assert again.exit_code == 0 and "skipped" in again.output
