@@ -159,7 +159,7 @@ def first_value_codes(lists: pa.Array, *, key_field: str, value_field: str,
     """``first_positions`` for a dictionary ``value_field``: its dictionary, and the values' codes.
 
     Per key of ``keys`` (one row each, read key by key) and per list, the code of the value
-    of the list's first element of that key; -1 where none is, the list is null or the value.
+    of the list's first element of that key; -1 where none is, the list is null or the value is.
     The codes are taken for those elements only, not handed on through their positions.
     """
     elements, hits, slots = _first_hits(lists, key_field=key_field, keys=keys)

@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -141,34 +142,41 @@ def timed_job(family: str, *, run: Callable[[], list], profile_dir: Path | None)
     return seconds, cpu, outcomes
 
 
-def run_job(args: argparse.Namespace, *, families: tuple[str, ...], index_dir: Path,
-            ) -> tuple[dict[str, float], float, dict[str, float], float, dict[str, int]] | None:
-    """One run of the nightly job: per family (build seconds, CPU seconds), total wall and CPU, input rows.
+@dataclass
+class JobRun:
+    """One run of the nightly job."""
+
+    build: dict[str, float] = field(default_factory=dict)  # per family: its build's wall seconds
+    cpu: dict[str, float] = field(default_factory=dict)  # per family, only when it ran alone
+    input_rows: dict[str, int] = field(default_factory=dict)
+    wall: float = 0.0  # the whole job's
+    cpu_total: float = 0.0
+
+
+def run_job(args: argparse.Namespace, *, families: tuple[str, ...], index_dir: Path) -> JobRun | None:
+    """One run of the nightly job: per family build and CPU seconds and input rows, total wall and CPU.
 
     By default the job runs as ``rca preprocess`` does, every family in one call (partitions
     overlap on ``--threads``), and a family's CPU seconds are not separable; with
     ``--by-family`` each family runs alone and the total is the sum. None when a partition failed.
     """
     groups = [(family,) for family in families] if args.by_family else [families]
-    build: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    input_rows: dict[str, int] = {}
-    wall_total = cpu_total = 0.0
+    job = JobRun()
     for group in groups:
         run = functools.partial(run_nightly, data_dir=args.data_dir, index_dir=index_dir, days=[args.day],
                                 families=group, force=True, workers=args.workers, threads=args.threads)
-        seconds, cpu_seconds_, outcomes = timed_job("-".join(group), profile_dir=args.profile, run=run)
-        wall_total += seconds
-        cpu_total += cpu_seconds_
+        seconds, cpu, outcomes = timed_job("-".join(group), profile_dir=args.profile, run=run)
+        job.wall += seconds
+        job.cpu_total += cpu
         for outcome in outcomes:
             if outcome.status != "written":
                 print(f"{outcome.family}: {outcome.status}: {outcome.errors}")
                 return None
-            build[outcome.family] = seconds if args.by_family else outcome.seconds
-            input_rows[outcome.family] = outcome.rows.get(INPUT_ROWS[outcome.family], 0)
+            job.build[outcome.family] = seconds if args.by_family else outcome.seconds
+            job.input_rows[outcome.family] = outcome.rows.get(INPUT_ROWS[outcome.family], 0)
             if args.by_family:
-                cpu[outcome.family] = cpu_seconds_
-    return build, wall_total, cpu, cpu_total, input_rows
+                job.cpu[outcome.family] = cpu
+    return job
 
 
 def main() -> int:
@@ -197,14 +205,13 @@ def main() -> int:
     for _ in range(args.repeat):
         if index_dir.exists():
             shutil.rmtree(index_dir)
-        ran = run_job(args, families=families, index_dir=index_dir)
-        if ran is None:
+        job = run_job(args, families=families, index_dir=index_dir)
+        if job is None:
             return 1
-        build, job_total, cpu, cpu_total, input_rows = ran
         floor_before = floor_after
         floor_after, floor_rows = read_floor(files)
         floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
-        ratios.append(job_total / max(sum(floor[f] for f in families), 1e-9))
+        ratios.append(job.wall / max(sum(floor[f] for f in families), 1e-9))
 
     # The table is the last run's.
     how = ("each family alone" if args.by_family
@@ -213,13 +220,13 @@ def main() -> int:
     print(f"{'family':8s} {'files':>6s} {'raw rows':>10s} {'floor s':>8s} {'build s':>8s} {'ratio':>6s} "
           f"{'job cpu s':>9s} {'input rows':>11s} {'rows/s':>9s}")
     for family in families:
-        family_cpu = f"{cpu[family]:9.2f}" if family in cpu else f"{'-':>9s}"
-        print(f"{family:8s} {len(files[family]):6d} {floor_rows[family]:10d} {floor[family]:8.2f} {build[family]:8.2f} "
-              f"{build[family] / max(floor[family], 1e-9):6.2f} {family_cpu} {input_rows[family]:11d} "
-              f"{input_rows[family] / max(build[family], 1e-9):9.0f}")
+        family_cpu = f"{job.cpu[family]:9.2f}" if family in job.cpu else f"{'-':>9s}"
+        build, rows = job.build[family], job.input_rows[family]
+        print(f"{family:8s} {len(files[family]):6d} {floor_rows[family]:10d} {floor[family]:8.2f} {build:8.2f} "
+              f"{build / max(floor[family], 1e-9):6.2f} {family_cpu} {rows:11d} {rows / max(build, 1e-9):9.0f}")
     floor_total = sum(floor[f] for f in families)
-    print(f"{'total':8s} {'':6s} {sum(floor_rows[f] for f in families):10d} {floor_total:8.2f} {job_total:8.2f} "
-          f"{job_total / max(floor_total, 1e-9):6.2f} {cpu_total:9.2f}   (the job's wall time; target ratio <= 2)")
+    print(f"{'total':8s} {'':6s} {sum(floor_rows[f] for f in families):10d} {floor_total:8.2f} {job.wall:8.2f} "
+          f"{job.wall / max(floor_total, 1e-9):6.2f} {job.cpu_total:9.2f}   (the job's wall time; target ratio <= 2)")
     print(f"floor before / after the job: {sum(floor_before[f] for f in families):.2f} s / "
           f"{sum(floor_after[f] for f in families):.2f} s; peak RSS {peak_rss_mib():.0f} MiB (target < 6144)")
     if args.repeat > 1:
