@@ -194,6 +194,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs of the job, each between two reads of the floor; the median ratio is printed")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     families = tuple(f for f in args.families.split(",") if f)
 
@@ -202,12 +204,14 @@ def main() -> int:
 
     index_dir = args.index_dir or Path(tempfile.mkdtemp(prefix="rca-bench-index-"))
     ratios: list[float] = []
+    job = JobRun()  # the last run's, which the table shows
     for _ in range(args.repeat):
         if index_dir.exists():
             shutil.rmtree(index_dir)
-        job = run_job(args, families=families, index_dir=index_dir)
-        if job is None:
+        ran = run_job(args, families=families, index_dir=index_dir)
+        if ran is None:
             return 1
+        job = ran
         floor_before = floor_after
         floor_after, floor_rows = read_floor(files)
         floor = {f: min(floor_before[f], floor_after[f]) for f in floor_before}
