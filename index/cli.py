@@ -5,7 +5,7 @@
 
 ``--engine ray`` builds each partition as a Ray task (``index/engine_ray.py``): on the
 cluster at ``--ray-address``, or on a local cluster of ``--workers`` CPUs started for the run.
-The local engine with one worker builds ``--threads`` partitions at once (default 2).
+The local engine with one worker builds ``--threads`` partitions at once (``[preprocess] threads``).
 
 Shows a progress bar and a summary table naming every unreadable file. Exit status:
 
@@ -95,8 +95,8 @@ def preprocess(
 
         try:
             started = time.monotonic()
+            # The engine carries the workers and threads: run_nightly's own are for an engine it makes.
             outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   workers=settings.preprocess.workers, threads=settings.preprocess.threads,
                                    detector_params=params.detector_params(),
                                    wait_for_lock=wait, on_partition_done=advance, engine=partition_engine)
         except IndexBusyError as exc:

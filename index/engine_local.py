@@ -76,6 +76,7 @@ class LocalEngine:
         kept), then it propagates.
         """
         if self.threads == 1:
+            # In the calling thread: a profiler sees the builds, and an error stops the run at once.
             for task in tasks:
                 yield work(task)
             return
