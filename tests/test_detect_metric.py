@@ -135,10 +135,11 @@ def test_metric_series_does_not_depend_on_the_row_order():
         assert (np.signbit(unordered.get_column("value").to_numpy()) == np.signbit(ordered.get_column("value").to_numpy())).all()
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_metric_series_is_the_maximum_per_minute_of_each_series(seed):
     """The coded keys and numpy's reduction give polars' own group-by: keys in runs and interleaved,
-    null keys and times (polars' way), APM and infra rows, static KPIs and non-finite values dropped."""
+    null keys and times before 1970 (polars' way), APM and infra rows, static KPIs and non-finite
+    values dropped."""
     rng = np.random.default_rng(seed)
 
     def pick(pool: list, n: int, null_share: float = 0.0) -> list:
@@ -148,6 +149,8 @@ def test_metric_series_is_the_maximum_per_minute_of_each_series(seed):
     times = [T0 + timedelta(seconds=int(s)) for s in rng.integers(0, 600, size=n)]
     if seed == 2:
         times[3] = None  # a null time: polars' group-by
+    if seed == 3:
+        times[3] = datetime(1969, 12, 31, 23, 59, 30, tzinfo=UTC)  # before 1970: polars' group-by
     values = rng.choice([1.0, 2.5, -3.0, 7.0, np.nan, np.inf], size=n).tolist()
     apm = pl.DataFrame({
         "time": times, "object_type": pick(["pod", "service"], n, null_share=0.1),
