@@ -41,6 +41,7 @@ from drain3 import TemplateMiner
 from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
+from preprocess.arrow_numpy import numpy_view
 from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.atomic import write_bytes_atomic
@@ -287,7 +288,7 @@ def _distinct_rows(values: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         encoded = pc.dictionary_encode(array)
     except pa.ArrowNotImplementedError:  # a pyarrow that cannot hash string views (polars' strings)
         encoded = pc.dictionary_encode(array.cast(pa.large_string()))
-    number = encoded.indices.to_numpy().astype(np.int64)
+    number = numpy_view(encoded.indices).astype(np.int64)
     some_row = np.empty(len(encoded.dictionary), dtype=np.int64)
     some_row[number] = np.arange(len(values))  # any row of the group stands for it: they are equal
     return some_row, number

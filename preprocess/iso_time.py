@@ -15,6 +15,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from preprocess.arrow_numpy import numpy_view
+
 _DATE_TIME_CHARS = 19  # YYYY-MM-DDTHH:MM:SS
 _MAX_FRACTION_DIGITS = 6  # microseconds; more digits are left to the general parser
 # Years 1900-2999 only (``datetime(1900, 1, 1)`` and ``datetime(3000, 1, 1)`` in µs since 1970).
@@ -59,7 +61,7 @@ def parse_fixed_iso_utc(strings: pl.Series) -> pl.Series | None:
         parsed = pc.cast(array, pa.timestamp("us", tz="UTC") if zulu else pa.timestamp("us"))
     except pa.ArrowInvalid:
         return None
-    micros = parsed.cast(pa.int64()).to_numpy()
+    micros = numpy_view(parsed.cast(pa.int64()))
     if int(micros.min()) < _FIRST_US or int(micros.max()) >= _END_US:
         return None  # out of range: the general parser decides
     return pl.Series(strings.name, micros, dtype=pl.Int64).cast(pl.Datetime("us", "UTC"))

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from preprocess.arrow_numpy import arrow_of, numpy_view
 from preprocess.readers import _TAGS, Window, span_attribute_exprs, span_identity_exprs
 from preprocess.schema import SPAN_SCHEMA
 
@@ -85,7 +86,7 @@ def _codes(array: pa.Array) -> np.ndarray:
         raise TypeError(f"not a dictionary of strings: {array.type}")
     indices = array.indices if array.null_count == 0 else array.indices.fill_null(-1)
     wide = pa.types.is_int64(indices.type) or pa.types.is_uint32(indices.type) or pa.types.is_uint64(indices.type)
-    return indices.to_numpy().astype(np.int64 if wide else np.int32, copy=False)
+    return numpy_view(indices).astype(np.int64 if wide else np.int32, copy=False)
 
 
 def _first_hits(lists: pa.Array, *, key_field: str, keys: list[str]) -> tuple[pa.Array, np.ndarray, np.ndarray]:
@@ -110,7 +111,7 @@ def _first_hits(lists: pa.Array, *, key_field: str, keys: list[str]) -> tuple[pa
     if lists.null_count == 0:
         owners_of = np.repeat(np.arange(rows, dtype=index_type), np.diff(offsets))
     else:
-        owners_of = pc.list_parent_indices(lists).to_numpy().astype(index_type, copy=False)
+        owners_of = numpy_view(pc.list_parent_indices(lists)).astype(index_type, copy=False)
     # Each element's key as its number in ``keys`` (``width``: another key, or null), from the
     # dictionary's entries and the codes: no element's string is compared.
     names = _field(elements, key_field)
@@ -199,7 +200,7 @@ def distinct_rows(columns: list[_Coded], *, rows: int) -> tuple[np.ndarray, np.n
 
 def _taken(values: pa.Array, positions: np.ndarray) -> pa.Array:
     """``values`` at ``positions``, null where a position is -1."""
-    return pc.take(values, pa.array(positions, mask=positions < 0))
+    return pc.take(values, arrow_of(positions, null=positions < 0))
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
@@ -229,7 +230,7 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window) -> 
                                           keys=[key])
     parent = _taken(span_ids, positions[0])  # span ids: every span its own
 
-    times = batch.column("startTime").to_numpy()
+    times = numpy_view(batch.column("startTime"))
     if window is not None:
         low, high = (int((t - _EPOCH) // timedelta(microseconds=1)) for t in window)
         kept = np.flatnonzero((times >= low) & (times <= high))

@@ -199,3 +199,17 @@ def test_the_nightly_job_does_not_import_what_only_scoring_needs():
              "print(sorted(m for m in ('ruptures', 'scipy', 'statsmodels', 'chromadb') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_nightly_job_does_not_import_pandas(tmp_path):
+    """pyarrow's ``to_numpy`` and ``pa.array`` import pandas on first use (~0.3 s of `rca preprocess`,
+    with the import lock held): the readers go between arrow and numpy by the arrays' buffers."""
+    import subprocess
+    import sys
+
+    write_day(tmp_path / "data", DAY)
+    probe = ("import sys\nfrom pathlib import Path\nfrom index.build import run_nightly\n"
+             f"outcomes = run_nightly(data_dir=Path({str(tmp_path / 'data')!r}), index_dir=Path({str(tmp_path / 'index')!r}))\n"
+             "print(sorted(o.status for o in outcomes), 'pandas' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "['written', 'written', 'written'] False"
