@@ -130,7 +130,7 @@ class Diagnoser:
         from knowledge.base import KnowledgeBase
 
         windows = input_case_windows(settings.paths.input_file) if case_windows is None else list(case_windows)
-        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index),
+        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)),
                                  case_windows=windows)
         knowledge = KnowledgeBase.from_settings(settings)
         diagnoser = cls(settings=settings, evidence=evidence, knowledge=knowledge,

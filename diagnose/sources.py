@@ -19,6 +19,7 @@ from index.params import IndexParams
 from index.query import ScoredWindow, rank_window, score_window
 from rca.errors import IndexMissing
 from rca.settings import Settings
+from rca.system import system_from_settings
 from rca.timeutil import as_utc
 
 
@@ -47,7 +48,7 @@ class IndexEvidence:
         """The configured index and ``[index]`` parameters; ``case_windows`` None reads the
         configured input file's windows (when it exists)."""
         windows = input_case_windows(settings.paths.input_file) if case_windows is None else list(case_windows)
-        return cls(settings.paths.index_dir, params=IndexParams.from_settings(settings.index), case_windows=windows,
+        return cls(settings.paths.index_dir, params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)), case_windows=windows,
                    require=require)
 
     def score(self, *, start: datetime, end: datetime) -> ScoredWindow:

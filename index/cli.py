@@ -36,6 +36,7 @@ from preprocess import layout
 from preprocess.sniff import layout_hint
 from rca.clisupport import build_settings, fail
 from rca.errors import InputError, RcaError
+from rca.system import system_from_settings
 
 app = typer.Typer(help="Preprocess raw telemetry into the evidence index (incremental, resumable).",
                   add_completion=False)
@@ -70,7 +71,7 @@ def preprocess(
     available = layout.list_days(data_root)
     days = available if all_days else sorted(set(dates))
     try:
-        params = IndexParams.from_settings(settings.index)
+        params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
     except RcaError as exc:
         fail(str(exc))
     if not days:

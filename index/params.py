@@ -1,10 +1,11 @@
 """Every knob of the evidence index in one frozen object: ``IndexParams``.
 
 ``IndexParams`` holds the query window's baseline, the evidence budget, the ranking
-weights (``RankWeights``) and each detector's ``Params`` (``preprocess.detect``). It is
-built from the ``[index]`` settings section (``from_settings``), passed explicitly to the
-build and the query, and recorded as plain data (``as_dict``) next to the results it made,
-so an ablation is a setting, not a patched constant.
+weights (``RankWeights``), each detector's ``Params`` (``preprocess.detect``) and the calls
+the system description declares (the ranker's call graph beyond what traces show). It is
+built from the ``[index]`` settings section and the system description (``from_settings``),
+passed explicitly to the build and the query, and recorded as plain data (``as_dict``) next
+to the results it made, so an ablation is a setting, not a patched constant.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from preprocess.detect import DETECTORS, LogParams, MetricParams, TraceParams
 from rca.settings import IndexSettings, SettingsError
+from rca.system import SystemSpec, bundled_system
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,12 @@ class IndexParams:
     log: LogParams = field(default_factory=LogParams)
     trace: TraceParams = field(default_factory=TraceParams)
     rank: RankWeights = field(default_factory=RankWeights)
+    # (caller, callee) calls the system description declares, which join the call graph the
+    # traces show where both ends are in the data: its storage calls always (traces never show
+    # them), its other calls (``[calls] edges``) for callers the traces show calling nothing (a
+    # system without tracing, an uninstrumented service). Default: the bundled HipsterShop's.
+    storage_calls: tuple[tuple[str, str], ...] = field(default_factory=lambda: bundled_system().storage_calls)
+    calls: tuple[tuple[str, str], ...] = field(default_factory=lambda: bundled_system().calls)
     # The robust z every detector asks for in the second scoring of a window where nothing passed
     # the usual thresholds (``relaxed``): "no candidate" must not happen while telemetry moved.
     relaxed_min_z: float = 2.5
@@ -132,8 +140,9 @@ class IndexParams:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_settings(cls, section: IndexSettings) -> IndexParams:
-        """Params from the ``[index]`` settings section; an unknown or ill-typed key names its field."""
+    def from_settings(cls, section: IndexSettings, *, system: SystemSpec) -> IndexParams:
+        """Params from the ``[index]`` settings section and the system description (its declared
+        calls); an unknown or ill-typed key names its field."""
         groups: dict[str, Any] = {}
         for name, params_type in (("metric", MetricParams), ("log", LogParams), ("trace", TraceParams),
                                   ("rank", RankWeights)):
@@ -150,4 +159,5 @@ class IndexParams:
                 where = ".".join(str(p) for p in first["loc"])
                 raise SettingsError(f"setting 'index.{name}.{where}': {first['msg']}") from exc
         return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence,
-                   brief_window_minutes=section.brief_window_minutes, **groups)
+                   brief_window_minutes=section.brief_window_minutes, storage_calls=system.storage_calls,
+                   calls=system.calls, **groups)

@@ -160,7 +160,8 @@ def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
     candidates = rank_candidates(
         events=events, graph=call_graph(edges), placement=placement,
         known_pods=_known_pods(series, counts, edges, placement), top_k=top_k, max_evidence=params.max_evidence,
-        window_start=start, weights=params.rank,
+        window_start=start, weights=params.rank, storage_calls=params.storage_calls,
+        declared_calls=params.calls,
     )
     data_status = [
         status.model_copy(update={"baseline_minutes": history[status.modality],

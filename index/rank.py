@@ -12,8 +12,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    TiDB) are answered by their service name, which the ground truth accepts, and their
    service's and pod's evidence is scored as one component (a series on both counts once);
 4. propagation: symptom evidence (latency, errors, log bursts) of a component whose
-   downstream (in the call graph observed in the traces, plus the storage calls that
-   traces cannot show) is anomalous is discounted, and a caller whose descendant shows
+   downstream (in the call graph observed in the traces, plus the calls the system
+   description declares: storage calls, which traces never show, and every call of a
+   system without tracing) is anomalous is discounted, and a caller whose descendant shows
    clearly stronger cause evidence is capped just below it, so the most downstream
    anomalous component ranks first; a caller's own log trouble that began no earlier than
    a callee's error lines is their echo and weighed down (``_discount_log_echo``);
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -61,11 +62,7 @@ from index.evidence import (
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_trace import propagation_scores
-from rca.taxonomy import STORAGE_CALLS, is_node, service_of
-
-# Storage calls (rca/system.toml) never appear in traces; they join the observed call graph
-# when both ends exist in the data, so TiDB faults are not blamed on their caller.
-
+from rca.taxonomy import is_node, service_of
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
 _KPI_FAMILIES: tuple[tuple[str, str], ...] = (
@@ -122,8 +119,16 @@ def rank_candidates(
     max_evidence: int = 6,
     window_start: datetime | None = None,
     weights: RankWeights = RankWeights(),
+    storage_calls: Sequence[tuple[str, str]] = (),
+    declared_calls: Sequence[tuple[str, str]] = (),
 ) -> list[Candidate]:
     """Ranked candidates (service, pod and node level) with evidence and score breakdown.
+
+    The system description's calls join ``graph`` (the calls the traces show) where both ends
+    are in the data: ``storage_calls`` always, as traces never show them (so a TiDB fault is
+    not blamed on its caller); ``declared_calls`` for callers ``graph`` shows calling nothing:
+    without traces they are the only call graph there is, and where traces show a caller's
+    calls they are the better witness of what it called in that window.
 
     ``events`` are the detectors' event frames by kind (``metric``, ``log``, ``trace``,
     ``fanout``). With ``window_start``, evidence whose onset comes
@@ -141,8 +146,9 @@ def rank_candidates(
         pods_by_service[service_of(pod)].add(pod)
     known_services = set(pods_by_service) | {n for n in graph.nodes} | {
         c for c in metric_events.get_column("component").unique() if c not in known_pods and not is_node(c)}
+    traced_callers = {caller for caller, _ in graph.edges}
     graph = graph.copy()
-    for caller, callee in STORAGE_CALLS:
+    for caller, callee in (*storage_calls, *(c for c in declared_calls if c[0] not in traced_callers)):
         if caller in known_services and callee in known_services:
             graph.add_edge(caller, callee)
     fanout_events = _fanout_of_healthy_callees(fanout_events, slow=_slow_by_own_measure(metric_events),

@@ -63,6 +63,9 @@ def import_nezha(
     without_mesh: bool = typer.Option(False, "--without-mesh",
                                       help="Leave out the service mesh's edge latency (source_50/destination_50): "
                                            "the telemetry of a system without a mesh, for ablations."),
+    without_traces: bool = typer.Option(False, "--without-traces",
+                                        help="Leave out the spans: the telemetry of a system without tracing "
+                                             "(metrics and logs only), for ablations."),
 ) -> None:
     """Nezha's fault datasets (ESEC/FSE 2023): telemetry, cases (input.json) and ground truth."""
     if system not in nezha.SYSTEMS:
@@ -80,7 +83,7 @@ def import_nezha(
     for number, day in enumerate(chosen, start=1):
         typer.echo(f"[{number}/{len(chosen)}] {nezha.SYSTEMS[system]} {day}: reading", err=True)
         try:
-            read = nezha.read_day(src, day=day, mesh=not without_mesh)
+            read = nezha.read_day(src, day=day, mesh=not without_mesh, traces=not without_traces)
         except RcaError as exc:
             fail(str(exc))
         write_frames(out, spans=read.spans, logs=read.logs, apm=read.apm, infra=read.infra)

@@ -296,13 +296,14 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
     lines += [
         "",
         "[calls]",
-        "# Calls into storage (the ranker adds them when traces do not show them).",
+        "# Calls into storage: traces never show them, so they always join the ranker's call graph.",
         "storage = [" + ", ".join(f"[{_s(a)}, {_s(b)}]" for a, b in storage) + "]",
+        "# Every other call seen, most frequent first: the ranker's call graph for a caller the",
+        "# traces of a window show calling nothing. Add the calls the data did not show.",
+        f"edges = {_list([f'{a} -> {b}' for a, b in inferred.edges if (a, b) not in storage])}",
         "# Representative call chains for the prompt (callers first).",
         f"chains = {_list(_chains(inferred.edges))}",
-        "# Every cross-service call seen, most frequent first (for review; not read):",
     ]
-    lines += [f"#   {a} -> {b}" for a, b in inferred.edges]
     lines += [
         "",
         "[nodes]",

@@ -535,11 +535,12 @@ def _read_each(source: Source, folder: str, read: Callable[[bytes], pl.DataFrame
     return parts
 
 
-def read_day(source: Source, *, day: str, mesh: bool = True) -> NezhaDay:
+def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True) -> NezhaDay:
     """Every telemetry file of one day, as canonical frames; absent and bad files become issues.
 
-    ``mesh=False`` leaves the service mesh's edge latency files out: the day as a system
-    without a mesh would show it (an ablation; TrainTicket's days have none).
+    Ablations, the day as a system with less telemetry would show it: ``mesh=False`` leaves
+    the service mesh's edge latency files out (TrainTicket's days have none); ``traces=False``
+    leaves the spans out (metrics and logs only, as from Prometheus and Loki).
     """
     issues: list[Issue] = []
     fault_path = f"rca_data/{day}/{day}-fault_list.json"
@@ -583,7 +584,8 @@ def read_day(source: Source, *, day: str, mesh: bool = True) -> NezhaDay:
     # The fault-free minute joins the others: spans and lines repeated across files count once.
     span_parts, log_parts = [], []
     for folder in (f"rca_data/{day}", f"construct_data/{day}"):
-        span_parts += _read_each(source, f"{folder}/trace", _read_trace_file, issues)
+        if traces:
+            span_parts += _read_each(source, f"{folder}/trace", _read_trace_file, issues)
         log_parts += _read_each(source, f"{folder}/log", _read_log_file, issues)
 
     apm_pods = pl.concat(apm_parts) if apm_parts else empty_frame(APM_SCHEMA)

@@ -2,11 +2,12 @@
 
 Everything the tool must know about the *system* (not the challenge) lives in one TOML file:
 its name and a paragraph for prompts, the services, stateful components and client-only
-services, runtimes, storage calls, the metric-family -> component map, how nodes and pods are
-named, how trace client spans name their peer, the time zone of file names, where each fault
-type can happen and a few representative call chains. The bundled file ``rca/system.toml``
-describes the challenge's HipsterShop; ``[system] file`` in Settings points at another one
-(``rca system infer`` drafts one from data; docs/system.md says how to write it).
+services, runtimes, the calls between components (storage calls, every call, a few
+representative chains), the metric-family -> component map, how nodes and pods are named,
+how trace client spans name their peer, the time zone of file names and where each fault
+type can happen. The bundled file ``rca/system.toml`` describes the challenge's HipsterShop;
+``[system] file`` in Settings points at another one (``rca system infer`` drafts one from
+data; docs/system.md says how to write it).
 
 The spec is built at the command-line edge (``system_from_settings``) and passed down like
 Settings; ``bundled_system()`` is the cached default for callers that have none. The fault
@@ -87,6 +88,9 @@ class SystemSpec(BaseModel):
     client_only: frozenset[str] = frozenset()
     runtimes: dict[str, str] = Field(default_factory=dict)
     storage_calls: tuple[tuple[str, str], ...] = ()
+    # Every call between components, as the user knows it (``[calls] edges``): the ranker's call
+    # graph where traces show none (a system without tracing, an uninstrumented caller).
+    calls: tuple[tuple[str, str], ...] = ()
     call_chains: tuple[str, ...] = ()
     # Known background noise and other facts the model should read before the evidence.
     prompt_notes: tuple[str, ...] = ()
@@ -290,12 +294,10 @@ def spec_from_toml(raw: Mapping[str, Any], *, source: str) -> SystemSpec:
     for edge in storage:
         if not (isinstance(edge, list) and len(edge) == 2 and set(edge) <= components):
             raise SystemSpecError(f"{source}: calls.storage: {edge!r} must be [caller, callee] of known components")
-    chains = calls.get("chains", [])
-    for chain in chains:
-        names = [part.strip() for part in str(chain).split("->")]
-        if len(names) < 2 or not set(names) <= components:
-            raise SystemSpecError(f"{source}: calls.chains: {chain!r} must be 'a -> b [-> c]' over known components "
-                               f"(unknown: {sorted(set(names) - components)})")
+    chains = [_chain(chain, components=components, source=source, field="calls.chains")
+              for chain in calls.get("chains", [])]
+    edges = [_chain(edge, components=components, source=source, field="calls.edges")
+             for edge in calls.get("edges", [])]
     if not set(metric_components.values()) <= components:
         raise SystemSpecError(f"{source}: metrics.components maps to unknown component(s) "
                            f"{sorted(set(metric_components.values()) - components)}")
@@ -324,7 +326,8 @@ def spec_from_toml(raw: Mapping[str, Any], *, source: str) -> SystemSpec:
             client_only=frozenset(client_only),
             runtimes=runtimes,
             storage_calls=tuple((a, b) for a, b in storage),
-            call_chains=tuple(" -> ".join(p.strip() for p in str(c).split("->")) for c in chains),
+            calls=tuple(dict.fromkeys(pair for chain in edges for pair in zip(chain, chain[1:]))),
+            call_chains=tuple(" -> ".join(chain) for chain in chains),
             prompt_notes=tuple(str(n) for n in system.get("notes", [])),
             metric_components=metric_components,
             node_pattern=node_pattern,
@@ -338,6 +341,15 @@ def spec_from_toml(raw: Mapping[str, Any], *, source: str) -> SystemSpec:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise SystemSpecError(f"{source}: field '{where}': {first['msg']}") from exc
+
+
+def _chain(text: object, *, components: set[str], source: str, field: str) -> list[str]:
+    """``"a -> b [-> c]"`` as its names, callers first; every name a known component."""
+    names = [part.strip() for part in str(text).split("->")]
+    if len(names) < 2 or not set(names) <= components:
+        raise SystemSpecError(f"{source}: {field}: {text!r} must be 'a -> b [-> c]' over known components "
+                              f"(unknown: {sorted(set(names) - components)})")
+    return names
 
 
 def _bundled_source() -> str:

@@ -26,6 +26,7 @@ from bench.pipeline import mixed_seed_ranges, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
 from index.params import IndexParams
 from rca.settings import load_settings
+from rca.system import system_from_settings
 
 
 def main() -> int:
@@ -65,7 +66,8 @@ def main() -> int:
         parser.error("give --data-dir, --index-dir and --gt, or --simulate-seed S")
 
     overrides = {"index": {"baseline_minutes": args.baseline_minutes}}
-    params = IndexParams.from_settings(load_settings(config_path=args.config, overrides=overrides).index)
+    settings = load_settings(config_path=args.config, overrides=overrides)
+    params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
     evaluation = IndexEvaluation()
     for _, index_dir, input_file, gt_file in sets:
         evaluation.cases += evaluate_index(index_dir=index_dir, input_file=input_file, gt_file=gt_file,

@@ -3,6 +3,7 @@
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22                # tuning set, rules only
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --model        # + the configured LLM
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --without-mesh # as a mesh-less system
+    scripts/eval_real.py --nezha SRC --day 2022-08-22 --without-traces                       # metrics and logs only
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-23 --evaluation --model
     scripts/eval_real.py --nezha SRC --system trainticket --evaluation --model
 
@@ -40,6 +41,7 @@ from preprocess import nezha
 from rca.challenge import rule_version
 from rca.errors import NoCandidates
 from rca.settings import Settings, load_settings
+from rca.system import system_from_settings
 
 log = logging.getLogger("eval_real")
 
@@ -53,15 +55,18 @@ def _run(command: list[str]) -> None:
         raise SystemExit(f"{' '.join(command)} failed with status {done.returncode}")
 
 
-def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, mesh: bool = True,
+def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, without: tuple[str, ...] = (),
                  ) -> tuple[Path, Path]:
-    """Import and index one real set under ``work_dir`` (once; reruns reuse it)."""
-    name = f"{system}-{'_'.join(days) or 'all'}{'' if mesh else '-without-mesh'}"
+    """Import and index one real set under ``work_dir`` (once; reruns reuse it).
+
+    ``without``: telemetry left out (``mesh``, ``traces``: ``rca import nezha --without-...``).
+    """
+    name = f"{system}-{'_'.join(days) or 'all'}{''.join(f'-without-{w}' for w in without)}"
     data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
     rca = str(Path(sys.executable).with_name("rca"))
     if not (data_dir / "groundtruth.jsonl").exists():
         _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
-              *(arg for day in days for arg in ("--day", day)), *([] if mesh else ["--without-mesh"])])
+              *(arg for day in days for arg in ("--day", day)), *(f"--without-{w}" for w in without)])
     if not (index_dir / "manifest.json").exists():
         _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
     return data_dir, index_dir
@@ -113,7 +118,12 @@ def main() -> int:
     parser.add_argument("--without-mesh", action="store_true",
                         help="import without the service mesh's edge latency: the set as a system without a mesh "
                              "shows it (TrainTicket has none), a harder view of the same cases")
+    parser.add_argument("--without-traces", action="store_true",
+                        help="import without the spans: the set as a system without tracing shows it (metrics and "
+                             "logs only, as from Prometheus and Loki), a harder view of the same cases")
     args = parser.parse_args()
+    without = tuple(name for name, left_out in (("mesh", args.without_mesh), ("traces", args.without_traces))
+                    if left_out)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     tuning = bool(args.day) and all((args.system, day) in TUNING_SETS for day in args.day)
@@ -124,7 +134,7 @@ def main() -> int:
         parser.error("--show-misses is for tuning sets: evaluation cases are not looked at one by one")
 
     data_dir, index_dir = prepared_set(source=args.nezha, system=args.system, days=sorted(args.day),
-                                       work_dir=args.work_dir, mesh=not args.without_mesh)
+                                       work_dir=args.work_dir, without=without)
     system_file = args.system_file
     if system_file is None and args.system != "onlineboutique":  # OnlineBoutique is HipsterShop, the bundled system
         system_file = inferred_system(data_dir=data_dir, system=args.system)
@@ -134,11 +144,11 @@ def main() -> int:
         "runs_dir": args.work_dir / "runs"})})
     truth_file = data_dir / "groundtruth.jsonl"
     console = Console(width=150)
-    label = (f"{args.system} {', '.join(args.day) or 'all days'}{' without mesh' if args.without_mesh else ''} "
+    label = (f"{args.system} {', '.join(args.day) or 'all days'}{''.join(f' without {w}' for w in without)} "
              f"({'tuning' if tuning else 'evaluation'})")
 
     evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json", gt_file=truth_file,
-                                params=IndexParams.from_settings(settings.index), exclude_other_windows=True)
+                                params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)), exclude_other_windows=True)
     console.print(index_table(evaluation, title=f"evidence index ranking, {label}"))
     if args.show_misses:
         for case in evaluation.misses(k=1):

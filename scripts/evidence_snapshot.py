@@ -23,6 +23,7 @@ from knowledge.documents import docs_dir, load_documents
 from knowledge.retrieval import fault_signatures
 from knowledge.signatures import rank_signatures
 from rca.settings import load_settings
+from rca.system import system_from_settings
 from rca.taxonomy import applicable_fault_types
 
 
@@ -35,7 +36,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings()
-    params = IndexParams.from_settings(settings.index)
+    params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
     signatures = fault_signatures(load_documents(docs_dir(settings.knowledge)))
     with args.out.open("w", encoding="utf-8") as out:
         for case in load_cases(args.input):

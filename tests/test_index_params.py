@@ -8,6 +8,7 @@ import pytest
 from index.params import IndexParams, RankWeights
 from preprocess.detect import LogParams, MetricParams
 from rca.settings import SettingsError, load_settings
+from rca.system import bundled_system
 
 
 def _settings(tmp_path, text: str, environ: dict[str, str] | None = None):
@@ -17,14 +18,14 @@ def _settings(tmp_path, text: str, environ: dict[str, str] | None = None):
 
 
 def test_defaults_are_the_code_defaults(tmp_path):
-    assert IndexParams.from_settings(_settings(tmp_path, "").index) == IndexParams()
+    assert IndexParams.from_settings(_settings(tmp_path, "").index, system=bundled_system()) == IndexParams()
 
 
 def test_overrides_reach_the_params_and_the_record(tmp_path):
     settings = _settings(tmp_path, "[index]\nbaseline_minutes = 45\n[index.rank]\nlate_onset_weight = 1.0\n"
                                    "[index.metric]\nmin_z = 5\n[index.log]\ndepth = 5\n",
                          environ={"RCA_INDEX__MAX_EVIDENCE": "8"})
-    params = IndexParams.from_settings(settings.index)
+    params = IndexParams.from_settings(settings.index, system=bundled_system())
     assert params.baseline_minutes == 45 and params.max_evidence == 8
     assert params.rank == RankWeights(late_onset_weight=1.0)
     assert params.metric == MetricParams(min_z=5.0) and params.log == LogParams(depth=5)
@@ -34,9 +35,9 @@ def test_overrides_reach_the_params_and_the_record(tmp_path):
 
 def test_unknown_or_ill_typed_knob_names_its_field(tmp_path):
     with pytest.raises(SettingsError, match=r"index\.rank\.late_onset"):
-        IndexParams.from_settings(_settings(tmp_path, "[index.rank]\nlate_onset = 1.0\n").index)
+        IndexParams.from_settings(_settings(tmp_path, "[index.rank]\nlate_onset = 1.0\n").index, system=bundled_system())
     with pytest.raises(SettingsError, match=r"index\.rank\.max_per_service"):
-        IndexParams.from_settings(_settings(tmp_path, "[index.rank]\nmax_per_service = 1.5\n").index)
+        IndexParams.from_settings(_settings(tmp_path, "[index.rank]\nmax_per_service = 1.5\n").index, system=bundled_system())
 
 
 def test_old_preprocess_baseline_key_is_still_read_with_a_warning(tmp_path, caplog):

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from preprocess.infer_system import InferError, infer_system, node_pattern, render_toml
-from rca.system import load_system
+from rca.system import bundled_system, load_system
 from simulate.simulator import SimulationOptions, simulate
 from simulate.topology import APP_SERVICES, CLIENT_ONLY_SERVICES, TEMPLATES
 
@@ -47,6 +47,12 @@ def test_infer_recovers_the_simulated_system(dataset: Path) -> None:
     assert "aiops-k8s-01" in inferred.nodes
 
 
+def test_the_bundled_description_states_every_call_the_simulator_makes() -> None:
+    # HipsterShop's calls are written twice, as the simulator's request templates (code) and as
+    # the bundled description's [calls] edges (the fact the ranker reads): they must agree.
+    assert set(bundled_system().calls) == _simulator_edges()
+
+
 def test_the_written_description_loads_and_says_the_same(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "system.toml"
     result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out), "--name", "Shop"])
@@ -54,6 +60,9 @@ def test_the_written_description_loads_and_says_the_same(dataset: Path, tmp_path
     spec = load_system(out)
     assert spec.name == "Shop" and set(spec.services) == set(APP_SERVICES)
     assert ("cartservice", "redis-cart") in spec.storage_calls
+    # Every call seen is in the description, the storage calls once, as storage.
+    assert set(spec.calls) | set(spec.storage_calls) == _simulator_edges()
+    assert not set(spec.calls) & set(spec.storage_calls)
     assert spec.is_node("aiops-k8s-05") and spec.is_node("k8s-master2") and not spec.is_node("frontend-0")
     assert spec.service_of("frontend-2") == "frontend"
     assert spec.call_chains and all(" -> " in chain for chain in spec.call_chains)

@@ -233,6 +233,20 @@ def test_without_mesh_leaves_only_the_edge_latency_out(imported, tmp_path):
     assert len(_truths(tmp_path / "data")) == 3
 
 
+def test_without_traces_leaves_only_the_spans_out(imported, tmp_path):
+    """--without-traces: the day as a system without tracing shows it (metrics and logs only)."""
+    result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--without-traces")
+    assert result.exit_code == 0, result.output
+    bare = tmp_path / "data"
+    assert read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height > 0
+    assert read_traces(bare, start=OB_HOUR[0], end=OB_HOUR[1], report_missing=False).frame.height == 0
+    full_infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    assert read_infra(bare, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.equals(full_infra)
+    assert read_logs(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height == \
+        read_logs(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height
+    assert len(_truths(bare)) == 3
+
+
 @pytest.mark.parametrize(("kpi", "file"), [("rrt_client_p50", "source_50.csv"), ("rrt_server_p50", "destination_50.csv")])
 def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(imported, kpi, file):
     infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame

@@ -223,9 +223,11 @@ def _metric(component: str, kind: str, kpi: str, direction: str, z: float, ratio
             "baseline": 100.0, "window_value": 100.0 * ratio, "onset": ONSET, "reference": "history"}
 
 
-def _rank(events: dict[str, pl.DataFrame], graph: nx.DiGraph, pods: set[str], weights: RankWeights = RankWeights()):
+def _rank(events: dict[str, pl.DataFrame], graph: nx.DiGraph, pods: set[str], weights: RankWeights = RankWeights(),
+          declared_calls: tuple[tuple[str, str], ...] = ()):
     return rank_candidates(events=events, graph=graph, placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
-                           known_pods=pods, top_k=10, window_start=START, weights=weights)
+                           known_pods=pods, top_k=10, window_start=START, weights=weights,
+                           declared_calls=declared_calls)
 
 
 OB_GRAPH = nx.DiGraph([("frontend", "checkoutservice"), ("checkoutservice", "cartservice"),
@@ -257,6 +259,28 @@ def test_a_caller_that_stops_calling_is_blamed_for_the_drop(z):
     old = _rank(events, OB_GRAPH, OB_PODS, weights=replace(RankWeights(), dropped_callees=99))
     assert not old[0].component.startswith("checkoutservice")
     assert all(e.signal != "calls_dropped" for c in old for e in c.evidence)
+
+
+def test_without_traces_the_declared_calls_are_the_call_graph():
+    """A system without tracing (metrics and logs only): the same drop, and no call graph from traces.
+    The calls its description declares stand in for it, so the caller that stopped calling is blamed;
+    without them a starved callee ranks first."""
+    events = _dropped_calls_world(20.0)
+    blind = _rank(events, nx.DiGraph(), OB_PODS)
+    assert not blind[0].component.startswith("checkoutservice"), [(c.component, c.score) for c in blind]
+    declared = _rank(events, nx.DiGraph(), OB_PODS, declared_calls=tuple(OB_GRAPH.edges))
+    assert declared[0].component.startswith("checkoutservice"), [(c.component, c.score) for c in declared]
+    assert any(e.signal == "calls_dropped" and e.caller == "checkoutservice" for e in declared[0].evidence)
+
+
+def test_where_traces_show_a_callers_calls_they_not_the_description_say_what_it_called():
+    """The traces of the window show checkoutservice calling cartservice only: its declared calls to
+    paymentservice and emailservice do not join, so their fall is not put on it (a network delay that
+    slows a whole shop lowers every callee's traffic; the description cannot tell what was called)."""
+    events = _dropped_calls_world(20.0)
+    traced = nx.DiGraph([("checkoutservice", "cartservice")])
+    candidates = _rank(events, traced, OB_PODS, declared_calls=tuple(OB_GRAPH.edges))
+    assert all(e.signal != "calls_dropped" for c in candidates for e in c.evidence)
 
 
 def test_a_caller_whose_own_demand_fell_is_a_victim_not_the_source():

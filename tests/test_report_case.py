@@ -32,6 +32,7 @@ from index.build import run_nightly
 from index.params import IndexParams
 from preprocess.detect_log import template_keyword
 from rca.settings import load_settings
+from rca.system import bundled_system
 from rca.taxonomy import applicable_fault_types
 from simulate.simulator import SimulationOptions, simulate
 from tests.fakes import RecordedBackend, StaticKnowledge
@@ -50,7 +51,7 @@ def diagnosed(tmp_path_factory) -> tuple[Path, RunRecord]:
         "diagnose": {"confirm_fault_type": False, "self_consistency": 1},
     })
     case = load_cases(settings.paths.input_file)[0]
-    evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
+    evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index, system=bundled_system()))
     reply = RecordedBackend([])
     diagnoser = Diagnoser(settings=settings, evidence=evidence, knowledge=StaticKnowledge(), llm=reply)
     top = diagnoser.prepare(case).candidates[0].component
@@ -252,7 +253,7 @@ def test_diagnose_report_dir_writes_the_pages(diagnosed, tmp_path: Path, monkeyp
                         "reason": "recorded reply for the CLI test"})
 
     def from_settings(cls, settings, **_):  # case_windows: this index has one case
-        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index))
+        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index, system=bundled_system()))
         return cls(settings=settings, evidence=evidence, knowledge=StaticKnowledge(), llm=RecordedBackend([reply]))
 
     monkeypatch.setattr(Diagnoser, "from_settings", classmethod(from_settings))

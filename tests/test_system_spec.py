@@ -27,6 +27,8 @@ ts-auth-service = "java"
 
 [calls]
 storage = [["ts-order-service", "ts-mysql"]]
+edges = ["ts-ui-dashboard -> ts-travel-service -> ts-order-service", "ts-ui-dashboard -> ts-auth-service",
+         "ts-travel-service -> ts-order-service"]
 chains = ["ts-ui-dashboard -> ts-travel-service -> ts-order-service -> ts-mysql"]
 
 [nodes]
@@ -105,6 +107,8 @@ def test_without_storage_or_java_the_system_offers_no_such_fault(tmp_path: Path)
     ('[services]\napp = ["a"]\n[pods]\npatterns = ["^(.+)-\\\\d+$"]\n', "pods.patterns[0]"),
     ('[services]\napp = ["a"]\n[nodes]\npattern = "["\n', "nodes.pattern"),
     ('[services]\napp = ["a"]\n[calls]\nchains = ["a -> b"]\n', "calls.chains"),
+    ('[services]\napp = ["a", "b"]\n[calls]\nedges = ["a -> b", "b -> c"]\n', "calls.edges"),
+    ('[services]\napp = ["a", "b"]\n[calls]\nedges = ["a"]\n', "calls.edges"),
     ('[services]\napp = ["a"]\n[system]\ntimezone = "Mars/Olympus"\n', "system.timezone"),
     ('[services]\napp = ["a"]\n[faults]\n"cpu stress" = { levels = ["rack"] }\n', "faults.'cpu stress'"),
     ('[services]\napp = ["a"]\n[servics]\n', "unknown table"),
@@ -114,6 +118,16 @@ def test_bad_descriptions_name_the_file_and_field(tmp_path: Path, text: str, fie
     with pytest.raises(SystemSpecError) as err:
         load_system(path)
     assert str(path) in str(err.value) and field in str(err.value)
+
+
+def test_declared_calls_are_pairs_each_once(trainticket) -> None:
+    # A chain written in `edges` is its consecutive pairs; a pair written twice counts once.
+    assert trainticket.calls == (("ts-ui-dashboard", "ts-travel-service"), ("ts-travel-service", "ts-order-service"),
+                                 ("ts-ui-dashboard", "ts-auth-service"))
+    assert trainticket.storage_calls == (("ts-order-service", "ts-mysql"),)
+    # The bundled HipsterShop states its whole call graph; cartservice's calls to its cache among them.
+    assert ("cartservice", "redis-cart") in bundled_system().calls
+    assert len(bundled_system().calls) == 15
 
 
 def test_settings_choose_the_file(tmp_path: Path) -> None:
