@@ -24,8 +24,9 @@ from index.status import window_status
 from index.store import Manifest
 from preprocess.baseline import drop_spans, extended_start, merged_spans, spans_before
 from preprocess.detect import make_detectors
+from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA
-from preprocess.detect_trace import call_graph
+from preprocess.detect_trace import EDGE_STATS_SCHEMA, call_graph
 from rca.taxonomy import service_of
 from rca.timeutil import as_utc
 
@@ -207,19 +208,25 @@ def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list
     """Every answerable component seen in the data around a window: services, pods, worker nodes.
 
     This is the candidate universe a ranking is drawn from (and the denominator of a
-    chance baseline); single-pod components are named by their service.
+    chance baseline); single-pod components are named by their service. Every modality adds
+    what it saw (a system may have no metrics, or no traces).
     """
     start, end = as_utc(start), as_utc(end)
-    series, _ = store.load_table(Path(index_dir), table="metric_series", start=start, end=end, schema=SERIES_SCHEMA)
-    placement = store.load_intervals(Path(index_dir), table="metric_placement", start=start, end=end,
+    index_dir = Path(index_dir)
+    series, _ = store.load_table(index_dir, table="metric_series", start=start, end=end, schema=SERIES_SCHEMA)
+    counts, _ = store.load_table(index_dir, table="log_counts", start=start, end=end, schema=LOG_COUNT_SCHEMA)
+    edges, _ = store.load_table(index_dir, table="trace_edges", start=start, end=end, schema=EDGE_STATS_SCHEMA)
+    placement = store.load_intervals(index_dir, table="metric_placement", start=start, end=end,
                                      schema=PLACEMENT_SCHEMA)
-    pods = set(series.filter(pl.col("kind").is_in(["apm_pod", "infra_pod"])).get_column("component").unique())
+    pods = _known_pods(series, counts, edges, placement) | set(edges.get_column("caller_pod").drop_nulls().unique())
     services = {service_of(p) for p in pods} | set(
         series.filter(pl.col("kind").is_in(["apm_service", "infra_tidb", "infra_tikv", "infra_pd"]))
-        .get_column("component").unique())
+        .get_column("component").unique()) | set(edges.get_column("caller").drop_nulls().unique()) | set(
+        edges.get_column("callee").drop_nulls().unique())
     pod_counts = {s: sum(1 for p in pods if service_of(p) == s) for s in services}
     answerable_pods = {p for p in pods if pod_counts.get(service_of(p), 0) > 1}
-    nodes = set(placement.get_column("node").drop_nulls().unique())
+    nodes = set(placement.get_column("node").drop_nulls().unique()) | set(
+        counts.get_column("node").drop_nulls().unique()) | set(edges.get_column("callee_node").drop_nulls().unique())
     return sorted(services | answerable_pods | nodes)
 
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from bench.index_eval import evaluate_index
 from index.params import IndexParams
+from index.query import known_components
 from tests.test_index_query import FAULT_END, FAULT_START, T0, build_world, write_world
 
 
@@ -33,3 +34,16 @@ def test_eval_reports_hits_and_chance(tmp_path):
     assert results.accuracy(cases, 5)[0] == 0.5
     assert 0 < results.chance(cases, 1) < results.chance(cases, 3) < 1
     assert [c.uuid for c in results.misses()] == ["wrong-2"]
+
+
+def test_the_universe_of_a_system_without_metrics_comes_from_its_logs_and_traces(tmp_path):
+    # The chance floor's denominator: a system may have no metrics (or no traces); the components
+    # its other telemetry saw are still there to guess among, not none (which made chance 1.0).
+    world = build_world("service_cpu", seed=4)
+    start, end = T0 + timedelta(minutes=FAULT_START), T0 + timedelta(minutes=FAULT_END)
+    write_world(tmp_path / "all", world)
+    write_world(tmp_path / "no-metrics", {k: v for k, v in world.items() if not k.startswith("metric_")})
+    everything = known_components(tmp_path / "all", start=start, end=end)
+    without = known_components(tmp_path / "no-metrics", start=start, end=end)
+    assert "emailservice" in without and "cartservice-1" in without
+    assert set(without) <= set(everything) and len(without) > len(everything) / 2
