@@ -299,7 +299,8 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
         "# Calls into storage: traces never show them, so they always join the ranker's call graph.",
         "storage = [" + ", ".join(f"[{_s(a)}, {_s(b)}]" for a, b in storage) + "]",
         "# Every other call seen, most frequent first: the ranker's call graph for a caller the",
-        "# traces of a window show calling nothing. Add the calls the data did not show.",
+        "# traces of a window show calling nothing. Add the calls the data did not show"
+        + (" (it holds no spans: without calls here the ranker has no call graph)." if not inferred.edges else "."),
         f"edges = {_list([f'{a} -> {b}' for a, b in inferred.edges if (a, b) not in storage])}",
         "# Representative call chains for the prompt (callers first).",
         f"chains = {_list(_chains(inferred.edges))}",

@@ -49,6 +49,9 @@ def infer_command(
         fail(str(exc))
     typer.echo(f"{out}: {len(spec.services)} services, {len(spec.stateful)} stateful, {len(inferred.pods)} pods, "
                f"{len(inferred.nodes)} nodes, {len(inferred.edges)} call edges; review it, then set [system] file")
+    if not inferred.edges:
+        typer.secho(f"{out}: the data shows no calls (no spans): list them in [calls] edges, or the ranker has no "
+                    "call graph (docs/system.md)", err=True, fg="yellow")
 
 
 @app.command("show")

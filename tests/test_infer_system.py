@@ -80,6 +80,22 @@ def test_node_pattern_generalises_only_the_ordinal() -> None:
     assert not pattern.match("aiops-k9s-01")
 
 
+def test_without_spans_it_says_the_calls_are_the_users_to_write(dataset: Path, tmp_path: Path) -> None:
+    import shutil
+
+    bare = tmp_path / "data"
+    shutil.copytree(dataset, bare)
+    for folder in bare.glob("*/trace-parquet"):
+        shutil.rmtree(folder)
+    out = tmp_path / "system.toml"
+    result = runner.invoke(app, ["system", "infer", "--data-dir", str(bare), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "[calls] edges" in result.output and "no call graph" in result.output
+    assert "holds no spans" in out.read_text(encoding="utf-8")
+    spec = load_system(out)
+    assert spec.calls == () and set(spec.services) >= {"frontend", "checkoutservice"}
+
+
 def test_an_empty_directory_is_named(tmp_path: Path) -> None:
     with pytest.raises(InferError, match=str(tmp_path)):
         infer_system(tmp_path)
