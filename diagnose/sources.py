@@ -16,7 +16,7 @@ from diagnose.cases import input_case_windows
 from index import store
 from index.models import WindowQueryResult
 from index.params import IndexParams
-from index.query import ScoredWindow, rank_window, score_window
+from index.query import ScoredWindow, rank_or_relax, score_window
 from rca.errors import IndexMissing
 from rca.settings import Settings
 from rca.system import system_from_settings
@@ -39,7 +39,9 @@ class IndexEvidence:
         self.index_dir = index_dir
         self.params = params
         self.case_windows = list(case_windows)
-        # The last window scored: a case is ranked, then looked at by its tools and its report.
+        # The last window scored: a case is ranked, then looked at by its tools and its report,
+        # which read the scoring its candidates came from (``_last``: relaxed where they were).
+        self._usual: ScoredWindow | None = None
         self._last: ScoredWindow | None = None
 
     @classmethod
@@ -52,14 +54,29 @@ class IndexEvidence:
                    require=require)
 
     def score(self, *, start: datetime, end: datetime) -> ScoredWindow:
-        """Every detector's events for the window, under this source's parameters and exclusions."""
+        """Every detector's events for the window, under this source's parameters and exclusions
+        (relaxed ones where ``query`` took its candidates from them)."""
         start, end = as_utc(start), as_utc(end)
         last = self._last
         if last is not None and (last.start, last.end) == (start, end):
             return last
-        others = [(a, b) for a, b in self.case_windows if (as_utc(a), as_utc(b)) != (start, end)]
-        self._last = score_window(self.index_dir, start=start, end=end, params=self.params, exclude_windows=others)
+        self._last = self._usual_scoring(start=start, end=end)
         return self._last
 
+    def _usual_scoring(self, *, start: datetime, end: datetime) -> ScoredWindow:
+        usual = self._usual
+        if usual is None or (usual.start, usual.end) != (start, end):
+            usual = self._usual = self._scored(start=start, end=end, params=self.params)
+        return usual
+
+    def _scored(self, *, start: datetime, end: datetime, params: IndexParams) -> ScoredWindow:
+        others = [(a, b) for a, b in self.case_windows if (as_utc(a), as_utc(b)) != (start, end)]
+        return score_window(self.index_dir, start=start, end=end, params=params, exclude_windows=others)
+
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
-        return rank_window(self.score(start=start, end=end), top_k=top_k)
+        """The window's candidates, from relaxed thresholds where the usual ones found none although
+        telemetry was there (``index.query.rank_or_relax``); the scoring they came from is kept as the last."""
+        start, end = as_utc(start), as_utc(end)
+        result, self._last = rank_or_relax(self._usual_scoring(start=start, end=end), top_k=top_k,
+                                           rescore=lambda relaxed: self._scored(start=start, end=end, params=relaxed))
+        return result

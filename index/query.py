@@ -9,7 +9,7 @@ report and the agent tools read its events instead of scoring the window again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -138,18 +138,28 @@ def query_window(
     for the window is in ``data_status`` (index/status.py), including a thin baseline (no
     history before the window); no candidates at all come with ``empty_reason``.
     """
-    scored = score_window(index_dir, start=start, end=end, params=params, exclude_windows=exclude_windows)
+    def rescore(relaxed: IndexParams) -> ScoredWindow:
+        return score_window(index_dir, start=start, end=end, params=relaxed, exclude_windows=exclude_windows)
+
+    result, _ = rank_or_relax(rescore(params), top_k=top_k, rescore=rescore)
+    return result
+
+
+def rank_or_relax(scored: ScoredWindow, *, top_k: int,
+                  rescore: Callable[[IndexParams], ScoredWindow]) -> tuple[WindowQueryResult, ScoredWindow]:
+    """``rank_window(scored)``, or where no candidate passed although telemetry was there, the
+    candidates of a second scoring with relaxed thresholds (``rescore(scored.params.relaxed())``)
+    rather than none: they say they rest on weak evidence. Returns them and the scoring they came from.
+    """
     result = rank_window(scored, top_k=top_k)
     if result.candidates or all(s.state == "no_data" for s in result.data_status):
-        return result
-    # Telemetry was there but nothing passed the thresholds: score again with relaxed ones rather
-    # than answer nothing (the candidates say they rest on weak evidence).
-    weak = rank_window(score_window(index_dir, start=start, end=end, params=params.relaxed(),
-                                    exclude_windows=exclude_windows), top_k=top_k)
+        return result, scored
+    weak_scored = rescore(scored.params.relaxed())
+    weak = rank_window(weak_scored, top_k=top_k)
     if not weak.candidates:
-        return result
-    log.info("window %s..%s: candidates from relaxed thresholds", start.isoformat(), end.isoformat())
-    return weak.model_copy(update={"relaxed": True, "parameters": result.parameters})
+        return result, scored
+    log.info("window %s..%s: candidates from relaxed thresholds", scored.start.isoformat(), scored.end.isoformat())
+    return weak.model_copy(update={"relaxed": True, "parameters": result.parameters}), weak_scored
 
 
 def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:

@@ -203,3 +203,15 @@ def test_a_window_whose_anomalies_miss_the_thresholds_still_gets_candidates(tmp_
     unreachable = replace(strict, relaxed_min_z=1e6)
     nothing = query_window(tmp_path, **window, params=unreachable)
     assert not nothing.candidates and nothing.empty_reason
+
+    # What the diagnoser reads (diagnose.sources.IndexEvidence) is the same query: a case there got
+    # no candidate, and "no fault found", where this one found the fault.
+    from diagnose.sources import IndexEvidence
+
+    evidence = IndexEvidence(tmp_path, params=strict)
+    served = evidence.query(**window, top_k=5)
+    assert served.relaxed and served.candidates[0].component == "emailservice"
+    # Its tools and report read the scoring the candidates came from, and asking again answers the same.
+    assert evidence.score(**window).params == strict.relaxed()
+    again = evidence.query(**window, top_k=5)
+    assert again.relaxed and [c.component for c in again.candidates] == [c.component for c in served.candidates]
