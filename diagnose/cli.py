@@ -91,9 +91,8 @@ def rca_diagnose(
                          "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
         },
     )
-    cases, unusable = _select_cases(settings, uuid or [], all_cases, window=window, since=since, alerts=alerts)
-    # An alert file's windows are the other incidents to leave out of each baseline (as input.json's are).
-    case_windows = [(c.start, c.end) for c in cases] if alerts is not None else None
+    cases, unusable, case_windows = _select_cases(settings, uuid or [], all_cases, window=window, since=since,
+                                                  alerts=alerts)
     for name, problem in unusable.items():
         log.error("case %s cannot be diagnosed: %s", name, problem)
     if detect:
@@ -125,10 +124,12 @@ def rca_diagnose(
 
 def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, window: str | None = None,
                   since: str | None = None, alerts: Path | None = None):
-    """The cases to run and, by name, the requested ones that are unusable (no window ...).
+    """The cases to run, by name the requested ones that are unusable (no window ...), and the
+    incident windows to leave out of each other's baselines (None: the input file's).
 
     Cases come from one source: ``--window``, ``--since``, ``--alerts`` or the input file
     (``--uuid``/``--all``); the answers and run records have the same shape whichever it is.
+    An alert file's windows are every alert's, not only the chosen ones' (as input.json's are).
     """
     from diagnose.cases import CaseError, case_from_window, case_since, read_alerts, read_cases
 
@@ -140,8 +141,8 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, wind
             if uuids or all_cases:
                 fail(f"{sources[0]} names its own case; leave out --uuid/--all")
             if window is not None:
-                return [case_from_window(window)], {}
-            return [case_since(since or "", until=_newest_telemetry(settings.paths.index_dir))], {}
+                return [case_from_window(window)], {}, None
+            return [case_since(since or "", until=_newest_telemetry(settings.paths.index_dir))], {}, None
         if alerts is not None:
             case_file = read_alerts(alerts)
             all_cases = all_cases or not uuids  # an alert file alone means every alert
@@ -152,13 +153,15 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, wind
             case_file = read_cases(settings.paths.input_file)
     except CaseError as exc:
         fail(str(exc))
+    windows = [(c.start, c.end) for c in case_file.cases] if alerts is not None else None
     if all_cases:
-        return case_file.cases, case_file.bad
+        return case_file.cases, case_file.bad, windows
     by_uuid = {c.uuid: c for c in case_file.cases}
     unknown = [u for u in uuids if u not in by_uuid and u not in case_file.bad]
     if unknown:
         fail(f"unknown uuid {', '.join(unknown)} in {case_file.path}")
-    return [by_uuid[u] for u in uuids if u in by_uuid], {u: case_file.bad[u] for u in uuids if u in case_file.bad}
+    return ([by_uuid[u] for u in uuids if u in by_uuid], {u: case_file.bad[u] for u in uuids if u in case_file.bad},
+            windows)
 
 
 def _newest_telemetry(index_dir: Path) -> datetime:

@@ -63,3 +63,27 @@ def test_cli_takes_one_case_source(tmp_path: Path) -> None:
     result = runner.invoke(app, ["diagnose", "--window", "2025-06-22T04:18Z/2025-06-22T04:21Z",
                                  "--index-dir", str(tmp_path / "none"), "--input", str(tmp_path / "absent.json")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_every_alert_of_the_file_is_left_out_of_a_chosen_alerts_baseline(tmp_path: Path, monkeypatch) -> None:
+    """--alerts F --uuid PD-3: the other alerts of F are incidents too, left out of PD-3's baseline as
+    an input file's other cases are (before, only the chosen alerts' windows were)."""
+    import diagnose.cli
+
+    path = tmp_path / "alerts.json"
+    path.write_text(json.dumps([
+        {"id": "PD-1", "start": "2025-06-22T04:18:00Z", "end": "2025-06-22T04:21:00Z", "summary": "checkout slow"},
+        {"id": "PD-3", "start": "2025-06-22T04:40:00Z", "end": "2025-06-22T04:45:00Z", "summary": "cart errors"},
+    ]))
+    seen = {}
+
+    def fake_run(settings, cases, *, case_windows=None, **_):
+        seen["cases"], seen["windows"] = [c.uuid for c in cases], case_windows
+        return [], {}
+
+    monkeypatch.setattr(diagnose.cli, "run", fake_run)
+    result = runner.invoke(app, ["diagnose", "--alerts", str(path), "--uuid", "PD-3", "--index-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert seen["cases"] == ["PD-3"]
+    assert seen["windows"] == [(datetime(2025, 6, 22, 4, 18, tzinfo=UTC), datetime(2025, 6, 22, 4, 21, tzinfo=UTC)),
+                               (datetime(2025, 6, 22, 4, 40, tzinfo=UTC), datetime(2025, 6, 22, 4, 45, tzinfo=UTC))]
