@@ -66,5 +66,6 @@ def show_command(
     except RcaError as exc:
         fail(str(exc))
     typer.echo(f"{spec.source}: {spec.name}, {len(spec.services)} services, {len(spec.stateful)} stateful, "
+               f"{len(spec.calls)} calls and {len(spec.storage_calls)} storage calls declared, "
                f"fault types possible: {len(spec.possible_fault_types())}")
     typer.echo(spec.prompt_paragraph())

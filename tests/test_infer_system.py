@@ -119,3 +119,13 @@ def test_a_bad_runtime_is_named(dataset: Path, tmp_path: Path, given: str, named
     result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(tmp_path / "s.toml"),
                                  "--runtime", given])
     assert result.exit_code == 2 and named in result.output, result.output
+
+
+def test_show_says_what_the_description_declares(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["system", "show"])
+    assert result.exit_code == 0, result.output
+    assert "HipsterShop" in result.output and "15 calls and 3 storage calls declared" in result.output
+    bad = tmp_path / "system.toml"
+    bad.write_text('[services]\napp = ["a"]\n[calls]\nedges = ["a -> nowhere"]\n', encoding="utf-8")
+    result = runner.invoke(app, ["system", "show", "--file", str(bad)])
+    assert result.exit_code == 2 and "calls.edges" in result.output and str(bad) in result.output
