@@ -178,7 +178,10 @@ def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
         status.model_copy(update={"baseline_minutes": history[status.modality],
                                   "baseline_thin": status.state != "no_data"
                                   and history[status.modality] < params.thin_baseline_minutes})
-        for status in window_status(manifest=scored.manifest, start=start, end=end, frames={
+        # The minutes scored: a per-minute row stamped 13:03:00 holds 13:03:21, and a brief window
+        # is scored over the minutes after it (a 1-second pod kill had "no data" in every modality).
+        for status in window_status(manifest=scored.manifest, start=start.replace(second=0, microsecond=0),
+                                    end=scored.scored_end, frames={
             "metric": (series, missing.get("metric", [])), "log": (counts, missing.get("log", [])),
             "trace": (edges, missing.get("trace", []))})]
     empty_reason = None if candidates else _empty_reason(data_status, events)

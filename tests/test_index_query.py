@@ -215,3 +215,17 @@ def test_a_window_whose_anomalies_miss_the_thresholds_still_gets_candidates(tmp_
     assert evidence.score(**window).params == strict.relaxed()
     again = evidence.query(**window, top_k=5)
     assert again.relaxed and [c.component for c in again.candidates] == [c.component for c in served.candidates]
+
+
+def test_a_brief_window_inside_a_minute_has_the_data_of_its_minutes(tmp_path):
+    """A 1-second window (a pod kill) at 21 s past a minute: the per-minute rows are stamped at :00 and
+    the window is scored over the minutes after it; its modalities hold data, they are not "no_data"
+    (which also skipped the relaxed second scoring and told the model nothing was recorded)."""
+    world = build_world("service_cpu", seed=2)
+    write_world(tmp_path, {k: v for k, v in world.items() if not k.startswith("metric_")})  # logs and traces only
+    start = T0 + timedelta(minutes=FAULT_START, seconds=21)
+    result = query_window(tmp_path, start=start, end=start + timedelta(seconds=1), top_k=5)
+    states = {s.modality: s.state for s in result.data_status}
+    assert states["log"] != "no_data" and states["trace"] != "no_data", states
+    assert states["metric"] == "no_data"
+    assert result.empty_reason is None or "holds no data" not in result.empty_reason
