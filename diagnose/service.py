@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from diagnose.cases import Case, input_case_windows
+from diagnose.cases import Case
 from diagnose.pipeline import (
     CaseFailed,
     EvidenceSource,
@@ -126,12 +126,9 @@ class Diagnoser:
         None reads them from the configured input file (every case window it holds), when it exists.
         """
         from diagnose.sources import IndexEvidence
-        from index.params import IndexParams
         from knowledge.base import KnowledgeBase
 
-        windows = input_case_windows(settings.paths.input_file) if case_windows is None else list(case_windows)
-        evidence = IndexEvidence(settings.paths.index_dir, params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)),
-                                 case_windows=windows)
+        evidence = IndexEvidence.from_settings(settings, case_windows=case_windows)
         knowledge = KnowledgeBase.from_settings(settings)
         diagnoser = cls(settings=settings, evidence=evidence, knowledge=knowledge,
                         telemetry=RawTelemetry(settings.paths.data_dir))

@@ -50,8 +50,8 @@ class IndexEvidence:
         """The configured index and ``[index]`` parameters; ``case_windows`` None reads the
         configured input file's windows (when it exists)."""
         windows = input_case_windows(settings.paths.input_file) if case_windows is None else list(case_windows)
-        return cls(settings.paths.index_dir, params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)), case_windows=windows,
-                   require=require)
+        params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
+        return cls(settings.paths.index_dir, params=params, case_windows=windows, require=require)
 
     def score(self, *, start: datetime, end: datetime) -> ScoredWindow:
         """Every detector's events for the window, under this source's parameters and exclusions
