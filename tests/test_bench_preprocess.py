@@ -35,3 +35,9 @@ def test_the_benchmark_prints_every_family_and_the_median_of_repeated_runs(
     assert runs is not None, out
     low, high = float(runs.group(2)), float(runs.group(3))
     assert low <= float(runs.group(1)) <= high and {float(runs.group(4)), float(runs.group(5))} == {low, high}
+    # The looser floor, as issue 27 words it: every column of every file, read whole.
+    whole = re.search(r"against the whole files \(every column of every file; before / after the job ([\d.]+) s / "
+                      r"([\d.]+) s\): ratio ([\d.]+)", out)
+    assert whole is not None and float(whole.group(1)) > 0 and float(whole.group(3)) > 0, out
+    whole_runs = re.search(r"\.\.\. against the whole files: median ([\d.]+), ([\d.]+)-([\d.]+)", out)
+    assert whole_runs is not None and float(whole_runs.group(2)) <= float(whole_runs.group(1)), out
