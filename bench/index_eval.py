@@ -17,6 +17,7 @@ from rich.table import Table
 
 from bench.intervals import bootstrap_interval
 from diagnose.cases import load_cases
+from index.models import Confidence
 from index.params import IndexParams
 from index.query import known_components, query_window
 from judge.groundtruth import load_truth
@@ -34,6 +35,7 @@ class CaseRanking:
     ranking: list[str]
     hits: dict[int, bool]
     chance: dict[int, float]
+    confidence: Confidence | None = None  # the index's, in its first candidate (index.confidence)
 
 
 @dataclass
@@ -85,6 +87,7 @@ def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: 
             uuid=case.uuid, fault_type=truth.fault_type, truth=list(truth.instance), ranking=ranking,
             hits={k: any(c in answers for c in ranking[:k]) for k in KS},
             chance={k: min(1.0, k * right / max(len(universe), 1)) for k in KS},
+            confidence=found.confidence,
         ))
     return result
 
@@ -106,4 +109,20 @@ def index_table(evaluation: IndexEvaluation, *, title: str) -> Table:
     everything = evaluation.cases
     table.add_row("ALL", str(len(everything)), *[_cell(evaluation.accuracy(everything, k)) for k in KS],
                   *[f"{evaluation.chance(everything, k):.2f}" for k in KS], style="bold")
+    return table
+
+
+def confidence_table(evaluation: IndexEvaluation, *, title: str) -> Table:
+    """AC@1 of the cases of each confidence (index.confidence), with 95% intervals: is "high" worth trusting?"""
+    table = Table(title=title)
+    for column in ("confidence", "cases", "share of cases", "AC@1 [95% CI]"):
+        table.add_column(column, justify="left" if column == "confidence" else "right")
+    everything = evaluation.cases
+    for level in ("high", "low", None):
+        cases = [c for c in everything if c.confidence == level]
+        if not cases and level is None:
+            continue
+        accuracy = _cell(evaluation.accuracy(cases, 1)) if cases else "-"
+        table.add_row(level or "none (no candidate)", str(len(cases)),
+                      f"{len(cases) / len(everything):.2f}" if everything else "-", accuracy)
     return table

@@ -258,13 +258,13 @@ def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> 
     # holds only short columns (about 75 characters with the longest names), and each reason,
     # whole, follows it on a line of its own.
     table = Table(title="diagnoses", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for column in ("uuid", "component", "index top", "agree", "calls", "s"):
+    for column in ("uuid", "component", "confidence", "index top", "agree", "calls", "s"):
         table.add_column(column, no_wrap=True)
     for r in records:
         usage = r.usage
         top = r.candidates[0].component if r.candidates else "-"  # "-": nothing moved in the window
         agree = "-" if r.agreed_with_index is None else "yes" if r.agreed_with_index else "NO"
-        table.add_row(r.uuid, r.answer.component or "-", top, agree,
+        table.add_row(r.uuid, r.answer.component or "-", r.confidence or "-", top, agree,
                       str(usage.calls), f"{r.timings_s.get('total_s', 0):.1f}")
     console.print(table)
     for r in records:

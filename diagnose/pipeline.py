@@ -24,7 +24,7 @@ from diagnose.reading import (
 )
 from diagnose.record import AgentCallRecord, PromptRecord, RunRecord, SopRecord, Usage
 from diagnose.trace import build_trace
-from index.models import Candidate, ModalityStatus, WindowQueryResult
+from index.models import Candidate, Confidence, ModalityStatus, WindowQueryResult
 from index.query import ScoredWindow
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, SignatureMatch
@@ -192,6 +192,9 @@ def run_record(case: Case, *, prepared: PreparedCase | None, outcome: DecisionOu
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
         answer=answer,
         agreed_with_index=answer.component == candidates[0].component if answer and candidates else None,
+        # An answer away from the index's first candidate has less evidence than the first's.
+        confidence=(None if not (answer and candidates and prepared) else
+                    prepared.confidence if answer.component == candidates[0].component else "low"),
         index_top=candidates[0].component if candidates else None,
         candidates=candidates,
         missing=prepared.missing if prepared else [],
@@ -288,6 +291,7 @@ class PreparedCase:
     reading: RulesReading
     parameters: dict[str, Any] = field(default_factory=dict)
     choices: dict[str, list[str]] | None = None  # decide_among = "contenders": component -> open fault types
+    confidence: Confidence | None = None  # the index's, in its first candidate (index.confidence)
 
 
 def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, knowledge: KnowledgeSource,
@@ -332,7 +336,8 @@ def prepare_case(case: Case, *, settings: Settings, evidence: EvidenceSource, kn
     )
     return PreparedCase(case=case, candidates=candidates, missing=result.data_gaps(), data_status=result.data_status,
                         sops=sops, signature_matches=matches, prompt=prompt, timings_s=timings, reading=reading,
-                        choices=choices, parameters={"index": result.parameters} if result.parameters else {})
+                        choices=choices, parameters={"index": result.parameters} if result.parameters else {},
+                        confidence=result.confidence)
 
 
 def rules_only_answer(prepared: PreparedCase, *, knowledge: KnowledgeSource, rules: RuleVersion) -> Answer:

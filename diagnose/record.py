@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from diagnose.answer import Answer
 from diagnose.decide import Decision
-from index.models import Candidate, ModalityStatus
+from index.models import Candidate, Confidence, ModalityStatus
 from rca.errors import DataError
 
 RUN_RECORD_VERSION: Literal[2] = 2
@@ -93,6 +93,9 @@ class RunRecord(BaseModel):
     choices: dict[str, list[str]] | None = None  # decide_among = "contenders": component -> its open fault types
     agreed_with_index: bool | None = None
     index_top: str | None = None
+    # How far the answer can be trusted (index.confidence): "low" when its candidate's evidence is weak
+    # or the answer is not the index's first; None without an answer or a candidate.
+    confidence: Confidence | None = None
     decision: Decision | None = None
     repaired: bool = False
     votes: dict[str, int] = Field(default_factory=dict)

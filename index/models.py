@@ -142,6 +142,10 @@ class ModalityStatus(BaseModel):
                 f"(recording just started?); {reference}")
 
 
+# How far an answer naming the first candidate can be trusted (index.confidence).
+Confidence = Literal["high", "low"]
+
+
 class WindowQueryResult(BaseModel):
     start: datetime
     end: datetime
@@ -153,6 +157,9 @@ class WindowQueryResult(BaseModel):
     # Nothing passed the detectors' thresholds, and the candidates come from a second scoring with
     # relaxed ones (IndexParams.relaxed): weak evidence, said so to the reader.
     relaxed: bool = False
+    # How far the first candidate can be trusted (index.confidence): "low" when it scored below
+    # RankWeights.confident_score or the candidates rest on relaxed thresholds; None: no candidate.
+    confidence: Confidence | None = None
 
     def data_gaps(self, *, brief: bool = False) -> list[str]:
         """The data status in words, one line per incomplete modality or thin baseline (empty when all is

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from index import store
+from index.confidence import answer_confidence
 from index.models import ModalityStatus, WindowQueryResult
 from index.params import IndexParams
 from index.rank import rank_candidates
@@ -159,7 +160,9 @@ def rank_or_relax(scored: ScoredWindow, *, top_k: int,
     if not weak.candidates:
         return result, scored
     log.info("window %s..%s: candidates from relaxed thresholds", scored.start.isoformat(), scored.end.isoformat())
-    return weak.model_copy(update={"relaxed": True, "parameters": result.parameters}), weak_scored
+    return weak.model_copy(update={"relaxed": True, "parameters": result.parameters,
+                                   "confidence": answer_confidence(weak.candidates, relaxed=True,
+                                                                   weights=scored.params.rank)}), weak_scored
 
 
 def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
@@ -190,7 +193,8 @@ def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
     log.info("window %s..%s: %s -> %d candidates", start.isoformat(), end.isoformat(),
              ", ".join(f"{frame.height} {kind}" for kind, frame in events.items()), len(candidates))
     return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=data_status,
-                             parameters=params.as_dict(), empty_reason=empty_reason)
+                             parameters=params.as_dict(), empty_reason=empty_reason,
+                             confidence=answer_confidence(candidates, relaxed=False, weights=params.rank))
 
 
 def _minutes_between(frame: pl.DataFrame, lo: datetime, hi: datetime) -> pl.DataFrame:

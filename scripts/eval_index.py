@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.index_eval import IndexEvaluation, evaluate_index, index_table
+from bench.index_eval import IndexEvaluation, confidence_table, evaluate_index, index_table
 from bench.pipeline import mixed_seed_ranges, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
 from index.params import IndexParams
@@ -74,6 +74,7 @@ def main() -> int:
                                            params=params, exclude_other_windows=not args.no_exclude_windows).cases
     seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
     console.print(index_table(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
+    console.print(confidence_table(evaluation, title="the index's first candidate by its confidence"))
     if args.show_misses:
         for case in evaluation.misses():
             console.print(f"{case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")

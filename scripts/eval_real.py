@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.index_eval import evaluate_index, index_table
+from bench.index_eval import confidence_table, evaluate_index, index_table
 from bench.pipeline import discard_earlier_answers, print_model_share, print_score_intervals
 from bench.report import model_share, score_file, score_intervals
 from diagnose.answer import no_anomaly_answer
@@ -150,6 +150,7 @@ def main() -> int:
     evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json", gt_file=truth_file,
                                 params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)), exclude_other_windows=True)
     console.print(index_table(evaluation, title=f"evidence index ranking, {label}"))
+    console.print(confidence_table(evaluation, title=f"the index's first candidate by its confidence, {label}"))
     if args.show_misses:
         for case in evaluation.misses(k=1):
             console.print(f"  index top-1 miss {case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")

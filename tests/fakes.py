@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from index.confidence import answer_confidence
 from index.models import Candidate, ModalityStatus, WindowQueryResult
 from index.params import IndexParams
 from index.query import ScoredWindow
@@ -68,8 +69,9 @@ class StaticEvidence:
 
     def query(self, *, start: datetime, end: datetime, top_k: int) -> WindowQueryResult:
         self.queries.append((start, end))
-        return WindowQueryResult(start=start, end=end, candidates=self.candidates[:top_k],
-                                 data_status=self.data_status)
+        candidates = self.candidates[:top_k]
+        return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=self.data_status,
+                                 confidence=answer_confidence(candidates, relaxed=False, weights=self.params.rank))
 
 
 class StaticKnowledge:

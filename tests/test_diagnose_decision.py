@@ -421,3 +421,17 @@ def test_a_reply_whose_number_and_name_disagree_is_repaired() -> None:
     assert "candidate: 1 is emailservice, not checkoutservice" in backend.requests[1]["messages"][-1]["content"]
     with pytest.raises(DecisionError, match="adservice have no number"):
         decide(RecordedBackend([]), prompt, ["emailservice", "adservice"], numbers=numbers)
+
+
+@pytest.mark.parametrize(("first_score", "model_pick", "expected"), [
+    (5.0, "emailservice", "high"),  # the index's first, strongly backed
+    (5.0, "checkoutservice", "low"),  # away from the index's first: less evidence than the first had
+    (0.9, "emailservice", "low"),  # the index's first, weakly backed
+], ids=["first-strong", "other", "first-weak"])
+def test_the_record_says_how_far_the_answer_can_be_trusted(first_score, model_pick, expected) -> None:
+    candidates = _candidates()
+    candidates[0] = candidates[0].model_copy(update={"score": first_score})
+    record = diagnose_case(_case(), settings=_one_turn_settings(), llm=RecordedBackend([_reply(component=model_pick)]),
+                           evidence=StaticEvidence(candidates), knowledge=StaticKnowledge())
+    assert record.answer.component == model_pick
+    assert record.confidence == expected

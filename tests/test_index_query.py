@@ -200,9 +200,12 @@ def test_a_window_whose_anomalies_miss_the_thresholds_still_gets_candidates(tmp_
     assert not normal.relaxed and weak.relaxed
     assert weak.candidates[0].component == normal.candidates[0].component == "emailservice"
     assert any("weak evidence" in gap for gap in weak.data_gaps())
+    # The same first candidate is trusted from the usual scoring, not from the relaxed one.
+    assert normal.candidates[0].score >= base.rank.confident_score
+    assert normal.confidence == "high" and weak.confidence == "low"
     unreachable = replace(strict, relaxed_min_z=1e6)
     nothing = query_window(tmp_path, **window, params=unreachable)
-    assert not nothing.candidates and nothing.empty_reason
+    assert not nothing.candidates and nothing.empty_reason and nothing.confidence is None
 
     # What the diagnoser reads (diagnose.sources.IndexEvidence) is the same query: a case there got
     # no candidate, and "no fault found", where this one found the fault.

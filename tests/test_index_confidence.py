@@ -1,0 +1,51 @@
+"""index.confidence: how far an answer naming the index's first candidate can be trusted."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bench.index_eval import CaseRanking, IndexEvaluation, confidence_table
+from index.confidence import answer_confidence
+from index.models import Candidate
+from index.params import RankWeights
+
+WEIGHTS = RankWeights()
+
+
+def _candidates(*scores: float) -> list[Candidate]:
+    return [Candidate(component=f"service{i}", level="service", score=s) for i, s in enumerate(scores)]
+
+
+@pytest.mark.parametrize(("scores", "relaxed", "expected"), [
+    ((), False, None),  # no candidate: no answer to trust
+    ((), True, None),
+    ((WEIGHTS.confident_score,), False, "high"),  # the threshold itself is enough
+    ((9.0, 8.9), False, "high"),  # a close second does not lower it: the score is the first's evidence
+    ((WEIGHTS.confident_score - 0.01,), False, "low"),
+    ((1.5, 0.2), False, "low"),
+    ((9.0,), True, "low"),  # candidates from relaxed thresholds rest on weak evidence, whatever they score
+], ids=["none", "none-relaxed", "at-threshold", "strong", "just-below", "weak", "relaxed"])
+def test_confidence_follows_the_first_candidates_score_and_the_scoring(scores, relaxed, expected):
+    assert answer_confidence(_candidates(*scores), relaxed=relaxed, weights=WEIGHTS) == expected
+
+
+def test_the_threshold_is_a_setting():
+    strict = replace(WEIGHTS, confident_score=10.0)
+    assert answer_confidence(_candidates(9.0), relaxed=False, weights=WEIGHTS) == "high"
+    assert answer_confidence(_candidates(9.0), relaxed=False, weights=strict) == "low"
+
+
+def test_the_confidence_table_gives_each_levels_accuracy():
+    def case(uuid: str, *, hit: bool, confidence):
+        return CaseRanking(uuid=uuid, fault_type="cpu stress", truth=["a"], ranking=["a" if hit else "b"],
+                           hits={1: hit, 3: hit, 5: hit}, chance={1: 0.1, 3: 0.3, 5: 0.5}, confidence=confidence)
+
+    evaluation = IndexEvaluation(cases=[case("1", hit=True, confidence="high"), case("2", hit=True, confidence="high"),
+                                        case("3", hit=False, confidence="low"), case("4", hit=True, confidence="low"),
+                                        case("5", hit=False, confidence=None)])
+    table = confidence_table(evaluation, title="t")
+    rows = {table.columns[0]._cells[i]: [c._cells[i] for c in table.columns[1:]] for i in range(table.row_count)}
+    assert rows["high"][:2] == ["2", "0.40"] and rows["high"][2].startswith("1.00")
+    assert rows["low"][:2] == ["2", "0.40"] and rows["low"][2].startswith("0.50")
+    assert rows["none (no candidate)"][:2] == ["1", "0.20"] and rows["none (no candidate)"][2].startswith("0.00")
