@@ -211,6 +211,7 @@ def test_report_commands_render_from_run_records(diagnosed, tmp_path: Path) -> N
     shutil.copy(root / "runs" / "adhoc" / f"{record.uuid}.json", runs)
     # A second case the model disagreed on, in a window the index does not cover: its page says so.
     other = record.model_copy(update={"uuid": "other-2", "agreed_with_index": False, "index_top": "frontend",
+                                      "confidence": "low",
                                       "window": {"start": "2024-01-01T10:00:00Z", "end": "2024-01-01T10:20:00Z"}})
     (runs / "other-2.json").write_text(other.model_dump_json())
     _register()
@@ -222,6 +223,9 @@ def test_report_commands_render_from_run_records(diagnosed, tmp_path: Path) -> N
     assert f'href="{record.uuid}.html"' in index and 'href="other-2.html"' in index
     assert "agreed" in index and "disagreed" in index and index.count('class="fig"') == 2
     assert "No trace data in the index" in (tmp_path / "batch" / "other-2.html").read_text()
+    # How far each answer can be trusted, on the index page and the case's own.
+    assert "<th>confidence</th>" in index and f"<td>{record.confidence}</td>" in index and "<td>low</td>" in index
+    assert '<span class="badge bad">low</span> weak evidence' in (tmp_path / "batch" / "other-2.html").read_text()
 
     result = runner.invoke(app, ["report", "case", "--run-record", str(runs / "other-2.json"),
                                  "--index-dir", str(root / "index"), "--out", str(tmp_path / "one.html")])
