@@ -258,18 +258,19 @@ def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> 
     # holds only short columns (about 75 characters with the longest names), and each reason,
     # whole, follows it on a line of its own.
     table = Table(title="diagnoses", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for column in ("uuid", "component", "confidence", "index top", "agree", "calls", "s"):
+    # "trust": the answer's confidence (index.confidence); the model calls and tokens go with the reason.
+    for column in ("uuid", "component", "index top", "agree", "trust", "s"):
         table.add_column(column, no_wrap=True)
     for r in records:
-        usage = r.usage
         top = r.candidates[0].component if r.candidates else "-"  # "-": nothing moved in the window
         agree = "-" if r.agreed_with_index is None else "yes" if r.agreed_with_index else "NO"
-        table.add_row(r.uuid, r.answer.component or "-", r.confidence or "-", top, agree,
-                      str(usage.calls), f"{r.timings_s.get('total_s', 0):.1f}")
+        table.add_row(r.uuid, r.answer.component or "-", top, agree, r.confidence or "-",
+                      f"{r.timings_s.get('total_s', 0):.1f}")
     console.print(table)
     for r in records:
         usage = r.usage
-        console.print(f"{r.uuid} ({usage.prompt_tokens}/{usage.completion_tokens} tokens): {r.answer.reason}",
+        calls = f"{usage.calls} call{'s' if usage.calls != 1 else ''}"
+        console.print(f"{r.uuid} ({calls}, {usage.prompt_tokens}/{usage.completion_tokens} tokens): {r.answer.reason}",
                       markup=False, highlight=False)
 
 

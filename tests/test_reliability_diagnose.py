@@ -286,6 +286,8 @@ def test_answer_table_keeps_component_names_whole_at_80_columns(tmp_path):
     text = console.export_text()
     assert "checkoutservice-2" in text and "productcatalogservice" in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
+    # How far each answer can be trusted fits too; the model calls go with each reason.
+    assert "trust" in text and "(1 call, " in text
 
 
 def test_print_prompt_honours_json(tmp_path, capsys):
