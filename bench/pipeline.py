@@ -203,6 +203,9 @@ def print_model_share(share: ModelShare, console: Console, *, per_case: bool = T
     mean, low, high = share.difference
     console.print(f"model gain per case, (LA+TA)/2: {mean:+.3f} [95% CI {low:+.3f} .. {high:+.3f}], "
                   f"{len(share.differing)} case(s) differ")
+    if share.by_confidence:
+        console.print("the model's answers by their confidence: " + "; ".join(
+            f"{level} {cases} case(s), LA {interval_cell(la)}" for level, (cases, la) in share.by_confidence.items()))
     if share.differing and per_case:
         diff = Table(title="cases where the model and the rules differ")
         for column in ("uuid", "truth type", "model", "rules", "model pts", "rules pts"):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.intervals import bootstrap_statistic, paired_difference_interval
+from bench.intervals import bootstrap_interval, bootstrap_statistic, paired_difference_interval
 from diagnose.record import RunRecord
 from judge.challenge import CaseOutcome, ChallengeReport, aggregate, score_challenge
 from judge.groundtruth import load_truth
@@ -60,6 +60,8 @@ class ModelShare:
     differing: list[dict[str, Any]]
     records: int  # cases with a recorded rules-only answer (pipeline mode records them)
     gains: dict[str, float] = field(default_factory=dict)  # per case: model points - rules-only points
+    # The model's answers by their confidence ("high", "low", "none"): cases and LA with its 95% interval.
+    by_confidence: dict[str, tuple[int, tuple[float, float, float]]] = field(default_factory=dict)
 
 
 def _case_points(report: ChallengeReport) -> dict[str, float]:
@@ -96,7 +98,25 @@ def model_share(*, truth_file: Path, result_file: Path, runs_dir: Path, settings
             "component_right": {"model": outcomes[uuid].component_right, "rules": rule_outcomes[uuid].component_right},
         })
     return ModelShare(model=model, rules_only=rules, difference=difference, differing=differing, records=len(shared),
-                      gains={u: model_points[u] - rule_points[u] for u in shared})
+                      gains={u: model_points[u] - rule_points[u] for u in shared},
+                      by_confidence=_la_by_confidence(model, records=records))
+
+
+def _la_by_confidence(report: ChallengeReport, *, records: dict[str, RunRecord]
+                      ) -> dict[str, tuple[int, tuple[float, float, float]]]:
+    """LA of the answers of each confidence (index.confidence; "none": no candidate), with its 95% interval."""
+    groups: dict[str, list[float]] = {}
+    for case in report.cases:
+        record = records.get(case.uuid)
+        if record is not None:
+            groups.setdefault(record.confidence or "none", []).append(float(case.component_right))
+    result: dict[str, tuple[int, tuple[float, float, float]]] = {}
+    for level in ("high", "low", "none"):
+        rights = groups.get(level, [])
+        if rights:
+            low, high = bootstrap_interval(rights)
+            result[level] = (len(rights), (sum(rights) / len(rights), low, high))
+    return result
 
 
 @dataclass(frozen=True)

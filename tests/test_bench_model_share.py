@@ -34,7 +34,8 @@ def test_model_share_scores_both_and_lists_the_differing_cases(tmp_path: Path) -
         rules = _answer(case["uuid"], rules_component, case["fault_type"])
         record = RunRecord(uuid=case["uuid"], window={"start": "", "end": ""}, answer=model,
                            decision={"component": right, "fault_type": case["fault_type"], "reason": ""},
-                           rules_answer=rules, rules_fault_type=case["fault_type"])
+                           rules_answer=rules, rules_fault_type=case["fault_type"],
+                           confidence="low" if number == 2 else "high")
         write_json_atomic(runs / f"{case['uuid']}.json", record.model_dump(mode="json"))
         lines.append(json.dumps(model))
     result = tmp_path / "result.jsonl"
@@ -53,11 +54,15 @@ def test_model_share_scores_both_and_lists_the_differing_cases(tmp_path: Path) -
     assert len(share.gains) == share.records and sum(share.gains.values()) / len(share.gains) == pytest.approx(mean)
     assert share.gains[truth[0]["uuid"]] > 0
     assert (tmp_path / "result.rules-only.jsonl").exists()
+    # The model's answers by their recorded confidence: is "high" worth trusting on these cases?
+    assert {level: cases for level, (cases, _) in share.by_confidence.items()} == {"high": 2, "low": 1}
+    assert share.by_confidence["high"][1][0] == 1.0
     # Printed for an evaluation set, the differing cases are counted, not listed (protocol: its
     # cases are not looked at one by one); for a tuning set they are listed.
     console = Console(record=True, width=200)
     print_model_share(share, console, per_case=False)
     evaluation_text = console.export_text()
     assert "1 case(s) differ" in evaluation_text and truth[0]["uuid"] not in evaluation_text
+    assert "by their confidence: high 2 case(s), LA 1.00" in evaluation_text
     print_model_share(share, console, per_case=True)
     assert truth[0]["uuid"] in console.export_text()
