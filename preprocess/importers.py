@@ -19,6 +19,7 @@ import typer
 from preprocess import nezha
 from preprocess.dataset_writer import write_frames
 from preprocess.formats.cli import register as register_formats
+from preprocess.trace_sampling import sampled_traces
 from rca.atomic import write_text_atomic
 from rca.clisupport import fail
 from rca.errors import RcaError
@@ -66,6 +67,9 @@ def import_nezha(
     without_traces: bool = typer.Option(False, "--without-traces",
                                         help="Leave out the spans: the telemetry of a system without tracing "
                                              "(metrics and logs only), for ablations."),
+    keep_traces: float = typer.Option(1.0, "--keep-traces", min=0.0, max=1.0,
+                                      help="Keep this share of whole traces, chosen by trace id as a sampling "
+                                           "tracer would (e.g. 0.2), for ablations."),
 ) -> None:
     """Nezha's fault datasets (ESEC/FSE 2023): telemetry, cases (input.json) and ground truth."""
     if system not in nezha.SYSTEMS:
@@ -84,9 +88,10 @@ def import_nezha(
         typer.echo(f"[{number}/{len(chosen)}] {nezha.SYSTEMS[system]} {day}: reading", err=True)
         try:
             read = nezha.read_day(src, day=day, mesh=not without_mesh, traces=not without_traces)
+            spans = sampled_traces(read.spans, share=keep_traces)
         except RcaError as exc:
             fail(str(exc))
-        write_frames(out, spans=read.spans, logs=read.logs, apm=read.apm, infra=read.infra)
+        write_frames(out, spans=spans, logs=read.logs, apm=read.apm, infra=read.infra)
         cases, truths = nezha.cases_of(read, system=system, java_services=nezha.java_services(read, system=system))
         write_cases(out, cases=cases, truths=truths)
         absent = [i for i in read.issues if not i.lost]
@@ -94,7 +99,7 @@ def import_nezha(
         lost += len(bad)
         for issue in bad:
             typer.secho(f"  unreadable {issue.path}: {issue.reason}", err=True, fg="yellow")
-        typer.echo(f"  {len(cases)} case(s); {read.spans.height} spans, {read.logs.height} log lines, "
+        typer.echo(f"  {len(cases)} case(s); {spans.height} spans, {read.logs.height} log lines, "
                    f"{read.infra.height + read.apm.height} metric rows; {len(absent)} file(s) absent from the "
                    f"snapshot, {len(bad)} unreadable", err=True)
     typer.echo(f"wrote {out}", err=True)

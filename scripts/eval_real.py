@@ -56,17 +56,20 @@ def _run(command: list[str]) -> None:
 
 
 def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, without: tuple[str, ...] = (),
-                 ) -> tuple[Path, Path]:
+                 keep_traces: float = 1.0) -> tuple[Path, Path]:
     """Import and index one real set under ``work_dir`` (once; reruns reuse it).
 
-    ``without``: telemetry left out (``mesh``, ``traces``: ``rca import nezha --without-...``).
+    ``without``: telemetry left out (``mesh``, ``traces``: ``rca import nezha --without-...``);
+    ``keep_traces``: the share of whole traces kept (``rca import nezha --keep-traces``).
     """
-    name = f"{system}-{'_'.join(days) or 'all'}{''.join(f'-without-{w}' for w in without)}"
+    name = (f"{system}-{'_'.join(days) or 'all'}{''.join(f'-without-{w}' for w in without)}"
+            + (f"-traces-{keep_traces:g}" if keep_traces < 1.0 else ""))
     data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
     rca = str(Path(sys.executable).with_name("rca"))
     if not (data_dir / "groundtruth.jsonl").exists():
         _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
-              *(arg for day in days for arg in ("--day", day)), *(f"--without-{w}" for w in without)])
+              *(arg for day in days for arg in ("--day", day)), *(f"--without-{w}" for w in without),
+              *(("--keep-traces", f"{keep_traces:g}") if keep_traces < 1.0 else ())])
     if not (index_dir / "manifest.json").exists():
         _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
     return data_dir, index_dir
@@ -121,7 +124,12 @@ def main() -> int:
     parser.add_argument("--without-traces", action="store_true",
                         help="import without the spans: the set as a system without tracing shows it (metrics and "
                              "logs only, as from Prometheus and Loki), a harder view of the same cases")
+    parser.add_argument("--keep-traces", type=float, default=1.0, metavar="SHARE",
+                        help="import only this share of whole traces, chosen by trace id as a sampling tracer "
+                             "would (e.g. 0.2): the set as a deployment that samples its traces shows it")
     args = parser.parse_args()
+    if not 0.0 < args.keep_traces <= 1.0:
+        parser.error(f"--keep-traces {args.keep_traces}: expected a share in (0, 1]")
     without = tuple(name for name, left_out in (("mesh", args.without_mesh), ("traces", args.without_traces))
                     if left_out)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -134,7 +142,7 @@ def main() -> int:
         parser.error("--show-misses is for tuning sets: evaluation cases are not looked at one by one")
 
     data_dir, index_dir = prepared_set(source=args.nezha, system=args.system, days=sorted(args.day),
-                                       work_dir=args.work_dir, without=without)
+                                       work_dir=args.work_dir, without=without, keep_traces=args.keep_traces)
     system_file = args.system_file
     if system_file is None and args.system != "onlineboutique":  # OnlineBoutique is HipsterShop, the bundled system
         system_file = inferred_system(data_dir=data_dir, system=args.system)
@@ -144,7 +152,8 @@ def main() -> int:
         "runs_dir": args.work_dir / "runs"})})
     truth_file = data_dir / "groundtruth.jsonl"
     console = Console(width=150)
-    label = (f"{args.system} {', '.join(args.day) or 'all days'}{''.join(f' without {w}' for w in without)} "
+    label = (f"{args.system} {', '.join(args.day) or 'all days'}{''.join(f' without {w}' for w in without)}"
+             f"{f' with {args.keep_traces:g} of its traces' if args.keep_traces < 1.0 else ''} "
              f"({'tuning' if tuning else 'evaluation'})")
 
     evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json", gt_file=truth_file,

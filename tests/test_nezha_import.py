@@ -247,6 +247,23 @@ def test_without_traces_leaves_only_the_spans_out(imported, tmp_path):
     assert len(_truths(bare)) == 3
 
 
+def test_keep_traces_keeps_whole_traces_and_nothing_else_changes(imported, tmp_path):
+    """--keep-traces 0.5: the day as a deployment that samples half its traces records it."""
+    result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--keep-traces", "0.5")
+    assert result.exit_code == 0, result.output
+    full = read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    kept = read_traces(tmp_path / "data", start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    kept_ids = set(kept.get_column("trace_id"))
+    assert 0 < len(kept_ids) < full.get_column("trace_id").n_unique()
+    # Every span of a kept trace, none of another.
+    assert kept.height == full.filter(pl.col("trace_id").is_in(list(kept_ids))).height
+    full_infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
+    assert read_infra(tmp_path / "data", start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.equals(full_infra)
+    assert len(_truths(tmp_path / "data")) == 3
+    refused = _import(SLICE, tmp_path / "zero", "--system", "onlineboutique", "--keep-traces", "0")
+    assert refused.exit_code == 2 and "--keep-traces" in refused.output
+
+
 @pytest.mark.parametrize(("kpi", "file"), [("rrt_client_p50", "source_50.csv"), ("rrt_server_p50", "destination_50.csv")])
 def test_edge_latency_is_the_callee_pods_latency_as_each_side_measures_it(imported, kpi, file):
     infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
