@@ -254,18 +254,25 @@ def _report(console: Console, records, *, rules: RuleVersion, as_json: bool) -> 
         for record in records:
             typer.echo(json.dumps(record.final_answer().to_submission(rules=rules), ensure_ascii=False))
         return
-    # Identifiers never wrap or shorten (a cut "checkoutservice-2" names another pod): the table
-    # holds only short columns (about 75 characters with the longest names), and each reason,
-    # whole, follows it on a line of its own.
-    table = Table(title="diagnoses", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    # Identifiers never shorten (a cut "checkoutservice-2" names another pod): the table holds only
+    # short columns (about 75 characters with the longest names and a challenge uuid), each at the
+    # width of its longest value; a longer uuid (`--window`'s names the window) folds onto a second
+    # line instead. Each reason, whole, follows the table on a line of its own.
     # "trust": the answer's confidence (index.confidence); the model calls and tokens go with the reason.
-    for column in ("uuid", "component", "index top", "agree", "trust", "s"):
-        table.add_column(column, no_wrap=True)
+    rows = []
     for r in records:
         top = r.candidates[0].component if r.candidates else "-"  # "-": nothing moved in the window
         agree = "-" if r.agreed_with_index is None else "yes" if r.agreed_with_index else "NO"
-        table.add_row(r.uuid, r.answer.component or "-", top, agree, r.confidence or "-",
-                      f"{r.timings_s.get('total_s', 0):.1f}")
+        rows.append((r.uuid, r.answer.component or "-", top, agree, r.confidence or "-",
+                     f"{r.timings_s.get('total_s', 0):.1f}"))
+    table = Table(title="diagnoses", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for position, column in enumerate(("uuid", "component", "index top", "agree", "trust", "s")):
+        if position == 0:
+            table.add_column(column, overflow="fold")
+        else:
+            table.add_column(column, no_wrap=True, min_width=max([len(column), *(len(row[position]) for row in rows)]))
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     for r in records:
         usage = r.usage

@@ -274,10 +274,13 @@ def test_all_with_uuid_is_refused(tmp_path):
     assert result.exit_code == 2 and "not both" in result.output
 
 
-def test_answer_table_keeps_component_names_whole_at_80_columns(tmp_path):
-    """Defect 9: the 80-column answer table cut the component name."""
+@pytest.mark.parametrize("uuid", ["345fbe93-8", "window-20220822T055254Z-20220822T055554Z-"],
+                         ids=["challenge-uuid", "window-uuid"])
+def test_answer_table_keeps_component_names_whole_at_80_columns(tmp_path, uuid):
+    """Defect 9: the 80-column answer table cut the component name; `--window`'s long uuids cut
+    every column. A long uuid folds onto more lines, and the reason lines give it whole."""
     settings = _settings(tmp_path)
-    cases = [Case(uuid=f"345fbe93-8{i}", description="x", start=T0, end=T1) for i in range(2)]  # real uuid length
+    cases = [Case(uuid=f"{uuid}{i}", description="x", start=T0, end=T1) for i in range(2)]
     records = [diagnose_case(case, settings=settings, llm=RecordedBackend([_reply(component=name)]),
                              evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge())
                for case, name in zip(cases, ["checkoutservice-2", "productcatalogservice"], strict=True)]
@@ -288,6 +291,7 @@ def test_answer_table_keeps_component_names_whole_at_80_columns(tmp_path):
     assert max(len(line) for line in text.splitlines()) <= 80
     # How far each answer can be trusted fits too; the model calls go with each reason.
     assert "trust" in text and "(1 call, " in text
+    assert f"{uuid}0 (1 call, " in text and f"{uuid}1 (1 call, " in text
 
 
 def test_print_prompt_honours_json(tmp_path, capsys):
