@@ -543,7 +543,7 @@ def answer_table(world: World) -> Verdict:
     done = world.diagnose("--all")
     uuids = {c["uuid"] for c in world.cases}
     rows = [line.split() for line in done.out.splitlines()]
-    # Table rows: "<uuid> <component> <index top> ..."; the reason lines after it: "<uuid> (<tokens>): ...".
+    # Table rows: "<uuid> <component> <index top> ..."; the reason lines after it: "<uuid> (<calls>, <tokens>): ...".
     names = [row[1] for row in rows if len(row) > 2 and row[0] in uuids and not row[1].startswith("(")]
     cut = [n for n in names if n.endswith("…")]
     widest = max((len(x) for x in done.out.splitlines()), default=0)
