@@ -185,16 +185,16 @@ def run_record(case: Case, *, prepared: PreparedCase | None, outcome: DecisionOu
     replies = outcome.replies if outcome is not None else []
     candidates = prepared.candidates if prepared else []
     reading = prepared.reading if prepared else None
+    agreed = answer.component == candidates[0].component if answer and candidates else None
     return RunRecord(
         uuid=case.uuid, mode=mode, agent_calls=list(agent_calls),
         status="failed" if error is not None else "answered",
         error=f"{type(error).__name__}: {error}" if error is not None else None,
         window={"start": format_utc(case.start), "end": format_utc(case.end)},
         answer=answer,
-        agreed_with_index=answer.component == candidates[0].component if answer and candidates else None,
+        agreed_with_index=agreed,
         # An answer away from the index's first candidate has less evidence than the first's.
-        confidence=(None if not (answer and candidates and prepared) else
-                    prepared.confidence if answer.component == candidates[0].component else "low"),
+        confidence=None if agreed is None or prepared is None else prepared.confidence if agreed else "low",
         index_top=candidates[0].component if candidates else None,
         candidates=candidates,
         missing=prepared.missing if prepared else [],
