@@ -36,6 +36,7 @@ import polars as pl
 from diagnose.cases import Case
 from index.models import Candidate
 from index.query import ScoredWindow
+from preprocess.baseline import window_first_minute
 from preprocess.detect_log import template_keyword
 from preprocess.detect_metric import metric_series
 from preprocess.detect_trace import call_edges
@@ -493,7 +494,7 @@ class LogsTool:
             minutes = minutes.join(templates.select("template_id", "template"), on="template_id", how="left")
         else:
             minutes = minutes.with_columns(pl.lit(None, pl.Utf8).alias("template"))
-        window_start = w.start.replace(second=0, microsecond=0)  # the rows are whole minutes
+        window_start = window_first_minute(w.start)  # the rows are whole minutes
         in_window = pl.col("time") >= pl.lit(window_start).dt.cast_time_unit("us")
         marked = minutes.with_columns(
             # A template the table lacks (an index mid-rebuild) shows its example line instead.

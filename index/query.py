@@ -23,7 +23,7 @@ from index.params import IndexParams
 from index.rank import rank_candidates
 from index.status import window_status
 from index.store import Manifest
-from preprocess.baseline import drop_spans, extended_start, merged_spans, spans_before
+from preprocess.baseline import drop_spans, extended_start, merged_spans, spans_before, window_first_minute
 from preprocess.detect import make_detectors
 from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA
@@ -70,7 +70,7 @@ def score_window(
         raise ValueError(f"window end {end.isoformat()} precedes start {start.isoformat()}")
     index_dir = Path(index_dir)
     manifest = store.load_manifest(index_dir)  # fails clearly on a foreign schema version
-    window_start = start.replace(second=0, microsecond=0)
+    window_start = window_first_minute(start)
     spans = spans_before([(as_utc(a), as_utc(b)) for a, b in exclude_windows], window_start=window_start,
                          margin=timedelta(minutes=params.exclude_margin_minutes))
     baseline_start = extended_start(window_start, minutes=params.baseline_minutes, spans=spans,
@@ -183,7 +183,7 @@ def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
                                   and history[status.modality] < params.thin_baseline_minutes})
         # The minutes scored: a per-minute row stamped 13:03:00 holds 13:03:21, and a brief window
         # is scored over the minutes after it (a 1-second pod kill had "no data" in every modality).
-        for status in window_status(manifest=scored.manifest, start=start.replace(second=0, microsecond=0),
+        for status in window_status(manifest=scored.manifest, start=window_first_minute(start),
                                     end=scored.scored_end, frames={
             "metric": (series, missing.get("metric", [])), "log": (counts, missing.get("log", [])),
             "trace": (edges, missing.get("trace", []))})]

@@ -16,6 +16,12 @@ import polars as pl
 Span = tuple[datetime, datetime]
 
 
+def window_first_minute(start: datetime) -> datetime:
+    """The first per-minute row of a window starting at ``start``: rows are whole minutes stamped
+    with their first second, so the row of the minute ``start`` falls in (13:03:00 holds 13:03:21)."""
+    return start.replace(second=0, microsecond=0)
+
+
 def spans_before(exclude: Iterable[Span], *, window_start: datetime, margin: timedelta = timedelta(0)) -> list[Span]:
     """``exclude`` spans (each widened by ``margin`` after its end: recovery tails) clipped to before ``window_start``.
 
@@ -40,12 +46,16 @@ def bucket_spans(spans: Sequence[Span]) -> list[Span]:
 
 
 def drop_spans(frame: pl.DataFrame, spans: Sequence[Span], *, column: str = "time") -> pl.DataFrame:
-    """``frame`` without the rows whose ``column`` lies in one of ``spans`` (bounds included)."""
+    """``frame`` without the rows whose ``column`` lies in one of ``spans``, each ``[lo, hi)``.
+
+    Half-open: ``spans_before`` clips a span that runs into the window at the window's start,
+    and the row stamped with that instant is the window's own first minute, not the span's.
+    """
     if not spans or frame.height == 0:
         return frame
     inside = pl.lit(False)
     for lo, hi in spans:
-        inside = inside | pl.col(column).is_between(pl.lit(lo), pl.lit(hi))
+        inside = inside | pl.col(column).is_between(pl.lit(lo), pl.lit(hi), closed="left")
     return frame.filter(~inside)
 
 

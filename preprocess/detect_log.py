@@ -42,7 +42,7 @@ from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
 from preprocess.arrow_numpy import numpy_view
-from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
+from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before, window_first_minute
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
@@ -453,7 +453,7 @@ def score_log_window(
     and so never passes both the z and the ratio test. Rows in ``exclude`` spans before the
     window (other incidents) are not baseline.
     """
-    window_start = start.replace(second=0, microsecond=0)
+    window_start = window_first_minute(start)
     spans = bucket_spans(spans_before(exclude, window_start=window_start))
     sub = drop_spans(counts.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans)
     if sub.height == 0:
@@ -665,7 +665,7 @@ class LogDetector:
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
         """The history that stands in for a thin baseline (logs recorded only around incidents)."""
-        window_start = start.replace(second=0, microsecond=0)
+        window_start = window_first_minute(start)
         return [(window_start - timedelta(minutes=self.params.history_minutes),
                  end + timedelta(minutes=self.params.after_minutes))]
 

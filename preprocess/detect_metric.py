@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
+from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before, window_first_minute
 from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput, strongest_first
 from rca.taxonomy import service_of
 
@@ -395,7 +395,7 @@ def score_metric_window(
       its end; ``exclude`` spans after the window left out while enough minutes remain), else a
       pod is compared with its peers.
     """
-    window_start = start.replace(second=0, microsecond=0)
+    window_start = window_first_minute(start)
     history_start = baseline_start - timedelta(minutes=params.history_minutes)
     after_end = end + timedelta(minutes=params.after_minutes)
     spans = spans_before(exclude, window_start=window_start)

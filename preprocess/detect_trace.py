@@ -31,7 +31,7 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
-from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before
+from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before, window_first_minute
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
 from preprocess.prefetch import read_ahead
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
@@ -283,7 +283,7 @@ def _edge_anomalies(
     exclude: Sequence[Span] = (),
 ) -> list[dict]:
     """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
-    window_start = start.replace(second=0, microsecond=0)
+    window_start = window_first_minute(start)
     spans = bucket_spans(spans_before(exclude, window_start=window_start))
     sub = _pool(drop_spans(stats.filter((pl.col("time") >= baseline_start) & (pl.col("time") <= end)), spans), key)
     if sub.height == 0:
@@ -300,6 +300,8 @@ def _edge_anomalies(
     baseline_minutes = max(1.0, min(clean_minutes(baseline_start, window_start, spans),
                                     float((recorded < window_start).sum())))
     window_minutes = max(1.0, min((end - window_start).total_seconds() / 60 + 1, float(window_recorded)))
+    late_start_us = window_start_us + 60_000_000
+    late_minutes = min(window_minutes - 1, float((recorded >= window_start + timedelta(minutes=1)).sum()))
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), *_series_lists(), pl.col("callee_node").drop_nulls().last())
     events: list[dict] = []
@@ -326,6 +328,15 @@ def _edge_anomalies(
         if expected_calls >= min_expected_calls and win_calls < 0.1 * expected_calls:
             events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
                            "window_calls": int(win_calls), "onset": window_start})
+            continue
+        # The same stop from the window's second minute: a fault injected late in the first
+        # minute (05:09:50) leaves it mostly the calls made before it.
+        late = times >= late_start_us
+        expected_late = base_calls * late_minutes / max(1.0, edge_baseline_minutes)
+        late_calls = counts[late].sum()
+        if late_minutes >= 1 and expected_late >= min_expected_calls and late_calls < 0.1 * expected_late:
+            events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": late_calls / base_calls,
+                           "window_calls": int(win_calls), "onset": window_start + timedelta(minutes=1)})
             continue
         if in_window.sum() == 0 or (~in_window).sum() < 3:
             continue
@@ -454,7 +465,7 @@ class TraceDetector:
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
         """The history that stands in for a thin baseline (traces recorded only around incidents)."""
-        window_start = start.replace(second=0, microsecond=0)
+        window_start = window_first_minute(start)
         return [(window_start - timedelta(minutes=self.params.history_minutes),
                  end + timedelta(minutes=self.params.after_minutes))]
 

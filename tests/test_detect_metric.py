@@ -267,3 +267,18 @@ def test_no_ceiling_for_counts(baseline, window, why):
     events = score_metric_window(_series(baseline + window, kpi="error"), start=T0 + timedelta(minutes=35),
                                  end=T0 + timedelta(minutes=38), baseline_start=BASELINE_START)
     assert events.filter(pl.col("z") == MetricParams().min_z).height == 0, why
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("window_seconds", [0, 55])
+def test_an_earlier_incident_running_into_the_window_takes_none_of_its_minutes(seed, window_seconds):
+    """Incidents seven minutes apart: the earlier one's span (window and recovery tail) reaches past
+    this window's start and is clipped there. The window's first minute is the window's own, so a
+    steady series has no gap in the window and does not "go silent" (a brief window, 3 minutes,
+    where one missing minute reads as a dip to zero)."""
+    start = WINDOW_START + timedelta(seconds=window_seconds)
+    end = start + timedelta(minutes=3)
+    earlier = (start - timedelta(minutes=7), start + timedelta(minutes=1))
+    events = score_metric_window(_series(list(_noise(seed))), start=start, end=end,
+                                 baseline_start=BASELINE_START, exclude=[earlier])
+    assert events.height == 0, events.to_dicts()

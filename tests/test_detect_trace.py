@@ -170,3 +170,18 @@ def test_fanout_callees_tied_at_the_cap_come_in_name_order(seed):
 def test_call_graph_node_order_does_not_depend_on_row_order(seed):
     stats = _failing_frontend_pod_stats()
     assert list(call_graph(stats.sample(fraction=1.0, shuffle=True, seed=seed)).nodes) == list(call_graph(stats).nodes)
+
+
+def test_calls_that_stop_late_in_the_windows_first_minute_are_a_stop():
+    """A fault injected at 16:35:50 stops frontend's calls to adservice: the minute 16:35 holds all of its
+    calls (made before the fault), the three after it none. A quarter of the expected calls is no
+    ordinary fall: the edge is silent from the window's second minute."""
+    start = T0 + timedelta(minutes=35, seconds=50)
+    spans = synthetic_spans(fault=None)
+    stopped = spans.filter(~((pl.col("peer_service") == "adservice").fill_null(False) & (pl.col("start") >= start)))
+    events = score_trace_window(edge_stats(stopped), start=start, end=start + timedelta(minutes=3),
+                                baseline_start=BASELINE_START)
+    silent = events.filter(pl.col("signal") == "silent")
+    assert silent.get_column("callee").to_list() == ["adservice"]
+    assert silent.item(0, "onset") == T0 + timedelta(minutes=36)
+    assert events.filter(pl.col("callee") != "adservice").height == 0

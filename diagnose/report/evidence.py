@@ -22,6 +22,7 @@ from diagnose.report.plots import GraphEdge, GraphNode, SeriesPanel, TemplateCou
 from diagnose.report.units import display_unit, kpi_unit
 from index.models import Candidate, EvidenceItem
 from index.query import ScoredWindow
+from preprocess.baseline import window_first_minute
 from preprocess.detect_log import template_keyword
 from preprocess.detect_metric import robust_location_scale
 from preprocess.detect_trace import TraceParams
@@ -174,7 +175,7 @@ def _call_graph(
     An edge is drawn degraded by the trace detector's own thresholds (``thresholds``)."""
     if edges.height == 0:
         return [], [], []
-    window_start = start.replace(second=0, microsecond=0)
+    window_start = window_first_minute(start)
     in_window = pl.col("time") >= window_start
     weighted_p95 = ((pl.col("p95_us") * pl.col("count")).sum() / pl.col("count").sum())  # call-weighted minutes
     per_edge = edges.filter(pl.col("time") >= baseline_start).group_by("caller", "callee").agg(
