@@ -38,12 +38,13 @@ class PathResult:
 
 def simulate_problem_set(
     out_dir: Path, *, cases: int | None = None, seed: int, scale: Literal["small", "full"] = "small", difficulty: float = 1.0,
-    reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False,
+    reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False, packed: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
 
     With ``reference_schedule`` the faults are real ones (``per_type`` of every fault
-    type) laid out one an hour; otherwise the simulator draws ``cases`` faults.
+    type) laid out one an hour, or ``packed`` as Nezha injects them (``bench.problems.packed_schedule``);
+    otherwise the simulator draws ``cases`` faults.
     """
     from simulate.simulator import SimulationOptions, simulate
 
@@ -53,7 +54,8 @@ def simulate_problem_set(
         return problem_set
     schedule_path = None
     if reference_schedule is not None:
-        schedule = compact_schedule(read_jsonl(reference_schedule), per_type=per_type, day="2025-06-06", seed=seed)
+        schedule = compact_schedule(read_jsonl(reference_schedule), per_type=per_type, day="2025-06-06", seed=seed,
+                                    packed=packed)
         out_dir.mkdir(parents=True, exist_ok=True)
         schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
         schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
@@ -61,6 +63,8 @@ def simulate_problem_set(
                                difficulty=difficulty, schedule=schedule_path, randomize=randomize))
     return problem_set
 
+
+PACKED_HELP = "lay the replayed faults out as Nezha injects them: 3 minutes each, 4-9 minutes apart"
 
 # Seeds of simulated sets: tune on the first range, report on the second, never looked at while tuning.
 TUNING_SEEDS = range(100, 200)
@@ -73,14 +77,14 @@ def mixed_seed_ranges(seeds: Sequence[int]) -> bool:
 
 
 def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, randomize: bool, per_type: int,
-                        difficulty: float) -> tuple[ProblemSet, Path]:
+                        difficulty: float, packed: bool = False) -> tuple[ProblemSet, Path]:
     """Simulate and index one seed's set under ``work_dir`` (both reused when already there);
     returns the problem set and its index dir. The directory name says how the set was made."""
     from index.build import run_nightly
 
-    name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}"
+    name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}{'-packed' if packed else ''}"
     problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=reference_schedule,
-                                       per_type=per_type, randomize=randomize, difficulty=difficulty)
+                                       per_type=per_type, randomize=randomize, difficulty=difficulty, packed=packed)
     index_dir = work_dir / name / "index"
     run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
     return problem_set, index_dir
@@ -97,7 +101,7 @@ class TuningSet:
 
 
 def tuning_sets(seeds: Sequence[int], *, settings: Settings, work_dir: Path, reference_schedule: Path,
-                randomize: bool, per_type: int, difficulty: float) -> Iterator[TuningSet]:
+                randomize: bool, per_type: int, difficulty: float, packed: bool = False) -> Iterator[TuningSet]:
     """Simulate and index each seed (reused when already there) and yield it with its truth.
 
     For the probes that read the ground truth to pick or judge cases: tuning seeds only.
@@ -107,7 +111,8 @@ def tuning_sets(seeds: Sequence[int], *, settings: Settings, work_dir: Path, ref
         raise ValueError(f"tuning seeds only ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}); got {outside}")
     for seed in seeds:
         problem_set, index_dir = simulated_index_set(seed, work_dir=work_dir, reference_schedule=reference_schedule,
-                                                     randomize=randomize, per_type=per_type, difficulty=difficulty)
+                                                     randomize=randomize, per_type=per_type, difficulty=difficulty,
+                                                     packed=packed)
         truth = {row["uuid"]: row for row in read_jsonl(problem_set.truth_file)}
         aimed = settings.model_copy(update={"paths": settings.paths.model_copy(update={
             "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
@@ -120,6 +125,7 @@ def add_tuning_set_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
     parser.add_argument("--per-type", type=int, default=2)
     parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--packed", action="store_true", help=PACKED_HELP)
     parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
     parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index], [diagnose], [llm] apply)")
 
@@ -131,7 +137,8 @@ def tuning_sets_from_args(parser: argparse.ArgumentParser, args: argparse.Namesp
     try:
         return list(tuning_sets(args.simulate_seed, settings=load_settings(config_path=args.config),
                                 work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
-                                randomize=args.randomize, per_type=args.per_type, difficulty=args.difficulty))
+                                randomize=args.randomize, per_type=args.per_type, difficulty=args.difficulty,
+                                packed=args.packed))
     except ValueError as exc:
         parser.error(str(exc))
 

@@ -7,7 +7,10 @@ On an existing dataset:
 
 On simulated sets (one real fault of every type per seed, replayed from the vendored
 reference schedule), built and indexed under --work-dir and reused on reruns:
-    scripts/eval_index.py --simulate-seed 101 --simulate-seed 102 [--randomize] [--per-type 2]
+    scripts/eval_index.py --simulate-seed 101 --simulate-seed 102 [--randomize] [--per-type 2] [--packed]
+
+--packed lays the faults out as Nezha injects them (3 minutes each, 4-9 minutes apart), so each
+window's neighbours crowd its baseline, as on the real datasets.
 
 Tuning protocol: tune on the tuning seeds (100-199), report on the evaluation seeds
 (200-299), never looked at while tuning. The script refuses to mix the two ranges.
@@ -22,7 +25,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.index_eval import IndexEvaluation, confidence_table, evaluate_index, index_table
-from bench.pipeline import mixed_seed_ranges, simulated_index_set
+from bench.pipeline import PACKED_HELP, mixed_seed_ranges, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
 from index.params import IndexParams
 from rca.settings import load_settings
@@ -40,6 +43,7 @@ def main() -> int:
     parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
     parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
     parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--packed", action="store_true", help=PACKED_HELP)
     parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
     parser.add_argument("--config", type=Path, default=None, help="TOML config whose [index] section to use")
     parser.add_argument("--baseline-minutes", type=int, default=None, help="overrides [index] baseline_minutes")
@@ -57,7 +61,7 @@ def main() -> int:
         for seed in args.simulate_seed:
             problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
                                                          randomize=args.randomize, per_type=args.per_type,
-                                                         difficulty=args.difficulty)
+                                                         difficulty=args.difficulty, packed=args.packed)
             data_dir = problem_set.data_dir
             sets.append((data_dir, index_dir, data_dir / "input.json", data_dir / "groundtruth.jsonl"))
     elif args.data_dir and args.index_dir and args.gt:
@@ -73,7 +77,8 @@ def main() -> int:
         evaluation.cases += evaluate_index(index_dir=index_dir, input_file=input_file, gt_file=gt_file,
                                            params=params, exclude_other_windows=not args.no_exclude_windows).cases
     seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
-    console.print(index_table(evaluation, title=f"evidence index ranking ({seeds}{', randomised' if args.randomize else ''})"))
+    how = "".join((", randomised" if args.randomize else "", ", packed" if args.packed else ""))
+    console.print(index_table(evaluation, title=f"evidence index ranking ({seeds}{how})"))
     console.print(confidence_table(evaluation, title="the index's first candidate by its confidence"))
     if args.show_misses:
         for case in evaluation.misses():
