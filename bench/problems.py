@@ -193,4 +193,3 @@ def packed_schedule(rows: list[dict], *, day: str, rng: random.Random) -> list[d
         schedule.append(moved)
         start += timedelta(minutes=rng.randint(low, high - 1), seconds=rng.randrange(60))
     return schedule
-

@@ -300,8 +300,12 @@ def _edge_anomalies(
     baseline_minutes = max(1.0, min(clean_minutes(baseline_start, window_start, spans),
                                     float((recorded < window_start).sum())))
     window_minutes = max(1.0, min((end - window_start).total_seconds() / 60 + 1, float(window_recorded)))
-    late_start_us = window_start_us + 60_000_000
-    late_minutes = min(window_minutes - 1, float((recorded >= window_start + timedelta(minutes=1)).sum()))
+    # A stop is read over the window, or from its second minute: a fault injected late in the
+    # first minute (05:09:50) leaves that minute mostly the calls made before it.
+    second_minute = window_start + timedelta(minutes=1)
+    stop_spans = ((window_start_us, window_minutes, window_start),
+                  (epoch_us(second_minute), min(window_minutes - 1, float((recorded >= second_minute).sum())),
+                   second_minute))
     grouped = sub.sort("time").group_by(*key, maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), *_series_lists(), pl.col("callee_node").drop_nulls().last())
     events: list[dict] = []
@@ -323,20 +327,11 @@ def _edge_anomalies(
             from_history = True
         counts, errors, p95 = series["count"], series["errors"], series["p95_us"]
         base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
-        expected_calls = base_calls * window_minutes / max(1.0, edge_baseline_minutes)
-        # Ten expected calls and none or almost none seen: not a quiet minute, a stop.
-        if expected_calls >= min_expected_calls and win_calls < 0.1 * expected_calls:
-            events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": win_calls / base_calls,
-                           "window_calls": int(win_calls), "onset": window_start})
-            continue
-        # The same stop from the window's second minute: a fault injected late in the first
-        # minute (05:09:50) leaves it mostly the calls made before it.
-        late = times >= late_start_us
-        expected_late = base_calls * late_minutes / max(1.0, edge_baseline_minutes)
-        late_calls = counts[late].sum()
-        if late_minutes >= 1 and expected_late >= min_expected_calls and late_calls < 0.1 * expected_late:
-            events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": late_calls / base_calls,
-                           "window_calls": int(win_calls), "onset": window_start + timedelta(minutes=1)})
+        stop = _stop(counts, times, base_calls=base_calls, baseline_minutes=edge_baseline_minutes,
+                     spans=stop_spans, min_expected_calls=min_expected_calls)
+        if stop is not None:
+            events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": stop[0] / base_calls,
+                           "window_calls": int(win_calls), "onset": stop[1]})
             continue
         if in_window.sum() == 0 or (~in_window).sum() < 3:
             continue
@@ -362,6 +357,18 @@ def _edge_anomalies(
                                            threshold=base_rate + 0.5 * (win_rate - base_rate),
                                            fallback=first_in_window)})
     return events
+
+
+def _stop(counts: np.ndarray, times: np.ndarray, *, base_calls: float, baseline_minutes: float,
+          spans: Sequence[tuple[int, float, datetime]], min_expected_calls: float) -> tuple[float, datetime] | None:
+    """The calls seen and the onset of an edge's stop, if any: ten expected calls and almost none
+    seen (under a tenth) from the first of ``spans`` (since epoch µs, recorded minutes, onset) that has them."""
+    for since_us, minutes, onset in spans:
+        expected = base_calls * minutes / max(1.0, baseline_minutes)
+        calls = float(counts[times >= since_us].sum())
+        if minutes >= 1 and expected >= min_expected_calls and calls < 0.1 * expected:
+            return calls, onset
+    return None
 
 
 def _history(stats: pl.DataFrame, *, key: tuple[str, ...], window_start: datetime, end: datetime,
