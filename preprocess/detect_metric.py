@@ -15,6 +15,7 @@ This module owns three things:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -128,6 +129,11 @@ class MetricParams:
     ceiling_spread: float = 0.1
     # ... for at least this many minutes: two equal minutes of a small count are a coincidence.
     ceiling_min_minutes: int = 3
+    # A silence must be rare for the series: when its own recorded minutes before the window
+    # (other incidents' included: on a crowded day they are most of them) already sit this low
+    # at a rate that makes the window's silent minutes likely (binomial tail at least this), the
+    # silence is the series' habit (a sparse count's empty minutes), not this window's. 0 turns it off.
+    silence_habit_alpha: float = 0.01
 
 
 def metric_series(*, apm: pl.DataFrame | None, infra: pl.DataFrame | None) -> pl.DataFrame:
@@ -393,7 +399,11 @@ def score_metric_window(
     * with no baseline (recording just started) the same hour on earlier days is the
       reference, else the minutes after the window (from ``params.after_skip_minutes`` after
       its end; ``exclude`` spans after the window left out while enough minutes remain), else a
-      pod is compared with its peers.
+      pod is compared with its peers;
+    * a silence against the baseline is dropped when the series' own recorded minutes before the
+      window (other incidents' included) are as often that low (``params.silence_habit_alpha``):
+      on a crowded day the baseline is a few scattered minutes, which can all miss a sparse
+      count's empty minutes.
     """
     window_start = window_first_minute(start)
     history_start = baseline_start - timedelta(minutes=params.history_minutes)
@@ -423,6 +433,7 @@ def score_metric_window(
     alive = {(component, kind): minutes for component, kind, minutes in
              sub.filter((pl.col("time") >= window_start) & (pl.col("time") <= end))
              .group_by("component", "kind").agg(pl.col("time").n_unique()).iter_rows()}
+    recorded = _recorded_before(series, lo=history_start, window_start=window_start, params=params)
     grouped = sub.sort("time").group_by("component", "kind", "kpi", maintain_order=True).agg(
         pl.col("time").dt.epoch("us").alias("time_us"), pl.col("value"))
     bounds = (epoch_us(baseline_start), epoch_us(window_start), epoch_us(end), epoch_us(history_start),
@@ -461,6 +472,10 @@ def score_metric_window(
                                      missing_is_silence=not component_alive)
                 event = checked if checked is not None and checked[0] == event[0] else None
                 reference = "history"
+            own = recorded.get((row["component"], row["kind"], row["kpi"]))
+            if (event is not None and own is not None
+                    and _habitual_silence(event, win=win, recorded=own, params=params)):
+                event = None
         else:
             # No baseline: the same hour on earlier days, else the minutes after the window (else
             # the peers, below). Rows that come and go while recording starts are not silence: levels only.
@@ -508,6 +523,31 @@ def _after_reference(times: np.ndarray, after_mask: np.ndarray, *, later_us: lis
     for lo_us, hi_us in later_us:
         clean &= (times < lo_us) | (times > hi_us)
     return clean if clean.sum() >= params.min_baseline_points else after_mask
+
+
+def _recorded_before(series: pl.DataFrame, *, lo: datetime, window_start: datetime,
+                     params: MetricParams) -> dict[tuple[str, str, str], np.ndarray]:
+    """Each series' recorded values in [lo, window_start), no minute left out; empty when the habit check is off."""
+    if params.silence_habit_alpha <= 0:
+        return {}
+    rows = series.filter((pl.col("time") >= lo) & (pl.col("time") < window_start) & pl.col("value").is_finite())
+    return {(component, kind, kpi): np.array(values, dtype=float) for component, kind, kpi, values in
+            rows.group_by("component", "kind", "kpi").agg(pl.col("value")).iter_rows()}
+
+
+def _habitual_silence(event: tuple[str, float, float, float], *, win: np.ndarray, recorded: np.ndarray,
+                      params: MetricParams) -> bool:
+    """Whether a silence's low minutes are as common before the window (``MetricParams.silence_habit_alpha``)."""
+    direction, _, _, median = event
+    if direction != "silent" or win.size == 0 or recorded.size == 0:
+        return False
+    floor = params.near_silent_ratio * median
+    low = int(np.sum(win <= floor))
+    rate = float(np.mean(recorded <= floor))
+    if low == 0 or rate == 0.0:
+        return False  # silent by missing minutes, or never this low before: the silence stands
+    tail = sum(math.comb(win.size, k) * rate ** k * (1.0 - rate) ** (win.size - k) for k in range(low, win.size + 1))
+    return tail >= params.silence_habit_alpha
 
 
 def _departs_from_trend(base_times: np.ndarray, base: np.ndarray, win_times: np.ndarray, win: np.ndarray, *,

@@ -282,3 +282,32 @@ def test_an_earlier_incident_running_into_the_window_takes_none_of_its_minutes(s
     events = score_metric_window(_series(list(_noise(seed))), start=start, end=end,
                                  baseline_start=BASELINE_START, exclude=[earlier])
     assert events.height == 0, events.to_dicts()
+
+
+def _sparse_count(seed: int) -> list[float]:
+    """A small count whose every fourth minute is empty (a pod that serves a request or two a minute)."""
+    rng = np.random.default_rng(seed)
+    return [0.0 if i % 4 == 0 else 5.0 + rng.normal(0, 0.2) for i in range(60)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("alpha", "silent"), [(0.0, True), (MetricParams().silence_habit_alpha, False)])
+def test_a_sparse_counts_empty_minute_is_no_silence_against_a_scattered_baseline(seed, alpha, silent):
+    """A crowded day: other incidents leave six baseline minutes, none of them empty by chance, and
+    the window (three minutes, brief) holds one of the count's usual empty minutes. Against the
+    baseline alone it is a dip to zero; the series' own recorded minutes (a quarter of them empty)
+    say it is the series' habit."""
+    start, end = WINDOW_START, WINDOW_START + timedelta(minutes=3)
+    others = [(T0 + timedelta(minutes=8), T0 + timedelta(minutes=9)), (T0 + timedelta(minutes=12), start)]
+    events = score_metric_window(_series(_sparse_count(seed)), start=start, end=end, baseline_start=BASELINE_START,
+                                 exclude=others, params=MetricParams(silence_habit_alpha=alpha))
+    assert (events.filter(pl.col("direction") == "silent").height == 1) is silent, events.to_dicts()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_silence_the_series_rarely_had_stands(seed):
+    """One empty minute long before the window (a blip) does not make a whole silent window a habit."""
+    values = _zeros(_noise(seed))
+    values[2] = 0.0
+    events = score_metric_window(_series(values), start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    assert events.row(0, named=True)["direction"] == "silent"
