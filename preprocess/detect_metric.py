@@ -400,7 +400,7 @@ def score_metric_window(
       reference, else the minutes after the window (from ``params.after_skip_minutes`` after
       its end; ``exclude`` spans after the window left out while enough minutes remain), else a
       pod is compared with its peers;
-    * a silence against the baseline is dropped when the series' own recorded minutes before the
+    * a silence (against any reference) is dropped when the series' own recorded minutes before the
       window (other incidents' included) are as often that low (``params.silence_habit_alpha``):
       on a crowded day the baseline is a few scattered minutes, which can all miss a sparse
       count's empty minutes.
@@ -472,10 +472,6 @@ def score_metric_window(
                                      missing_is_silence=not component_alive)
                 event = checked if checked is not None and checked[0] == event[0] else None
                 reference = "history"
-            own = recorded.get((row["component"], row["kind"], row["kpi"]))
-            if (event is not None and own is not None
-                    and _habitual_silence(event, win=win, recorded=own, params=params)):
-                event = None
         else:
             # No baseline: the same hour on earlier days, else the minutes after the window (else
             # the peers, below). Rows that come and go while recording starts are not silence: levels only.
@@ -487,6 +483,9 @@ def score_metric_window(
             event = (_score_one(base=other, win=win, expected_window_minutes=expected_window_minutes,
                                 expected_baseline_minutes=other_minutes, params=params, missing_is_silence=False)
                      if other.size >= params.min_baseline_points else None)
+        own = recorded.get((row["component"], row["kind"], row["kpi"]))
+        if event is not None and own is not None and _habitual_silence(event, win=win, recorded=own, params=params):
+            event = None
         if base.size < params.min_baseline_points and win.size:
             no_history.append((row, win, int(times[win_mask][0]), event is not None))
         if event is None:
