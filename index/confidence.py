@@ -1,13 +1,15 @@
 """How far the index's first candidate can be trusted: ``answer_confidence``.
 
 An answer is ``"high"`` when its candidate scored at least ``RankWeights.confident_score``
-in the usual scoring, ``"low"`` when it scored less or when the candidates come from the
-relaxed second scoring (nothing passed the usual thresholds), and ``None`` when there is no
-candidate at all. The score sums a candidate's evidence over the modalities, so a weak first
-candidate is one backed by a single modest anomaly: on the tuning sets (Nezha
-OnlineBoutique 2022-08-22, the simulator's seeds 101-104; docs/real-data.md, round 16)
-every first candidate that was wrong scored below 3.0, and every one at 3.0 or above was
-right.
+in the usual scoring and leads its first rival (the best candidate of another service or
+node: a service's own pods are not rivals) by at least ``RankWeights.confident_margin``;
+``"low"`` when it scored less, led by less, or when the candidates come from the relaxed
+second scoring (nothing passed the usual thresholds); and ``None`` when there is no candidate
+at all. The score sums a candidate's evidence over the modalities, so a weak first candidate is
+one backed by a single modest anomaly (round 16: on the tuning sets of then, every wrong first
+candidate scored below 3.0). On crowded days (faults minutes apart, the simulator's packed
+view) a strong wrong first candidate comes with a rival about as strong: the lead tells them
+apart (docs/real-data.md, round 18).
 """
 from __future__ import annotations
 
@@ -15,12 +17,18 @@ from collections.abc import Sequence
 
 from index.models import Candidate, Confidence
 from index.params import RankWeights
+from rca.taxonomy import service_of
 
 
 def answer_confidence(candidates: Sequence[Candidate], *, relaxed: bool, weights: RankWeights) -> Confidence | None:
     """The confidence of an answer naming ``candidates[0]`` (None: no candidate, no answer to trust)."""
     if not candidates:
         return None
-    if relaxed or candidates[0].score < weights.confident_score:
+    first = candidates[0]
+    if relaxed or first.score < weights.confident_score:
+        return "low"
+    owner = service_of(first.component)
+    rival = next((c for c in candidates[1:] if service_of(c.component) != owner), None)
+    if rival is not None and first.score - rival.score < weights.confident_margin:
         return "low"
     return "high"

@@ -158,7 +158,8 @@ class WindowQueryResult(BaseModel):
     # relaxed ones (IndexParams.relaxed): weak evidence, said so to the reader.
     relaxed: bool = False
     # How far the first candidate can be trusted (index.confidence): "low" when it scored below
-    # RankWeights.confident_score or the candidates rest on relaxed thresholds; None: no candidate.
+    # RankWeights.confident_score, led its first rival by less than RankWeights.confident_margin, or
+    # the candidates rest on relaxed thresholds; None: no candidate.
     confidence: Confidence | None = None
 
     def data_gaps(self, *, brief: bool = False) -> list[str]:

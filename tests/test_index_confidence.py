@@ -21,13 +21,25 @@ def _candidates(*scores: float) -> list[Candidate]:
     ((), False, None),  # no candidate: no answer to trust
     ((), True, None),
     ((WEIGHTS.confident_score,), False, "high"),  # the threshold itself is enough
-    ((9.0, 8.9), False, "high"),  # a close second does not lower it: the score is the first's evidence
+    ((9.0, 8.9), False, "low"),  # a rival about as strong: the evidence does not single the first out
+    ((9.0, 9.0 - WEIGHTS.confident_margin), False, "high"),  # a lead of the margin itself is enough
     ((WEIGHTS.confident_score - 0.01,), False, "low"),
     ((1.5, 0.2), False, "low"),
     ((9.0,), True, "low"),  # candidates from relaxed thresholds rest on weak evidence, whatever they score
-], ids=["none", "none-relaxed", "at-threshold", "strong", "just-below", "weak", "relaxed"])
+], ids=["none", "none-relaxed", "at-threshold", "close-rival", "lead", "just-below", "weak", "relaxed"])
 def test_confidence_follows_the_first_candidates_score_and_the_scoring(scores, relaxed, expected):
     assert answer_confidence(_candidates(*scores), relaxed=relaxed, weights=WEIGHTS) == expected
+
+
+def test_a_services_own_pods_are_no_rivals():
+    """A service and its pods are one answer's forms: a pod scoring close behind its service (or the
+    service behind its pod) does not lower the confidence; the next other service does."""
+    own = [Candidate(component="cartservice", level="service", score=9.0),
+           Candidate(component="cartservice-0", level="pod", score=8.9),
+           Candidate(component="redis-cart", level="service", score=7.9)]
+    assert answer_confidence(own, relaxed=False, weights=WEIGHTS) == "high"
+    rival = [*own[:2], Candidate(component="frontend", level="service", score=8.5)]
+    assert answer_confidence(rival, relaxed=False, weights=WEIGHTS) == "low"
 
 
 def test_the_threshold_is_a_setting():
