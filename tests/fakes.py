@@ -14,6 +14,7 @@ from index.params import IndexParams
 from index.query import ScoredWindow
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import Observation, Signal, SignatureMatch, rank_signatures
+from preprocess.baseline import window_first_minute
 from preprocess.detect_log import LogDetector
 from preprocess.detect_metric import SERIES_SCHEMA, score_metric_window
 from preprocess.schema import LOG_SCHEMA, SPAN_SCHEMA
@@ -57,7 +58,7 @@ class StaticEvidence:
 
     def score(self, *, start: datetime, end: datetime) -> ScoredWindow:
         self.scorings.append((start, end))
-        baseline_start = start.replace(second=0, microsecond=0) - timedelta(minutes=self.params.baseline_minutes)
+        baseline_start = window_first_minute(start) - timedelta(minutes=self.params.baseline_minutes)
         telemetry = self.telemetry or MemoryTelemetry()
         series = telemetry.metric_series(start=baseline_start, end=end)
         events = {"metric": score_metric_window(series, start=start, end=end, baseline_start=baseline_start,
