@@ -110,9 +110,6 @@ def score_window(
             for name, table in (("metric", "metric_series"), ("log", "log_counts"), ("trace", "trace_edges"))}
     history = {name: _baseline_minutes(frame, baseline_start=baseline_start, window_start=window_start, spans=spans)
                for name, frame in core.items()}
-    if history["metric"] < params.thin_baseline_minutes and events["log"].height:
-        # Without history every log template of the window would look new: only bursts against a history count.
-        events["log"] = events["log"].filter(pl.col("direction") != "new")
     return ScoredWindow(start=start, end=end, scored_end=scored_end, baseline_start=baseline_start,
                         excluded=list(spans), params=params, features=features, core=core, events=events,
                         history=history, missing=missing, manifest=manifest)

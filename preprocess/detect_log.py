@@ -175,7 +175,8 @@ class LogParams:
     # with fewer recorded baseline minutes than this, every template would look new and
     # ordinary INFO lines would outrank the error. The baseline is then every recorded minute
     # of the history_minutes before and after_minutes after the window (other incidents
-    # included): a template is new only if no other recorded minute has it.
+    # included): a template is new only if no other recorded minute has it. Against fewer
+    # recorded minutes than this, history included (recording just started), nothing is new.
     min_baseline_minutes: int = 5
     history_minutes: int = 360
     after_minutes: int = 60
@@ -490,7 +491,8 @@ def score_log_window(
         z=(pl.col("window_count") - pl.col("expected")) / (pl.col("expected") + 1).sqrt(),
         ratio=pl.when(pl.col("expected") > 0).then(pl.col("window_count") / pl.col("expected")).otherwise(None),
     )
-    new = (pl.col("baseline_count") == 0) & (pl.col("window_count") >= params.min_new_count)
+    new = ((pl.col("baseline_count") == 0) & (pl.col("window_count") >= params.min_new_count)
+           & pl.lit(baseline_minutes >= params.min_baseline_minutes))
     burst = (pl.col("baseline_count") > 0) & (pl.col("z") >= params.min_z) & (pl.col("ratio") >= params.min_ratio)
     examples = (
         sub.filter(in_window).group_by("pod", "template_id", "example").agg(pl.col("count").sum())

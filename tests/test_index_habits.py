@@ -129,6 +129,31 @@ def test_exclude_windows_that_cover_the_window_itself_are_ignored(tmp_path):
     assert ranking(result)[0] == "emailservice-1"
 
 
+# --------------------------------------------------------------------------- a crowded day
+
+
+def test_a_crowded_day_keeps_the_new_error_line_its_log_history_tells(tmp_path):
+    """Other incidents fill the two hours before the window (Nezha injects every few minutes): the metric
+    baseline is thin, but the logs recorded all along say the pod never wrote its window's error line."""
+    tables = build(minutes=300, seed=4, faults=[])
+    error = [(_t(m), "emailservice-1", NODE_OF["emailservice-1"], 2, 12, "failed to send email: <*>")
+             for m in range(240, 244)]
+    tables["log_counts"] = pl.concat([tables["log_counts"], pl.DataFrame(error, schema=LOG_COUNT_SCHEMA,
+                                                                          orient="row")])
+    write(tmp_path, tables)
+    store.atomic_write_parquet(pl.DataFrame({"template_id": [1, 2],
+                                             "template": ["request complete", "failed to send email: <*>"]}),
+                               store.index_table_path(tmp_path, "log_templates"))
+    others = [(_t(m), _t(m + 3)) for m in range(0, 238, 5)]
+    result = query_window(tmp_path, start=_t(240) + timedelta(seconds=5), end=_t(243) + timedelta(seconds=5),
+                          top_k=5, exclude_windows=others)
+    metric = next(s for s in result.data_status if s.modality == "metric")
+    assert metric.baseline_thin, result.data_status
+    assert ranking(result)[0] == "emailservice-1", ranking(result)
+    logs = [e for e in result.candidates[0].evidence if e.modality == "log"]
+    assert logs and logs[0].signal == "new_template" and "failed to send email" in logs[0].text, logs
+
+
 # --------------------------------------------------------------------------- no history before the window
 
 
