@@ -37,6 +37,9 @@ DNS_LINE = ('{{"message":"request error","error":"failed to get currencies: rpc 
 
 
 def _evidence(rows: list[tuple[int, str, str]]) -> tuple[list[EvidenceItem], pl.DataFrame]:
+    # Logs were recorded before the window too (a template is new only against recorded minutes):
+    # another pod's steady line, every minute.
+    rows = [*rows, *((m, "emailservice-0", "sent confirmation email") for m in range(51) for _ in range(5))]
     miner = LogTemplateMiner(state_path=None)
     events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
                               end=WINDOW_END, baseline_start=BASELINE_START)
