@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from diagnose.cases import load_cases
 from preprocess.schema import APM_KPIS
+from rca.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def recorded_copy(src: Path, dst: Path, *, recording: Recording) -> Path:
         windows = [(case.start.timestamp() - before, case.start.timestamp() + after)
                    for case in load_cases(tmp / "input.json")]
     for path in sorted(tmp.rglob("trace-parquet/*.parquet")):
-        table = pq.read_table(path)
+        table = _read(path, src=src, tmp=tmp, needs=("tags", "startTime"))
         if not recording.span_status:
             table = _without_status(table)
         if recording.around_cases is not None:
@@ -75,11 +76,21 @@ def recorded_copy(src: Path, dst: Path, *, recording: Recording) -> Path:
             pq.write_table(_without_error_counts(pq.read_table(path)), path)
     if recording.around_cases is not None:
         for path in sorted(tmp.rglob("log-parquet/*.parquet")):
-            table = pq.read_table(path)
+            table = _read(path, src=src, tmp=tmp, needs=("@timestamp",))
             pq.write_table(table.filter(_within(_log_seconds(table.column("@timestamp")), windows, unit=1)), path)
     shutil.rmtree(dst, ignore_errors=True)
     os.replace(tmp, dst)
     return dst
+
+
+def _read(path: Path, *, src: Path, tmp: Path, needs: tuple[str, ...]) -> pa.Table:
+    table = pq.read_table(path)
+    missing = [name for name in needs if name not in table.schema.names]
+    if missing:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(f"{src / path.relative_to(tmp)}: no column {', '.join(map(repr, missing))}, "
+                        "which the 2025 layout gives (docs/data-contract.md)")
+    return table
 
 
 def _without_status(table: pa.Table) -> pa.Table:

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.recording import NEZHA_RECORDING, Recording, recorded_copy
+from rca.errors import DataError
 
 DAY = "2025-06-06"
 START = datetime(2025, 6, 6, 2, 0, 0, tzinfo=UTC)  # the one case's start
@@ -82,3 +83,12 @@ def test_an_existing_copy_is_reused_and_no_partial_copy_is_left(tmp_path):
     assert recorded_copy(tmp_path / "src", tmp_path / "dst", recording=NEZHA_RECORDING) == dst
     assert (dst / "marker").read_text() == "kept"
     assert not (tmp_path / "dst.partial").exists()
+
+
+def test_a_trace_file_without_its_columns_is_named_and_nothing_is_left_behind(tmp_path):
+    _write_set(tmp_path / "src")
+    bad = tmp_path / "src" / DAY / "trace-parquet" / f"trace_jaeger-span_{DAY}_03-00-00.parquet"
+    pq.write_table(pa.table({"spanID": ["x"]}), bad)
+    with pytest.raises(DataError, match=r"trace_jaeger-span_2025-06-06_03-00-00.parquet: no column 'tags', 'startTime'"):
+        recorded_copy(tmp_path / "src", tmp_path / "dst", recording=NEZHA_RECORDING)
+    assert not (tmp_path / "dst").exists() and not (tmp_path / "dst.partial").exists()
