@@ -79,21 +79,20 @@ def mixed_seed_ranges(seeds: Sequence[int]) -> bool:
 
 def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, randomize: bool, per_type: int,
                         difficulty: float, packed: bool = False,
-                        recording: tuple[str, Recording] | None = None) -> tuple[ProblemSet, Path]:
+                        recording: Recording | None = None) -> tuple[ProblemSet, Path]:
     """Simulate and index one seed's set under ``work_dir`` (both reused when already there);
     returns the problem set and its index dir. The directory name says how the set was made.
 
-    ``recording`` (a name and a ``bench.recording.Recording``) indexes a copy of the simulated set as
-    that source records it, under the set's name with the recording's."""
+    ``recording`` (``bench.recording.Recording``) indexes a copy of the simulated set as that source
+    records it, under the set's name with the recording's."""
     from index.build import run_nightly
 
     name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}{'-packed' if packed else ''}"
     problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=reference_schedule,
                                        per_type=per_type, randomize=randomize, difficulty=difficulty, packed=packed)
     if recording is not None:
-        label, how = recording
-        name = f"{name}-{label}"
-        problem_set = ProblemSet(recorded_copy(problem_set.data_dir, work_dir / name / "data", recording=how))
+        name = f"{name}-{recording.name}"
+        problem_set = ProblemSet(recorded_copy(problem_set.data_dir, work_dir / name / "data", recording=recording))
     index_dir = work_dir / name / "index"
     run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
     return problem_set, index_dir

@@ -21,13 +21,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from diagnose.cases import load_cases
+from preprocess.readers import STATUS_TAGS
 from preprocess.schema import APM_KPIS
 from rca.errors import DataError
 
 log = logging.getLogger(__name__)
 
-# The span tags that carry a call's outcome (what the trace reader reads as an error).
-STATUS_TAGS = frozenset({"status.code", "http.status_code", "error", "otel.status_code"})
 # The APM columns that count failed calls.
 ERROR_KPIS = tuple(k for k in APM_KPIS if "error" in k or k == "timeout")
 
@@ -36,6 +35,7 @@ ERROR_KPIS = tuple(k for k in APM_KPIS if "error" in k or k == "timeout")
 class Recording:
     """What a source keeps of the telemetry: spans' status and error counts, and which minutes of traces and logs."""
 
+    name: str  # names the copy: a set's directory gets ``-<name>``
     span_status: bool = True
     # Traces and logs only from the first number of seconds before each case's start to the
     # second after it; None keeps all of them.
@@ -44,7 +44,7 @@ class Recording:
 
 # Nezha's: no status, no error counts, traces and logs from the minute before each injection to
 # 20-50 s into the third minute after it (docs/datasets/nezha.md, "File names vs span times").
-NEZHA_RECORDING = Recording(span_status=False, around_cases=(60.0, 150.0))
+NEZHA_RECORDING = Recording(name="nezha-recording", span_status=False, around_cases=(60.0, 150.0))
 
 
 def recorded_copy(src: Path, dst: Path, *, recording: Recording) -> Path:
@@ -59,36 +59,44 @@ def recorded_copy(src: Path, dst: Path, *, recording: Recording) -> Path:
     tmp = dst.with_name(dst.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp)
+    try:
+        _record(tmp, src=src, recording=recording)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(dst, ignore_errors=True)
+    os.replace(tmp, dst)
+    return dst
+
+
+def _record(root: Path, *, src: Path, recording: Recording) -> None:
+    """Rewrite the copy under ``root`` in place as ``recording`` keeps it (``src`` names files in errors)."""
     windows = []
     if recording.around_cases is not None:
         before, after = recording.around_cases
         windows = [(case.start.timestamp() - before, case.start.timestamp() + after)
-                   for case in load_cases(tmp / "input.json")]
-    for path in sorted(tmp.rglob("trace-parquet/*.parquet")):
-        table = _read(path, src=src, tmp=tmp, needs=("tags", "startTime"))
+                   for case in load_cases(root / "input.json")]
+    for path in sorted(root.rglob("trace-parquet/*.parquet")):
+        table = _read(path, named=src / path.relative_to(root), needs=("tags", "startTime"))
         if not recording.span_status:
             table = _without_status(table)
         if recording.around_cases is not None:
             table = table.filter(_within(pc.cast(table.column("startTime"), pa.int64()), windows, unit=1_000_000))
         pq.write_table(table, path)
     if not recording.span_status:
-        for path in sorted(tmp.rglob("metric-parquet/apm/**/*.parquet")):
+        for path in sorted(root.rglob("metric-parquet/apm/**/*.parquet")):
             pq.write_table(_without_error_counts(pq.read_table(path)), path)
     if recording.around_cases is not None:
-        for path in sorted(tmp.rglob("log-parquet/*.parquet")):
-            table = _read(path, src=src, tmp=tmp, needs=("@timestamp",))
+        for path in sorted(root.rglob("log-parquet/*.parquet")):
+            table = _read(path, named=src / path.relative_to(root), needs=("@timestamp",))
             pq.write_table(table.filter(_within(_log_seconds(table.column("@timestamp")), windows, unit=1)), path)
-    shutil.rmtree(dst, ignore_errors=True)
-    os.replace(tmp, dst)
-    return dst
 
 
-def _read(path: Path, *, src: Path, tmp: Path, needs: tuple[str, ...]) -> pa.Table:
+def _read(path: Path, *, named: Path, needs: tuple[str, ...]) -> pa.Table:
     table = pq.read_table(path)
     missing = [name for name in needs if name not in table.schema.names]
     if missing:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError(f"{src / path.relative_to(tmp)}: no column {', '.join(map(repr, missing))}, "
+        raise DataError(f"{named}: no column {', '.join(map(repr, missing))}, "
                         "which the 2025 layout gives (docs/data-contract.md)")
     return table
 

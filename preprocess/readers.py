@@ -504,11 +504,12 @@ def _log_columns(columns: Iterable[str] | None) -> list[str]:
 # --------------------------------------------------------------------------- traces
 
 
+# The span tags that carry a call's outcome (read into ``status_code`` and ``is_error``).
+STATUS_TAGS: tuple[str, ...] = ("status.code", "http.status_code", "error", "otel.status_code")
 # Tags the span columns are made of: (raw list column, key field, value field, key, output column).
 _TAGS: tuple[tuple[str, str, str, str, str], ...] = (
     *((("tags", "key", "value", key, f"tag:{key}")) for key in (
-        "span.kind", "status.code", "http.status_code", "error", "otel.status_code", "rpc.service", "db.system",
-        "peer.service")),
+        "span.kind", *STATUS_TAGS, "rpc.service", "db.system", "peer.service")),
     *((("process.tags", "key", "value", key, f"process:{key}")) for key in ("name", "podName", "node_name", "nodeName")),
     ("references", "refType", "spanID", "CHILD_OF", "parent"),
 )

@@ -68,8 +68,7 @@ def main() -> int:
             problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
                                                          randomize=args.randomize, per_type=args.per_type,
                                                          difficulty=args.difficulty, packed=args.packed,
-                                                         recording=("nezha-recording", NEZHA_RECORDING)
-                                                         if args.nezha_recording else None)
+                                                         recording=NEZHA_RECORDING if args.nezha_recording else None)
             data_dir = problem_set.data_dir
             sets.append((data_dir, index_dir, data_dir / "input.json", data_dir / "groundtruth.jsonl"))
     elif args.data_dir and args.index_dir and args.gt:

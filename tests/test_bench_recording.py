@@ -63,9 +63,9 @@ def test_nezha_recording_keeps_no_status_no_error_counts_and_only_the_minutes_ar
 
 
 @pytest.mark.parametrize(("recording", "spans", "status"), [
-    (Recording(), 4, True),
-    (Recording(span_status=False), 4, False),
-    (Recording(around_cases=(0.0, 300.0)), 2, True),
+    (Recording(name="all"), 4, True),
+    (Recording(name="no-status", span_status=False), 4, False),
+    (Recording(name="around", around_cases=(0.0, 300.0)), 2, True),
 ], ids=["everything", "no-status", "around-only"])
 def test_each_habit_alone(tmp_path, recording, spans, status):
     _write_set(tmp_path / "src")
