@@ -232,7 +232,7 @@ def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list
     edges, _ = store.load_table(index_dir, table="trace_edges", start=start, end=end, schema=EDGE_STATS_SCHEMA)
     placement = store.load_intervals(index_dir, table="metric_placement", start=start, end=end,
                                      schema=PLACEMENT_SCHEMA)
-    pods = _known_pods(series, counts, edges, placement) | set(edges.get_column("caller_pod").drop_nulls().unique())
+    pods = _known_pods(series, counts, edges, placement)
     services = {service_of(p) for p in pods} | set(
         series.filter(pl.col("kind").is_in(["apm_service", "infra_tidb", "infra_tikv", "infra_pd"]))
         .get_column("component").unique()) | set(edges.get_column("caller").drop_nulls().unique()) | set(
@@ -248,6 +248,9 @@ def _known_pods(series: pl.DataFrame, counts: pl.DataFrame, edges: pl.DataFrame,
     """Pods seen in the data of the window (candidates are derived from data, not a list)."""
     pods = set(series.filter(pl.col("kind").is_in(["apm_pod", "infra_pod"])).get_column("component").unique())
     pods |= set(counts.get_column("pod").drop_nulls().unique())
+    # Both ends of a call: an entry service (or any pure caller) is seen only as a caller, and
+    # where no metric or log names its pods, its pod-level evidence (a fan-out) needs them.
     pods |= set(edges.get_column("callee_pod").drop_nulls().unique())
+    pods |= set(edges.get_column("caller_pod").drop_nulls().unique())
     pods |= set(placement.get_column("pod").unique())
     return pods

@@ -67,6 +67,10 @@ def import_nezha(
     without_traces: bool = typer.Option(False, "--without-traces",
                                         help="Leave out the spans: the telemetry of a system without tracing "
                                              "(metrics and logs only), for ablations."),
+    without_metrics: bool = typer.Option(False, "--without-metrics",
+                                         help="Leave out every metric file, the mesh's included: the telemetry of "
+                                              "a system with traces and logs only (an OpenTelemetry collector "
+                                              "without a metrics pipeline), for ablations."),
     keep_traces: float = typer.Option(1.0, "--keep-traces", min=0.0, max=1.0,
                                       help="Keep this share of whole traces, chosen by trace id as a sampling "
                                            "tracer would (e.g. 0.2), for ablations."),
@@ -87,7 +91,8 @@ def import_nezha(
     for number, day in enumerate(chosen, start=1):
         typer.echo(f"[{number}/{len(chosen)}] {nezha.SYSTEMS[system]} {day}: reading", err=True)
         try:
-            read = nezha.read_day(src, day=day, mesh=not without_mesh, traces=not without_traces)
+            read = nezha.read_day(src, day=day, mesh=not without_mesh, traces=not without_traces,
+                                  metrics=not without_metrics)
             spans = sampled_traces(read.spans, share=keep_traces)
         except RcaError as exc:
             fail(str(exc))

@@ -78,8 +78,9 @@ JVM_SYSTEMS = frozenset({"trainticket"})
 
 def java_services(day: NezhaDay, *, system: str) -> frozenset[str]:
     """The services of ``day`` that run on the JVM."""
-    if system in JVM_SYSTEMS:
-        return frozenset(day.apm["object_id"].unique().to_list())
+    if system in JVM_SYSTEMS:  # every service the day shows, whichever telemetry was read
+        seen = (day.apm["object_id"], day.spans["service"], day.logs["service"])
+        return frozenset(name for column in seen for name in column.drop_nulls().unique().to_list())
     return frozenset({"adservice"})
 # What a reason must name for the challenge's keyword check (the truth's key_metrics): the
 # canonical KPI each fault type moves in Nezha's telemetry.
@@ -535,12 +536,14 @@ def _read_each(source: Source, folder: str, read: Callable[[bytes], pl.DataFrame
     return parts
 
 
-def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True) -> NezhaDay:
+def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True, metrics: bool = True) -> NezhaDay:
     """Every telemetry file of one day, as canonical frames; absent and bad files become issues.
 
     Ablations, the day as a system with less telemetry would show it: ``mesh=False`` leaves
     the service mesh's edge latency files out (TrainTicket's days have none); ``traces=False``
-    leaves the spans out (metrics and logs only, as from Prometheus and Loki).
+    leaves the spans out (metrics and logs only, as from Prometheus and Loki); ``metrics=False``
+    leaves every metric file out, the mesh's included (traces and logs only, as from an
+    OpenTelemetry collector with no metrics pipeline).
     """
     issues: list[Issue] = []
     fault_path = f"rca_data/{day}/{day}-fault_list.json"
@@ -551,7 +554,7 @@ def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True
 
     infra_parts, apm_parts = [], []
     edge_files: list[tuple[str, bytes, str]] = []
-    for path, raw in _each_file(source, f"rca_data/{day}/metric", issues):
+    for path, raw in _each_file(source, f"rca_data/{day}/metric", issues) if metrics else ():
         if not path.endswith("_metric.csv"):
             kpi = _EDGE_FILES.get(path.rsplit("/", 1)[-1])
             if kpi is not None and mesh:

@@ -59,7 +59,7 @@ def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, 
                  keep_traces: float = 1.0) -> tuple[Path, Path]:
     """Import and index one real set under ``work_dir`` (once; reruns reuse it).
 
-    ``without``: telemetry left out (``mesh``, ``traces``: ``rca import nezha --without-...``);
+    ``without``: telemetry left out (``mesh``, ``traces``, ``metrics``: ``rca import nezha --without-...``);
     ``keep_traces``: the share of whole traces kept (``rca import nezha --keep-traces``).
     """
     name = (f"{system}-{'_'.join(days) or 'all'}{''.join(f'-without-{w}' for w in without)}"
@@ -124,14 +124,17 @@ def main() -> int:
     parser.add_argument("--without-traces", action="store_true",
                         help="import without the spans: the set as a system without tracing shows it (metrics and "
                              "logs only, as from Prometheus and Loki), a harder view of the same cases")
+    parser.add_argument("--without-metrics", action="store_true",
+                        help="import without any metric file, the mesh's included: the set as a system with traces "
+                             "and logs only shows it (an OpenTelemetry collector without metrics), a harder view")
     parser.add_argument("--keep-traces", type=float, default=1.0, metavar="SHARE",
                         help="import only this share of whole traces, chosen by trace id as a sampling tracer "
                              "would (e.g. 0.2): the set as a deployment that samples its traces shows it")
     args = parser.parse_args()
     if not 0.0 < args.keep_traces <= 1.0:
         parser.error(f"--keep-traces {args.keep_traces}: expected a share in (0, 1]")
-    without = tuple(name for name, left_out in (("mesh", args.without_mesh), ("traces", args.without_traces))
-                    if left_out)
+    without = tuple(name for name, left_out in (("mesh", args.without_mesh), ("traces", args.without_traces),
+                                                ("metrics", args.without_metrics)) if left_out)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     tuning = bool(args.day) and all((args.system, day) in TUNING_SETS for day in args.day)

@@ -334,10 +334,24 @@ def return_early(seed: int):
     return world, FAULT, "checkoutservice", "service"
 
 
+def stalled_entry_traces_only(seed: int):
+    """frontend-0 stalls (its CPU is starved) in a system that records traces only (no metric,
+    no log): every call it makes is slow, towards callees the other frontend pods find fine.
+
+    The entry service is never a callee, so its pods are seen only as callers; their fan-out is
+    all the evidence there is.
+    """
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    for table in ("metric_series", "log_counts", "metric_placement"):
+        world[table] = world[table].clear()
+    _scale(world, "trace_edges", (pl.col("caller_pod") == "frontend-0") & _at(FAULT_START, FAULT_END), "p95_us", 6.0)
+    return world, FAULT, "frontend-0", "pod"
+
+
 WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "dns_service": dns_service, "dns_single_callee": dns_single_callee, "callee_broken": callee_broken,
           "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
           "busy_pod": busy_pod, "silent_pod": silent_pod, "exception_in_callee": exception_in_callee,
-          "return_early": return_early}
+          "return_early": return_early, "stalled_entry_traces_only": stalled_entry_traces_only}
 
 
 def _write(index_dir, world: World) -> None:

@@ -247,6 +247,30 @@ def test_without_traces_leaves_only_the_spans_out(imported, tmp_path):
     assert len(_truths(bare)) == 3
 
 
+def test_without_metrics_leaves_every_metric_file_out(imported, tmp_path):
+    """--without-metrics: the day as a system with traces and logs only shows it (no metric, no mesh)."""
+    result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--without-metrics")
+    assert result.exit_code == 0, result.output
+    bare = tmp_path / "data"
+    assert read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.height > 0
+    assert read_infra(bare, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.height == 0
+    assert read_apm(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height == 0
+    assert read_traces(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.equals(
+        read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame)
+    assert read_logs(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height == \
+        read_logs(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height
+    assert len(_truths(bare)) == 3
+
+
+def test_without_metrics_a_java_system_still_knows_its_services(tmp_path):
+    """TrainTicket runs on the JVM throughout: with no metric file to list its services, the spans
+    and logs do, and a thrown exception is still a JVM exception."""
+    result = _import(SLICE, tmp_path / "data", "--system", "trainticket", "--without-metrics")
+    assert result.exit_code == 0, result.output
+    got = [(t["start_time"], t["instance"][1], t["fault_type"]) for t in _truths(tmp_path / "data")]
+    assert got == TT_TRUTH
+
+
 def test_keep_traces_keeps_whole_traces_and_nothing_else_changes(imported, tmp_path):
     """--keep-traces 0.5: the day as a deployment that samples half its traces records it."""
     result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--keep-traces", "0.5")
