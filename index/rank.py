@@ -146,7 +146,8 @@ def rank_candidates(
         pods_by_service[service_of(pod)].add(pod)
     known_services = set(pods_by_service) | {n for n in graph.nodes} | {
         c for c in metric_events.get_column("component").unique() if c not in known_pods and not is_node(c)}
-    traced_callers = {caller for caller, _ in graph.edges}
+    traced_calls = set(graph.edges)
+    traced_callers = {caller for caller, _ in traced_calls}
     graph = graph.copy()
     for caller, callee in (*storage_calls, *(c for c in declared_calls if c[0] not in traced_callers)):
         if caller in known_services and callee in known_services:
@@ -154,6 +155,9 @@ def rank_candidates(
     fanout_events = _fanout_of_healthy_callees(fanout_events, slow=_slow_by_own_measure(metric_events),
                                                share=weights.fanout_slow_callee_share,
                                                min_callees=weights.fanout_min_healthy_callees)
+    fanout_events = _fanout_of_independent_callees(
+        fanout_events, untraced=nx.DiGraph([c for c in declared_calls if c not in traced_calls]),
+        min_callees=weights.fanout_min_healthy_callees)
     fanout_callers = {(c, s) for c, s in fanout_events.select("caller", "signal").iter_rows()}
     # Nodes that host application pods: control-plane nodes never do, so they never compete.
     worker_nodes = set(placement.get_column("node").drop_nulls().to_list()) if placement.height else set()
@@ -290,6 +294,32 @@ def _fanout_of_healthy_callees(fanout_events: pl.DataFrame, *, slow: dict[str, f
                     continue
                 row = {**row, "callees": healthy}
         rows.append(row)
+    return pl.DataFrame(rows, schema=fanout_events.schema)
+
+
+def _fanout_of_independent_callees(fanout_events: pl.DataFrame, *, untraced: nx.DiGraph,
+                                   min_callees: int) -> pl.DataFrame:
+    """Fan-outs counted over callees that are independent witnesses.
+
+    A fan-out says that several callees are slow or failing from one caller pod only, because
+    they serve everybody else. Where one callee calls another of the same fan-out in a call the
+    traces show, the detector already reads that call (``caller_fanout``: a callee failing for
+    two callers is broken, one whose own calls failed relays). Where the call is one the system
+    description declares and the traces do not show (``untraced``), nothing says the first
+    callee is fine, and a broken second one slows every caller of it, the first among them:
+    the first is no independent witness. On Nezha's tuning day a CPU-starved currencyservice
+    slows frontend's calls to it and to checkoutservice, whose calls to it are not traced. A
+    fan-out left with fewer than ``min_callees`` is dropped.
+    """
+    if fanout_events.height == 0 or untraced.number_of_edges() == 0:
+        return fanout_events
+    rows = []
+    for row in fanout_events.iter_rows(named=True):
+        callees = row["callees"]
+        below = {c: nx.descendants(untraced, c) if c in untraced else set() for c in callees}
+        independent = [c for c in callees if not any(other in below[c] for other in callees if other != c)]
+        if len(independent) >= min_callees:
+            rows.append({**row, "callees": independent})
     return pl.DataFrame(rows, schema=fanout_events.schema)
 
 

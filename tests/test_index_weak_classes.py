@@ -348,10 +348,27 @@ def stalled_entry_traces_only(seed: int):
     return world, FAULT, "frontend-0", "pod"
 
 
+def starved_callee_behind_an_untraced_call(seed: int):
+    """cartservice is starved in a system that records traces only; frontend's calls to it are slow,
+    and so are its calls to checkoutservice, which calls cartservice in a call its traces never
+    show (the system description declares it). Two slow callees of one caller pod, but one slow
+    service: no fan-out at the caller.
+    """
+    world = build_world("healthy", seed=seed)
+    for table in ("metric_series", "log_counts", "metric_placement"):
+        world[table] = world[table].clear()
+    _drop(world, "trace_edges", (pl.col("caller") == "checkoutservice") & (pl.col("callee") == "cartservice"))
+    during = _at(FAULT_START, FAULT_END)
+    _scale(world, "trace_edges", (pl.col("callee") == "cartservice") & during, "p95_us", 6.0)
+    _scale(world, "trace_edges", (pl.col("callee") == "checkoutservice") & during, "p95_us", 4.0)
+    return world, FAULT, "cartservice", "service"
+
+
 WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "dns_service": dns_service, "dns_single_callee": dns_single_callee, "callee_broken": callee_broken,
           "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
           "busy_pod": busy_pod, "silent_pod": silent_pod, "exception_in_callee": exception_in_callee,
-          "return_early": return_early, "stalled_entry_traces_only": stalled_entry_traces_only}
+          "return_early": return_early, "stalled_entry_traces_only": stalled_entry_traces_only,
+          "starved_callee_behind_an_untraced_call": starved_callee_behind_an_untraced_call}
 
 
 def _write(index_dir, world: World) -> None:
