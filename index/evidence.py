@@ -215,7 +215,8 @@ def waiting(events: pl.DataFrame, *, weights: RankWeights) -> pl.Series:
 
 
 def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]],
-               starved: set[str]) -> list[tuple[str, Item]]:
+               starved: set[str], served_fine: set[str] = frozenset(),
+               own_slowdown: dict[str, float] | None = None) -> list[tuple[str, Item]]:
     """Calls slow between their two spans (``waiting`` events): evidence on the service whose hop it is.
 
     A delay on one service's network holds up what it sends, its answers to its callers and
@@ -224,9 +225,13 @@ def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]],
     a tie the callee, as for any call edge): the hop where the time is spent, not the
     loudest caller nor the most downstream callee. A starved end (``starved``: its own CPU
     rose clearly) takes the edge whatever the counts: a CPU-starved callee's requests
-    queue before its span opens, a starved caller's client spans hold its own stalls. A
-    caller whose pod fans out latency (``fanout_callers``) already has these calls as its
-    evidence: they count once.
+    queue before its span opens, a starved caller's client spans hold its own stalls. The
+    traces tell a stalled caller too: on a tie, the edge is the caller's when its callee
+    serves another caller fine (``served_fine``: its network and its queue are not slow) and
+    the caller's own spans grew more than this call can explain (``own_slowdown``: the largest
+    latency ratio of the calls into it; a call that only waited longer on the way makes its
+    caller's span grow by a smaller ratio than its own). A caller whose pod fans out latency
+    (``fanout_callers``) already has these calls as its evidence: they count once.
     """
     rows = list(events.iter_rows(named=True))
     touching: dict[str, int] = defaultdict(int)
@@ -236,8 +241,10 @@ def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]],
     items = []
     for row in rows:
         caller_starved, callee_starved = row["caller"] in starved, row["callee"] in starved
+        stalled_caller = (touching[row["caller"]] == touching[row["callee"]] and row["callee"] in served_fine
+                          and (own_slowdown or {}).get(row["caller"], 0.0) > row["ratio"])
         at_caller = (caller_starved and not callee_starved) or (
-            caller_starved == callee_starved and touching[row["caller"]] > touching[row["callee"]])
+            caller_starved == callee_starved and (touching[row["caller"]] > touching[row["callee"]] or stalled_caller))
         if at_caller and (row["caller"], "latency") in fanout_callers:
             continue
         target = row["caller"] if at_caller else row["callee_pod"] or row["callee"]

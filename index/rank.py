@@ -179,7 +179,9 @@ def rank_candidates(
                        + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,
                                      weights=weights)
                        + wait_items(wait_events, fanout_callers=fanout_callers,
-                                    starved=_starved(metric, min_z=weights.wait_starved_z))
+                                    starved=_starved(metric, min_z=weights.wait_starved_z),
+                                    served_fine=_served_fine(traced_calls, events["trace"]),
+                                    own_slowdown=_own_slowdown(trace_events))
                        + fanout_items(fanout_events)):
         add(name, item)
 
@@ -251,6 +253,18 @@ def rank_candidates(
         called_wrong = {name for name, comp in components.items() if any(i.role == "edge" for i in comp.items)}
         ranked = _service_follows_pod(ranked, pods=called_wrong)
     return ranked[:top_k]
+
+
+def _served_fine(traced_calls: set[tuple[str, str]], trace_events: pl.DataFrame) -> set[str]:
+    """Callees with a traced caller none of whose calls into them went wrong in the window."""
+    wrong = set(trace_events.select("caller", "callee").iter_rows())
+    return {callee for caller, callee in traced_calls if (caller, callee) not in wrong}
+
+
+def _own_slowdown(trace_events: pl.DataFrame) -> dict[str, float]:
+    """Per callee service, the largest latency ratio of the calls into it (time within its spans)."""
+    slower = trace_events.filter(pl.col("signal") == "latency").group_by("callee").agg(pl.col("ratio").max())
+    return dict(slower.iter_rows())
 
 
 def _slow_by_own_measure(metric_events: pl.DataFrame) -> dict[str, float]:

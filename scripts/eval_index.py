@@ -89,8 +89,8 @@ def main() -> int:
     console.print(index_table(evaluation, title=f"evidence index ranking ({seeds}{how})"))
     console.print(confidence_table(evaluation, title="the index's first candidate by its confidence"))
     if args.show_misses:
-        for case in evaluation.misses():
-            console.print(f"{case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")
+        for case in evaluation.misses(k=1):  # as scripts/eval_real.py: every case whose first candidate is wrong
+            console.print(f"index top-1 miss {case.uuid} {case.fault_type} truth={case.truth} top3={case.ranking[:3]}")
     return 0
 
 

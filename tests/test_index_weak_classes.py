@@ -364,11 +364,48 @@ def starved_callee_behind_an_untraced_call(seed: int):
     return world, FAULT, "cartservice", "service"
 
 
+def _one_waiting_call(seed: int, *, caller_slowdown: float) -> tuple[World, tuple, str, str]:
+    """Traces only; checkoutservice's one traced call, to cartservice, takes 3x as long, all of it
+    between the two spans, while cartservice serves frontend as before; checkoutservice's own
+    spans grow ``caller_slowdown`` times."""
+    world = build_world("healthy", seed=seed)
+    for table in ("metric_series", "log_counts", "metric_placement"):
+        world[table] = world[table].clear()
+    _drop(world, "trace_edges", (pl.col("caller") == "checkoutservice") & (pl.col("callee") == "emailservice"))
+    world["trace_edges"] = world["trace_edges"].with_columns(wait_mean_us=pl.col("mean_us") * 0.1)
+    during = _at(FAULT_START, FAULT_END)
+    into, waiting = pl.col("callee") == "checkoutservice", (
+        (pl.col("caller") == "checkoutservice") & (pl.col("callee") == "cartservice"))
+    _scale(world, "trace_edges", into & during, "p95_us", caller_slowdown)
+    _scale(world, "trace_edges", into & during, "mean_us", caller_slowdown)
+    added = pl.col("mean_us") * 2.0  # the call takes 3x as long, all of it between the spans
+    world["trace_edges"] = world["trace_edges"].with_columns(
+        pl.when(waiting & during).then(pl.col("wait_mean_us") + added).otherwise(pl.col("wait_mean_us")).alias(
+            "wait_mean_us"),
+        pl.when(waiting & during).then(pl.col("mean_us") + added).otherwise(pl.col("mean_us")).alias("mean_us"),
+        pl.when(waiting & during).then(pl.col("p95_us") * 3.0).otherwise(pl.col("p95_us")).alias("p95_us"))
+    return world, FAULT, "checkoutservice", "service"
+
+
+def stalled_caller_traces_only(seed: int):
+    """checkoutservice stalls (CPU-starved): its spans grow 8x, more than its waiting call explains.
+    One waiting edge touches both ends once: the caller, slower than the wait explains, owns it."""
+    return _one_waiting_call(seed, caller_slowdown=8.0)
+
+
+def delayed_call_traces_only(seed: int):
+    """The same call delayed on its way (cartservice's side): checkoutservice's spans grow 1.5x,
+    less than the call it waits on (3x), so the wait stays with the callee."""
+    world, window, _, level = _one_waiting_call(seed, caller_slowdown=1.5)
+    return world, window, "cartservice", level
+
+
 WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "dns_service": dns_service, "dns_single_callee": dns_single_callee, "callee_broken": callee_broken,
           "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
           "busy_pod": busy_pod, "silent_pod": silent_pod, "exception_in_callee": exception_in_callee,
           "return_early": return_early, "stalled_entry_traces_only": stalled_entry_traces_only,
-          "starved_callee_behind_an_untraced_call": starved_callee_behind_an_untraced_call}
+          "starved_callee_behind_an_untraced_call": starved_callee_behind_an_untraced_call,
+          "stalled_caller_traces_only": stalled_caller_traces_only, "delayed_call_traces_only": delayed_call_traces_only}
 
 
 def _write(index_dir, world: World) -> None:
