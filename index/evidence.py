@@ -215,8 +215,7 @@ def waiting(events: pl.DataFrame, *, weights: RankWeights) -> pl.Series:
 
 
 def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]],
-               starved: set[str], served_fine: set[str] = frozenset(),
-               own_slowdown: dict[str, float] | None = None) -> list[tuple[str, Item]]:
+               starved: set[str], served_fine: set[str], own_slowdown: dict[str, float]) -> list[tuple[str, Item]]:
     """Calls slow between their two spans (``waiting`` events): evidence on the service whose hop it is.
 
     A delay on one service's network holds up what it sends, its answers to its callers and
@@ -242,7 +241,7 @@ def wait_items(events: pl.DataFrame, *, fanout_callers: set[tuple[str, str]],
     for row in rows:
         caller_starved, callee_starved = row["caller"] in starved, row["callee"] in starved
         stalled_caller = (touching[row["caller"]] == touching[row["callee"]] and row["callee"] in served_fine
-                          and (own_slowdown or {}).get(row["caller"], 0.0) > row["ratio"])
+                          and own_slowdown.get(row["caller"], 0.0) > row["ratio"])
         at_caller = (caller_starved and not callee_starved) or (
             caller_starved == callee_starved and (touching[row["caller"]] > touching[row["callee"]] or stalled_caller))
         if at_caller and (row["caller"], "latency") in fanout_callers:

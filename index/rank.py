@@ -61,7 +61,7 @@ from index.evidence import (
 )
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
-from preprocess.detect_trace import propagation_scores
+from preprocess.detect_trace import DROPPED_EVENT_SCHEMA, propagation_scores
 from rca.taxonomy import is_node, service_of
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
@@ -185,7 +185,8 @@ def rank_candidates(
                        + fanout_items(fanout_events)):
         add(name, item)
 
-    for name, item in _dropped_calls(components, graph=graph, weights=weights):
+    for name, item in _dropped_calls(components, graph=graph, weights=weights,
+                                     share_drops=events.get("dropped", pl.DataFrame(schema=DROPPED_EVENT_SCHEMA))):
         add(name, item)
     _discount_lone_caller(components, graph=graph, weights=weights)
     _discount_starved(components, graph=graph, weights=weights)
@@ -491,14 +492,16 @@ def _lost_traffic(item: Item) -> bool:
     return kpi_family(evidence.key) in ("traffic", "network") or "syscall" in evidence.key
 
 
-def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph,
-                   weights: RankWeights) -> list[tuple[str, Item]]:
+def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights,
+                   share_drops: pl.DataFrame) -> list[tuple[str, Item]]:
     """Callers whose callees lost traffic together while the callers' own demand held.
 
     Traffic travels down the call graph: when a caller stops making some of its calls (a bad
     release that returns early, an exception thrown before the downstream call) several of
     its callees see their requests fall with nothing wrong in them. The fall is the caller's
     evidence; the callees keep ``starved_weight`` of it (their own resource evidence stays).
+    The traces can say so of one callee too (``share_drops``, ``dropped_calls``): a call made
+    less often for the demand the caller serves, which no callee of it can bring about.
     """
     lost: dict[str, list[Item]] = defaultdict(list)
     for name, comp in components.items():
@@ -506,7 +509,12 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph,
             lost[service_of(name)].extend(i for i in comp.items if _lost_traffic(i))
     found: list[tuple[str, Item]] = []
     starved: set[str] = set()
-    for caller in sorted(graph.nodes):
+    traced = share_drops.group_by("caller", maintain_order=True).agg(pl.col("callee"), pl.col("z").max(),
+                                                                   pl.col("onset").min())
+    for caller, callees, z, onset in traced.sort("caller").iter_rows():
+        found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z, onset=onset)))
+        starved.update(callees)
+    for caller in sorted(set(graph.nodes) - set(traced.get_column("caller"))):
         # The caller's own demand fell too (its requests, or calls into it): a victim further
         # down, not the source. Its network and syscalls fall with the calls it stops making.
         if any(i.evidence.modality == "trace" or kpi_family(i.evidence.key) == "traffic" for i in lost.get(caller, [])):

@@ -14,10 +14,12 @@ This module owns:
   pooled, so the callee is the suspect), including edges that vanish (a dead callee pod);
 * ``caller_fanout``: caller pods whose calls to several callees went wrong at once while
   those callees are fine for everybody else (DNS or network fault at the source).
+* ``dropped_calls``: calls a caller makes less often for the demand it serves (a code path
+  that returns early or throws before the call).
 * ``propagation_scores``: personalised PageRank on the anomaly subgraph oriented from
   caller to callee, so that the most downstream anomalous component collects the mass;
 * ``TraceDetector``: edge statistics and the two window scorers behind the
-  ``preprocess.detect.Detector`` contract (events ``trace`` and ``fanout``).
+  ``preprocess.detect.Detector`` contract (events ``trace``, ``fanout`` and ``dropped``).
 """
 from __future__ import annotations
 
@@ -77,6 +79,14 @@ TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
     # ... and that added time between the spans in µs (window median less baseline median).
     "wait_added_us": pl.Float64(),
 }
+DROPPED_EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "caller": pl.Utf8(),
+    "callee": pl.Utf8(),
+    "z": pl.Float64(),
+    "ratio": pl.Float64(),  # the call's share of the caller's demand in the window / its usual share
+    "window_calls": pl.Int64(),
+    "onset": TIME,
+}
 FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "caller": pl.Utf8(),
     "caller_pod": pl.Utf8(),
@@ -109,6 +119,12 @@ class TraceParams:
     min_baseline_minutes: int = 3
     history_minutes: int = 360
     after_minutes: int = 60
+    # A caller that makes some of its calls less often for the demand it serves (a code path
+    # that returns early or throws before the call): the call's share of the caller's demand
+    # (calls into it, or for an entry service its own calls) at most this share of its usual
+    # one, against at least min_expected_calls expected. A share near 0 is a stop, read as such.
+    max_dropped_share: float = 0.6
+    min_expected_calls: float = 10.0
 
 
 def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
@@ -269,6 +285,68 @@ def caller_fanout(
     )
     return strongest_first(fanout.select(list(FANOUT_EVENT_SCHEMA)).cast(pl.Schema(FANOUT_EVENT_SCHEMA)),
                            "caller", "caller_pod", "signal")
+
+
+def dropped_calls(
+    stats: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    params: TraceParams = TraceParams(),
+    exclude: Sequence[Span] = (),
+) -> pl.DataFrame:
+    """Calls a caller makes less often for the demand it serves: its code path stopped reaching them.
+
+    A release that returns early, or an exception thrown before a downstream call, leaves the
+    caller's demand as it was and its calls to some callees fewer. The callee's share of the
+    caller's demand (the calls into the caller; for an entry service, which nobody calls, its
+    own calls) is compared with its usual share, the median over the baseline's recorded minutes
+    (or, where that is thin, over the history the edge anomalies use). Shares, not counts: a
+    source that records part of a minute, or a quieter hour, moves the caller's demand and its
+    calls alike. A drop to under a tenth is left to the edge's stop (``score_trace_window``).
+    """
+    window_start = window_first_minute(start)
+    per = stats.group_by("time", "caller", "callee").agg(pl.col("count").sum())
+    called = set(per.get_column("callee").unique())
+    demand = (per.group_by("time", "caller").agg(pl.col("count").sum().alias("outgoing"))
+              .join(per.group_by("time", "callee").agg(pl.col("count").sum().alias("incoming"))
+                    .rename({"callee": "caller"}), on=["time", "caller"], how="left")
+              .with_columns(pl.when(pl.col("caller").is_in(list(called))).then(pl.col("incoming").fill_null(0))
+                            .otherwise(pl.col("outgoing")).alias("demand"))
+              .select("time", "caller", "demand"))
+    # Every (minute, caller, callee) the caller had demand in: a minute without the call is a 0 share.
+    pairs = per.select("caller", "callee").unique()
+    shares = (demand.join(pairs, on="caller").join(per, on=["time", "caller", "callee"], how="left")
+              .with_columns(pl.col("count").fill_null(0)).filter(pl.col("demand") > 0))
+    in_window = (pl.col("time") >= window_start) & (pl.col("time") <= end)
+    window = shares.filter(in_window).group_by("caller", "callee").agg(
+        pl.col("count").sum().alias("calls"), pl.col("demand").sum(),
+        pl.col("time").sort_by("time"), (pl.col("count") / pl.col("demand")).sort_by(pl.col("time")).alias("minute_shares"))
+    spans = bucket_spans(spans_before(exclude, window_start=window_start))
+    baseline = drop_spans(shares.filter((pl.col("time") >= baseline_start) & (pl.col("time") < window_start)), spans)
+    history = shares.filter(~in_window & pl.col("time").is_between(
+        window_start - timedelta(minutes=params.history_minutes), end + timedelta(minutes=params.after_minutes)))
+    usual = [part.group_by("caller", "callee").agg((pl.col("count") / pl.col("demand")).median().alias(name),
+                                                   pl.len().alias(f"{name}_minutes"))
+             for part, name in ((baseline, "baseline_share"), (history, "history_share"))]
+    judged = (window.join(usual[0], on=["caller", "callee"], how="left").join(usual[1], on=["caller", "callee"], how="left")
+              .with_columns(pl.when(pl.col("baseline_share_minutes").fill_null(0) >= params.min_baseline_minutes)
+                            .then(pl.col("baseline_share")).otherwise(pl.col("history_share")).alias("share"))
+              .filter(pl.col("share") > 0)
+              .with_columns((pl.col("share") * pl.col("demand")).alias("expected"))
+              .with_columns((pl.col("calls") / pl.col("expected")).alias("ratio"),
+                            ((pl.col("expected") - pl.col("calls")) / (pl.col("expected") + 1).sqrt()).alias("z")))
+    found = judged.filter((pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
+                          & (pl.col("ratio") <= params.max_dropped_share) & (pl.col("ratio") >= 0.1))
+    rows = []
+    for row in found.iter_rows(named=True):
+        midway = row["share"] * (1.0 + row["ratio"]) / 2
+        below = [t for t, share in zip(row["time"], row["minute_shares"]) if share < midway]
+        rows.append({"caller": row["caller"], "callee": row["callee"], "z": min(float(row["z"]), Z_CAP),
+                     "ratio": float(row["ratio"]), "window_calls": int(row["calls"]),
+                     "onset": below[0] if below else window_start})
+    return strongest_first(pl.DataFrame(rows, schema=DROPPED_EVENT_SCHEMA), "caller", "callee")
 
 
 def _edge_anomalies(
@@ -455,7 +533,7 @@ class TraceDetector:
     sequential = False
     raw = RawInput(sources=("trace",), per_hour=True, rows_read="spans_read")
     feature_tables = (FeatureTable("trace_edges", EDGE_STATS_SCHEMA),)
-    event_schemas = {"trace": TRACE_EVENT_SCHEMA, "fanout": FANOUT_EVENT_SCHEMA}
+    event_schemas = {"trace": TRACE_EVENT_SCHEMA, "fanout": FANOUT_EVENT_SCHEMA, "dropped": DROPPED_EVENT_SCHEMA}
 
     def __init__(self, params: TraceParams = TraceParams()) -> None:
         self.params = params
@@ -484,4 +562,6 @@ class TraceDetector:
                                         params=self.params, exclude=exclude),
             "fanout": caller_fanout(edges, start=start, end=end, baseline_start=baseline_start, params=self.params,
                                     exclude=exclude),
+            "dropped": dropped_calls(edges, start=start, end=end, baseline_start=baseline_start, params=self.params,
+                                     exclude=exclude),
         }

@@ -400,12 +400,25 @@ def delayed_call_traces_only(seed: int):
     return world, window, "cartservice", level
 
 
+def returns_early_traces_only(seed: int):
+    """frontend's code path returns before most of its calls to cartservice (a bad release), in a
+    system that records traces only: nothing is slow and nothing fails; frontend's calls to
+    cartservice fall to 40% while its calls to checkoutservice hold."""
+    world = build_world("healthy", seed=seed, caller_pods=3)
+    for table in ("metric_series", "log_counts", "metric_placement"):
+        world[table] = world[table].clear()
+    _scale(world, "trace_edges", (pl.col("caller") == "frontend") & (pl.col("callee") == "cartservice")
+           & _at(FAULT_START, FAULT_END), "count", 0.4)
+    return world, FAULT, "frontend", "service"
+
+
 WORLDS = {"pod_kill": pod_kill, "dns_caller": dns_caller, "dns_service": dns_service, "dns_single_callee": dns_single_callee, "callee_broken": callee_broken,
           "no_traffic": no_traffic, "no_traffic_client_only": no_traffic_client_only, "refuses_traffic": refuses_traffic, "node_stress": node_stress,
           "busy_pod": busy_pod, "silent_pod": silent_pod, "exception_in_callee": exception_in_callee,
           "return_early": return_early, "stalled_entry_traces_only": stalled_entry_traces_only,
           "starved_callee_behind_an_untraced_call": starved_callee_behind_an_untraced_call,
-          "stalled_caller_traces_only": stalled_caller_traces_only, "delayed_call_traces_only": delayed_call_traces_only}
+          "stalled_caller_traces_only": stalled_caller_traces_only, "delayed_call_traces_only": delayed_call_traces_only,
+          "returns_early_traces_only": returns_early_traces_only}
 
 
 def _write(index_dir, world: World) -> None:

@@ -239,7 +239,8 @@ def _trace_items() -> list[EvidenceItem]:
                             "onset": ONSET} for signal in ("errors", "latency")], schema=FANOUT_EVENT_SCHEMA)
     waits = edges.head(1).with_columns(wait_share=pl.lit(1.0), wait_added_us=pl.lit(200_000.0))
     items = (trace_items(edges, propagation={}, fanout_callers=set(), weights=RankWeights()) + fanout_items(fanout)
-             + wait_items(waits.filter(waiting(waits, weights=RankWeights())), fanout_callers=set(), starved=set()))
+             + wait_items(waits.filter(waiting(waits, weights=RankWeights())), fanout_callers=set(), starved=set(),
+                          served_fine=set(), own_slowdown={}))
     dropped = dropped_calls_item(caller="checkoutservice", callees=["emailservice", "shippingservice"], z=9.0, onset=ONSET)
     return [item.evidence for _, item in items] + [dropped.evidence]
 

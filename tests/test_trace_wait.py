@@ -156,7 +156,7 @@ def test_a_starved_end_takes_the_wait_whatever_the_counts(starved, owner):
     by the counts checkoutservice touches both. A clearly starved end takes the edge into it."""
     events = pl.DataFrame([_wait_event("checkoutservice", "cartservice"),
                            _wait_event("checkoutservice", "productcatalogservice")], schema=TRACE_EVENT_SCHEMA)
-    items = wait_items(events, fanout_callers=set(), starved=starved)
+    items = wait_items(events, fanout_callers=set(), starved=starved, served_fine=set(), own_slowdown={})
     targets = {item.evidence.key: name for name, item in items if name.endswith("-0") or name == "checkoutservice"}
     assert targets["checkoutservice->cartservice"] == owner
     assert targets["checkoutservice->productcatalogservice"] == "checkoutservice"
