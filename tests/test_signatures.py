@@ -143,8 +143,12 @@ SHIPPED_CASES = [
                              metric("pod_cpu_usage"), metric("rrt"), metric("pod_memory_working_set_bytes")]),
     ("jvm cpu", "adservice", [log("WARN [TransformListener] applying rule adservice--stress (cpu fullload)"),
                               metric("pod_cpu_usage"), metric("rrt"), trace("latency")]),
-    ("network delay", "checkoutservice", [metric("rrt"), trace("latency"),
+    ("network delay", "checkoutservice", [metric("rrt"), trace("wait"),
                                           metric("pod_network_transmit_bytes", "down")]),
+    # The time is spent between the two spans of the callers' calls (the delayed network)...
+    ("network delay", "emailservice", [metric("rrt"), trace("wait")]),
+    # ... not inside the service's own spans, which a starved service's are.
+    ("cpu stress", "emailservice", [metric("rrt"), trace("latency")]),
     # Where the mesh measures both sides of each call (Nezha OnlineBoutique): the callers time the
     # delayed service's calls slower, its own side does not move, their ratio (caller_wait_ratio_p50)
     # rises; its memory drifts up with the calls in flight (real tuning day).
