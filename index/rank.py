@@ -61,7 +61,7 @@ from index.evidence import (
 )
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
-from preprocess.detect_trace import DROPPED_EVENT_SCHEMA, propagation_scores
+from preprocess.detect_trace import propagation_scores
 from rca.taxonomy import is_node, service_of
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
@@ -131,7 +131,7 @@ def rank_candidates(
     calls they are the better witness of what it called in that window.
 
     ``events`` are the detectors' event frames by kind (``metric``, ``log``, ``trace``,
-    ``fanout``). With ``window_start``, evidence whose onset comes
+    ``fanout``, ``dropped``). With ``window_start``, evidence whose onset comes
     ``weights.late_onset_minutes`` or more after it is weakened: a fault shows at injection
     time, so late starters are more likely its consequences or unrelated.
     """
@@ -185,8 +185,7 @@ def rank_candidates(
                        + fanout_items(fanout_events)):
         add(name, item)
 
-    for name, item in _dropped_calls(components, graph=graph, weights=weights,
-                                     share_drops=events.get("dropped", pl.DataFrame(schema=DROPPED_EVENT_SCHEMA))):
+    for name, item in _dropped_calls(components, graph=graph, weights=weights, share_drops=events["dropped"]):
         add(name, item)
     _discount_lone_caller(components, graph=graph, weights=weights)
     _discount_starved(components, graph=graph, weights=weights)
@@ -257,7 +256,8 @@ def rank_candidates(
 
 
 def _served_fine(traced_calls: set[tuple[str, str]], trace_events: pl.DataFrame) -> set[str]:
-    """Callees with a traced caller none of whose calls into them went wrong in the window."""
+    """Callees with a caller the traces show calling them (``traced_calls``) and no event on its calls
+    into them in the window (``trace_events``, waits included)."""
     wrong = set(trace_events.select("caller", "callee").iter_rows())
     return {callee for caller, callee in traced_calls if (caller, callee) not in wrong}
 

@@ -11,7 +11,7 @@ import polars as pl
 from index.rank import rank_candidates
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
-from preprocess.detect_trace import FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA, Z_CAP
+from preprocess.detect_trace import DROPPED_EVENT_SCHEMA, FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA, Z_CAP
 from preprocess.schema import strongest_first
 
 ONSET = datetime(2025, 6, 6, 10, 1, tzinfo=UTC)
@@ -37,7 +37,8 @@ def test_candidates_and_their_evidence_do_not_depend_on_event_row_order() -> Non
     for rows in itertools.permutations(ROWS):
         events = {"metric": pl.DataFrame(list(rows), schema=METRIC_EVENT_SCHEMA),
                   "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA), "trace": pl.DataFrame(schema=TRACE_EVENT_SCHEMA),
-                  "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA)}
+                  "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA),
+                  "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
         candidates = rank_candidates(events=events, graph=nx.DiGraph(), placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                                      known_pods={"cartservice-0", "cartservice-1"}, top_k=3, max_evidence=2)
         answers.add(tuple((c.component, tuple(i.text for i in c.evidence)) for c in candidates))

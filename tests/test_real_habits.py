@@ -34,6 +34,7 @@ from preprocess.detect import LogParams, TraceParams
 from preprocess.detect_log import LOG_COUNT_SCHEMA, LOG_EVENT_SCHEMA, score_log_window
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
 from preprocess.detect_trace import (
+    DROPPED_EVENT_SCHEMA,
     EDGE_STATS_SCHEMA,
     FANOUT_EVENT_SCHEMA,
     TRACE_EVENT_SCHEMA,
@@ -215,7 +216,8 @@ def _events(metric: list[dict] = (), trace: list[dict] = ()) -> dict[str, pl.Dat
     return {"metric": pl.DataFrame(list(metric), schema=METRIC_EVENT_SCHEMA),
             "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
             "trace": pl.DataFrame(list(trace), schema=TRACE_EVENT_SCHEMA),
-            "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA)}
+            "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA),
+            "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
 
 
 def _metric(component: str, kind: str, kpi: str, direction: str, z: float, ratio: float) -> dict:

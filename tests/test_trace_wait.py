@@ -21,7 +21,14 @@ from index.params import RankWeights
 from index.rank import rank_candidates
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
-from preprocess.detect_trace import TRACE_EVENT_SCHEMA, call_graph, caller_fanout, edge_stats, score_trace_window
+from preprocess.detect_trace import (
+    TRACE_EVENT_SCHEMA,
+    call_graph,
+    caller_fanout,
+    dropped_calls,
+    edge_stats,
+    score_trace_window,
+)
 from preprocess.schema import SPAN_SCHEMA
 from rca.taxonomy import service_of
 
@@ -90,7 +97,8 @@ def _events(spans: pl.DataFrame) -> dict[str, pl.DataFrame]:
     stats = edge_stats(spans)
     window = {"start": START, "end": END, "baseline_start": BASELINE_START}
     return {"metric": pl.DataFrame(schema=METRIC_EVENT_SCHEMA), "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
-            "trace": score_trace_window(stats, **window), "fanout": caller_fanout(stats, **window)}
+            "trace": score_trace_window(stats, **window), "fanout": caller_fanout(stats, **window),
+            "dropped": dropped_calls(stats, **window)}
 
 
 def _ranked(spans: pl.DataFrame, weights: RankWeights = RankWeights()) -> list[str]:
