@@ -96,6 +96,8 @@ FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "onset": TIME,
 }
 Z_CAP = 50.0
+# An edge that kept under this share of its expected calls has stopped (``silent``), not fallen.
+STOPPED_SHARE = 0.1
 # The per-minute series of a pooled edge the window scorer reads.
 _SERIES: tuple[str, ...] = ("count", "errors", "p95_us", "mean_us", "wait_mean_us")
 
@@ -338,7 +340,7 @@ def dropped_calls(
               .with_columns((pl.col("calls") / pl.col("expected")).alias("ratio"),
                             ((pl.col("expected") - pl.col("calls")) / (pl.col("expected") + 1).sqrt()).alias("z")))
     found = judged.filter((pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
-                          & (pl.col("ratio") <= params.max_dropped_share) & (pl.col("ratio") >= 0.1))
+                          & (pl.col("ratio") <= params.max_dropped_share) & (pl.col("ratio") >= STOPPED_SHARE))
     rows = []
     for row in found.iter_rows(named=True):
         midway = row["share"] * (1.0 + row["ratio"]) / 2
@@ -444,7 +446,7 @@ def _stop(counts: np.ndarray, times: np.ndarray, *, base_calls: float, baseline_
     for since_us, minutes, onset in spans:
         expected = base_calls * minutes / max(1.0, baseline_minutes)
         calls = float(counts[times >= since_us].sum())
-        if minutes >= 1 and expected >= min_expected_calls and calls < 0.1 * expected:
+        if minutes >= 1 and expected >= min_expected_calls and calls < STOPPED_SHARE * expected:
             return calls, onset
     return None
 
