@@ -4,6 +4,7 @@
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --model        # + the configured LLM
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-22 --without-mesh # as a mesh-less system
     scripts/eval_real.py --nezha SRC --day 2022-08-22 --without-traces                       # metrics and logs only
+    scripts/eval_real.py --nezha SRC --day 2022-08-22 --without-metrics                      # traces and logs only
     scripts/eval_real.py --nezha SRC --system onlineboutique --day 2022-08-23 --evaluation --model
     scripts/eval_real.py --nezha SRC --system trainticket --evaluation --model
 
