@@ -2,7 +2,8 @@
 
 Nezha's datasets (docs/datasets/nezha.md, "The source's habits") record spans without a status,
 no error counts, and traces and logs only around each injection: from about a minute before it to
-two and a half minutes after it. The simulator writes everything. ``recorded_copy`` copies a
+two and a half minutes after it. An OpenTelemetry collector without a metrics pipeline records
+no metric at all (``TRACES_ONLY``). The simulator writes everything. ``recorded_copy`` copies a
 simulated dataset (the 2025 layout) keeping only what such a source would have recorded, so the
 ranker can be tuned on a view with those habits (``scripts/eval_index.py --nezha-recording``)
 without looking at the real evaluation sets that have them.
@@ -37,6 +38,7 @@ class Recording:
 
     name: str  # names the copy: a set's directory gets ``-<name>``
     span_status: bool = True
+    metrics: bool = True  # False: no metric file at all (traces and logs only)
     # Traces and logs only from the first number of seconds before each case's start to the
     # second after it; None keeps all of them.
     around_cases: tuple[float, float] | None = None
@@ -45,6 +47,8 @@ class Recording:
 # Nezha's: no status, no error counts, traces and logs from the minute before each injection to
 # 20-50 s into the third minute after it (docs/datasets/nezha.md, "File names vs span times").
 NEZHA_RECORDING = Recording(name="nezha-recording", span_status=False, around_cases=(60.0, 150.0))
+# An OpenTelemetry collector without a metrics pipeline: traces and logs, no metric.
+TRACES_ONLY = Recording(name="traces-only", metrics=False)
 
 
 def recorded_copy(src: Path, dst: Path, *, recording: Recording) -> Path:
@@ -83,6 +87,9 @@ def _record(root: Path, *, src: Path, recording: Recording) -> None:
         if recording.around_cases is not None:
             table = table.filter(_within(pc.cast(table.column("startTime"), pa.int64()), windows, unit=1_000_000))
         pq.write_table(table, path)
+    if not recording.metrics:
+        for folder in sorted(root.glob("*/metric-parquet")):
+            shutil.rmtree(folder)
     if not recording.span_status:
         for path in sorted(root.rglob("metric-parquet/apm/**/*.parquet")):
             pq.write_table(_without_error_counts(pq.read_table(path)), path)

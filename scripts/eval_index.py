@@ -12,7 +12,8 @@ reference schedule), built and indexed under --work-dir and reused on reruns:
 --packed lays the faults out as Nezha injects them (3 minutes each, 4-9 minutes apart), so each
 window's neighbours crowd its baseline, as on the real datasets. --nezha-recording indexes a copy
 of each set as Nezha records (bench/recording.py): spans without status, no error counts, traces
-and logs only from a minute before each case to 150 s after its start.
+and logs only from a minute before each case to 150 s after its start. --traces-only indexes a
+copy without any metric file, as an OpenTelemetry collector without metrics records it.
 
 Tuning protocol: tune on the tuning seeds (100-199), report on the evaluation seeds
 (200-299), never looked at while tuning. The script refuses to mix the two ranges.
@@ -29,7 +30,7 @@ from rich.console import Console
 from bench.index_eval import IndexEvaluation, confidence_table, evaluate_index, index_table
 from bench.pipeline import PACKED_HELP, mixed_seed_ranges, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
-from bench.recording import NEZHA_RECORDING
+from bench.recording import NEZHA_RECORDING, TRACES_ONLY
 from index.params import IndexParams
 from rca.settings import load_settings
 from rca.system import system_from_settings
@@ -47,9 +48,13 @@ def main() -> int:
     parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
     parser.add_argument("--difficulty", type=float, default=1.0)
     parser.add_argument("--packed", action="store_true", help=PACKED_HELP)
-    parser.add_argument("--nezha-recording", action="store_true",
-                        help="index each simulated set as Nezha records it (no span status or error counts; "
-                             "traces and logs only around each case)")
+    recorded = parser.add_mutually_exclusive_group()
+    recorded.add_argument("--nezha-recording", action="store_true",
+                          help="index each simulated set as Nezha records it (no span status or error counts; "
+                               "traces and logs only around each case)")
+    recorded.add_argument("--traces-only", action="store_true",
+                          help="index each simulated set without its metric files (traces and logs only, as an "
+                               "OpenTelemetry collector without metrics records them)")
     parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
     parser.add_argument("--config", type=Path, default=None, help="TOML config whose [index] section to use")
     parser.add_argument("--baseline-minutes", type=int, default=None, help="overrides [index] baseline_minutes")
@@ -68,7 +73,8 @@ def main() -> int:
             problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
                                                          randomize=args.randomize, per_type=args.per_type,
                                                          difficulty=args.difficulty, packed=args.packed,
-                                                         recording=NEZHA_RECORDING if args.nezha_recording else None)
+                                                         recording=NEZHA_RECORDING if args.nezha_recording
+                                                         else TRACES_ONLY if args.traces_only else None)
             data_dir = problem_set.data_dir
             sets.append((data_dir, index_dir, data_dir / "input.json", data_dir / "groundtruth.jsonl"))
     elif args.data_dir and args.index_dir and args.gt:
@@ -85,7 +91,8 @@ def main() -> int:
                                            params=params, exclude_other_windows=not args.no_exclude_windows).cases
     seeds = ",".join(map(str, args.simulate_seed)) or str(args.data_dir)
     how = "".join((", randomised" if args.randomize else "", ", packed" if args.packed else "",
-                   ", recorded as Nezha records" if args.nezha_recording else ""))
+                   ", recorded as Nezha records" if args.nezha_recording else "",
+                   ", traces and logs only" if args.traces_only else ""))
     console.print(index_table(evaluation, title=f"evidence index ranking ({seeds}{how})"))
     console.print(confidence_table(evaluation, title="the index's first candidate by its confidence"))
     if args.show_misses:

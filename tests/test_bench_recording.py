@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.recording import NEZHA_RECORDING, Recording, recorded_copy
+from bench.recording import NEZHA_RECORDING, TRACES_ONLY, Recording, recorded_copy
 from rca.errors import DataError
 
 DAY = "2025-06-06"
@@ -92,3 +92,12 @@ def test_a_trace_file_without_its_columns_is_named_and_nothing_is_left_behind(tm
     with pytest.raises(DataError, match=r"trace_jaeger-span_2025-06-06_03-00-00.parquet: no column 'tags', 'startTime'"):
         recorded_copy(tmp_path / "src", tmp_path / "dst", recording=NEZHA_RECORDING)
     assert not (tmp_path / "dst").exists() and not (tmp_path / "dst.partial").exists()
+
+
+def test_traces_only_keeps_traces_and_logs_and_no_metric_file(tmp_path):
+    _write_set(tmp_path / "src")
+    dst = recorded_copy(tmp_path / "src", tmp_path / "dst", recording=TRACES_ONLY)
+    assert not list(dst.rglob("metric-parquet"))
+    assert _read(dst, "trace-parquet") == _read(tmp_path / "src", "trace-parquet")
+    assert _read(dst, "log-parquet") == _read(tmp_path / "src", "log-parquet")
+    assert (dst / "input.json").read_text() == (tmp_path / "src" / "input.json").read_text()
