@@ -324,7 +324,7 @@ def dropped_calls(
     in_window = (pl.col("time") >= window_start) & (pl.col("time") <= end)
     window = shares.filter(in_window).group_by("caller", "callee").agg(
         pl.col("count").sum().alias("calls"), pl.col("demand").sum(),
-        pl.col("time").sort_by("time"), (pl.col("count") / pl.col("demand")).sort_by(pl.col("time")).alias("minute_shares"))
+        pl.col("time").sort(), (pl.col("count") / pl.col("demand")).sort_by("time").alias("minute_shares"))
     spans = bucket_spans(spans_before(exclude, window_start=window_start))
     baseline = drop_spans(shares.filter((pl.col("time") >= baseline_start) & (pl.col("time") < window_start)), spans)
     history = shares.filter(~in_window & pl.col("time").is_between(
