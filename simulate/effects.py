@@ -10,6 +10,7 @@ they never reach the ground truth.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -47,6 +48,10 @@ GRPC_CODE: dict[ErrorKind, int] = {
 CLIENT_SIDE_KINDS = frozenset({ErrorKind.REFUSED, ErrorKind.UNAVAILABLE, ErrorKind.CANCELED, ErrorKind.DNS,
                                ErrorKind.IO_TIMEOUT})
 TIMEOUT_KINDS = frozenset({ErrorKind.DEADLINE, ErrorKind.IO_TIMEOUT})
+# A handler that throws or returns an error from its own code stops there: the calls it would
+# have made after that point are never made (Nezha's injected code faults, docs/generalisation.md).
+EARLY_RETURN_KINDS = frozenset({ErrorKind.INJECTED, ErrorKind.INTERNAL})
+CODE_FAULTS = ("jvm exception", "code error")
 
 CHRONIC_INJECTED_SHARE = 0.012  # adservice's everyday "Injected error" on GetAds calls
 
@@ -60,14 +65,21 @@ class CallEffect:
     err_p: np.ndarray  # probability the call fails with err_kind
     err_kind: np.ndarray  # ErrorKind codes (int8)
     refused_p: np.ndarray  # probability the connection is refused (callee never sees the call)
+    site: np.ndarray  # the code fault whose code the call runs (code_site), 0 for none
 
     @classmethod
     def neutral(cls, n: int) -> CallEffect:
-        return cls(np.ones(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int8), np.zeros(n))
+        return cls(np.ones(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int8), np.zeros(n),
+                   np.zeros(n, dtype=np.int64))
 
     def fail(self, mask: np.ndarray, p: float, kind: ErrorKind) -> None:
         self.err_p = np.where(mask, np.maximum(self.err_p, p), self.err_p)
         self.err_kind = np.where(mask & (self.err_kind == 0), np.int8(kind), self.err_kind).astype(np.int8)
+
+
+def code_site(fault: Fault) -> int:
+    """A code fault's place in the code, stable across runs: where its handlers fail."""
+    return zlib.crc32(fault.uuid.encode()) + 1
 
 
 def _pod_mask(pods: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
@@ -115,6 +127,8 @@ def server_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, ser
         elif ft == "code error":
             eff.mult = np.where(hit, eff.mult * 1.3, eff.mult)
             eff.fail(hit, min(0.9, 0.45 * strength), ErrorKind.INTERNAL)
+        if ft in CODE_FAULTS:
+            eff.site = np.where(hit, code_site(f), eff.site)
         elif ft in ("blip latency",):
             eff.mult = np.where(hit, eff.mult * 2.5, eff.mult)
         elif ft == "blip errors":

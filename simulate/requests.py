@@ -2,19 +2,29 @@
 
 For every request template (topology.TEMPLATES) all traces of the hour are built at once as
 (traces x template nodes) arrays: pods are chosen per service, fault effects applied per call,
-connections refused drop the callee's subtree, errors propagate to the callers, and durations
+connections refused drop the callee's subtree, a handler failing in its own code skips the calls
+after the failure, errors propagate to the callers, and durations
 are summed bottom-up so parents always contain their children. The result is a flat
 ``SpanBatch`` (one row per span) plus ``CallRecords`` for the APM aggregation.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
 from rca.taxonomy import CLIENT_ONLY_SERVICES
-from simulate.effects import CHRONIC_INJECTED_SHARE, POD_ID, CallEffect, ErrorKind, edge_effects, server_effects
+from simulate.effects import (
+    CHRONIC_INJECTED_SHARE,
+    EARLY_RETURN_KINDS,
+    POD_ID,
+    CallEffect,
+    ErrorKind,
+    edge_effects,
+    server_effects,
+)
 from simulate.schedule import Fault
 from simulate.topology import ALL_PODS, TEMPLATES, Placement, RequestTemplate, pods_of
 
@@ -85,6 +95,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
     chosen = {svc: np.array([POD_ID[p] for p in pods_of(svc)], dtype=np.int16)[
         rng.integers(0, len(pods_of(svc)), n)] for svc in services}
     kids = _children(template)
+    place = {c: k for children in kids for k, c in enumerate(children)}  # a call's place among its siblings
 
     own = np.zeros((n, s_count))
     present = np.zeros((n, s_count), dtype=bool)
@@ -92,6 +103,8 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
     kind = np.zeros((n, s_count), dtype=np.int8)
     proc_pod = np.zeros((n, s_count), dtype=np.int16)
     callee_pod = np.zeros((n, s_count), dtype=np.int16)
+    # Per server span: the place of the first call it does not make (past the last: all made).
+    made_before = np.full((n, s_count), s_count, dtype=np.int64)
     for j, nd in enumerate(nodes):
         eff = CallEffect.neutral(n)
         if nd.kind == "server":
@@ -110,13 +123,22 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
                                pods_on_node=pods_on_node, strength=strength)
             if nd.callee == "adservice":
                 eff.fail(np.ones(n, dtype=bool), CHRONIC_INJECTED_SHARE, ErrorKind.INJECTED)
-        parent_ok = np.ones(n, dtype=bool) if nd.parent < 0 else present[:, nd.parent] & ~refused[:, nd.parent]
+        parent_ok = np.ones(n, dtype=bool) if nd.parent < 0 else (
+            present[:, nd.parent] & ~refused[:, nd.parent] & (place[j] < made_before[:, nd.parent]))
         present[:, j] = parent_ok
         refused[:, j] = parent_ok & (rng.random(n) < eff.refused_p)
         failed = parent_ok & ~refused[:, j] & (rng.random(n) < eff.err_p)
         kind[:, j] = np.where(refused[:, j], np.int8(ErrorKind.REFUSED), np.where(failed, eff.err_kind, 0))
         # A name that does not resolve never reaches the callee either: treat it like a refusal.
         refused[:, j] |= failed & (eff.err_kind == ErrorKind.DNS)
+        if nd.kind == "server" and kids[j]:
+            early = np.isin(kind[:, j], list(EARLY_RETURN_KINDS)) & (eff.site > 0)
+            for site in np.unique(eff.site[early]):
+                # A code fault sits at one place of the handler, before any of its calls or
+                # after all of them alike; every failing request stops there.
+                gap = np.random.default_rng((int(site), zlib.crc32(nd.operation.encode()))).integers(
+                    0, len(kids[j]) + 1)
+                made_before[:, j] = np.where(early & (eff.site == site), gap, made_before[:, j])
         own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * eff.mult + eff.add_us
 
     # Bottom-up: durations, error propagation (adservice failures are tolerated by frontend).

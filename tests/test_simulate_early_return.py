@@ -1,0 +1,60 @@
+"""A handler that fails in its own code stops there: the calls after the failure are not made.
+
+Real code faults do this (Nezha's injected exceptions and early returns, docs/generalisation.md);
+before round 21 the simulator's failing server spans kept every child call.
+"""
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from simulate.requests import generate_hour
+from simulate.schedule import Fault
+from simulate.simulator import _pods_on_node
+from simulate.topology import place_pods, pods_of
+
+HOUR = datetime(2025, 6, 6, 2, 0, tzinfo=UTC)
+
+
+def _hour(fault_type: str | None, *, uuid: str = "f"):
+    placement = place_pods(rng=np.random.default_rng(0), day="2025-06-06")
+    faults = [] if fault_type is None else [Fault(
+        uuid=uuid, fault_type=fault_type, level="service", service="checkoutservice",
+        pods=tuple(pods_of("checkoutservice")), node="", source="", destination="",
+        start=HOUR, end=HOUR + timedelta(hours=1), record={})]
+    spans, _ = generate_hour(hour_start=HOUR, traces_per_hour=6000, faults=faults, placement=placement,
+                             pods_on_node=_pods_on_node(placement), strength=1.0,
+                             rng=np.random.default_rng(7))
+    return spans
+
+
+def _place_order(spans) -> np.ndarray:
+    return (spans.kind == "server") & (spans.operation == "hipstershop.CheckoutService/PlaceOrder")
+
+
+def _calls_made(spans, handlers: np.ndarray) -> np.ndarray:
+    """How many calls each of the ``handlers`` (a mask over the server spans) made."""
+    return np.array([(spans.parent_id == span).sum() for span in spans.span_id[handlers]])
+
+
+@pytest.mark.parametrize("fault_type", ["code error", "jvm exception"])
+def test_a_failing_handler_skips_the_calls_after_its_failure(fault_type: str) -> None:
+    healthy = _hour(None)
+    full = int(np.median(_calls_made(healthy, _place_order(healthy))))
+    assert full >= 6  # cart, catalogue, currency, shipping, payment, email...
+    made_by_fault = []
+    for uuid in ("a", "b", "c", "d", "e", "f"):
+        spans = _hour(fault_type, uuid=uuid)
+        failed_own = _place_order(spans) & (spans.origin_callee == "checkoutservice")
+        assert failed_own.sum() > 20
+        made = set(_calls_made(spans, failed_own).tolist())
+        # A fault sits at one place in the handler: every failing request stops there.
+        assert len(made) == 1
+        made_by_fault.append(made.pop())
+        # Handlers that did not fail still make every call.
+        assert np.median(_calls_made(spans, _place_order(spans) & (spans.err_kind == 0))) == full
+    # Faults sit at different places: before some calls, or after all of them.
+    assert min(made_by_fault) < full
+    assert len(set(made_by_fault)) >= 3
