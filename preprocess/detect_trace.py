@@ -289,7 +289,7 @@ def caller_fanout(
                            "caller", "caller_pod", "signal")
 
 
-def dropped_calls(
+def call_shares(
     stats: pl.DataFrame,
     *,
     start: datetime,
@@ -298,15 +298,15 @@ def dropped_calls(
     params: TraceParams = TraceParams(),
     exclude: Sequence[Span] = (),
 ) -> pl.DataFrame:
-    """Calls a caller makes less often for the demand it serves: its code path stopped reaching them.
+    """Each call's share of its caller's demand in the window against its usual share.
 
-    A release that returns early, or an exception thrown before a downstream call, leaves the
-    caller's demand as it was and its calls to some callees fewer. The callee's share of the
-    caller's demand (the calls into the caller; for an entry service, which nobody calls, its
-    own calls) is compared with its usual share, the median over the baseline's recorded minutes
-    (or, where that is thin, over the history the edge anomalies use). Shares, not counts: a
-    source that records part of a minute, or a quieter hour, moves the caller's demand and its
-    calls alike. A drop to under a tenth is left to the edge's stop (``score_trace_window``).
+    The demand is the calls into the caller; for an entry service, which nobody calls, its own
+    calls. Per (caller, callee): the window's ``calls``, the caller's ``demand``, the usual
+    ``share`` (the median over the baseline's recorded minutes, or where that is thin over the
+    history the edge anomalies use), ``expected`` calls, their ``ratio`` and a Poisson ``z`` of
+    the shortfall, with the window's minutes (``time``) and ``minute_shares``. Shares, not
+    counts: a source that records part of a minute, or a quieter hour, moves the caller's demand
+    and its calls alike.
     """
     window_start = window_first_minute(start)
     per = stats.group_by("time", "caller", "callee").agg(pl.col("count").sum())
@@ -332,13 +332,34 @@ def dropped_calls(
     usual = [part.group_by("caller", "callee").agg((pl.col("count") / pl.col("demand")).median().alias(name),
                                                    pl.len().alias(f"{name}_minutes"))
              for part, name in ((baseline, "baseline_share"), (history, "history_share"))]
-    judged = (window.join(usual[0], on=["caller", "callee"], how="left").join(usual[1], on=["caller", "callee"], how="left")
-              .with_columns(pl.when(pl.col("baseline_share_minutes").fill_null(0) >= params.min_baseline_minutes)
-                            .then(pl.col("baseline_share")).otherwise(pl.col("history_share")).alias("share"))
-              .filter(pl.col("share") > 0)
-              .with_columns((pl.col("share") * pl.col("demand")).alias("expected"))
-              .with_columns((pl.col("calls") / pl.col("expected")).alias("ratio"),
-                            ((pl.col("expected") - pl.col("calls")) / (pl.col("expected") + 1).sqrt()).alias("z")))
+    return (window.join(usual[0], on=["caller", "callee"], how="left").join(usual[1], on=["caller", "callee"], how="left")
+            .with_columns(pl.when(pl.col("baseline_share_minutes").fill_null(0) >= params.min_baseline_minutes)
+                          .then(pl.col("baseline_share")).otherwise(pl.col("history_share")).alias("share"))
+            .filter(pl.col("share") > 0)
+            .with_columns((pl.col("share") * pl.col("demand")).alias("expected"))
+            .with_columns((pl.col("calls") / pl.col("expected")).alias("ratio"),
+                          ((pl.col("expected") - pl.col("calls")) / (pl.col("expected") + 1).sqrt()).alias("z"))
+            .sort("caller", "callee"))
+
+
+def dropped_calls(
+    stats: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    params: TraceParams = TraceParams(),
+    exclude: Sequence[Span] = (),
+) -> pl.DataFrame:
+    """Calls a caller makes less often for the demand it serves: its code path stopped reaching them.
+
+    A release that returns early, or an exception thrown before a downstream call, leaves the
+    caller's demand as it was and its calls to some callees fewer: the call's share of that
+    demand (``call_shares``) falls. A drop to under a tenth is left to the edge's stop
+    (``score_trace_window``).
+    """
+    window_start = window_first_minute(start)
+    judged = call_shares(stats, start=start, end=end, baseline_start=baseline_start, params=params, exclude=exclude)
     found = judged.filter((pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
                           & (pl.col("ratio") <= params.max_dropped_share) & (pl.col("ratio") >= STOPPED_SHARE))
     rows = []

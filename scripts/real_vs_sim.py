@@ -11,7 +11,9 @@ and reused), the same statistics, each a list of values (one a case, a pod, an e
 - effect sizes per fault type present in both, window median / median of the 30 minutes before
   (other cases' windows left out of that baseline): pod_cpu_usage (cpu stress), the culprit's
   rrt and its call edges' per-minute p95 latency (network delay), request ratio and error share
-  of the culprit's calls (code error, jvm exception);
+  of the culprit's calls, and the culprit's call made least often for the demand it serves
+  (window share over usual share, ``preprocess.detect_trace.call_shares``) (code error, jvm
+  exception);
 - baseline noise per pod: MAD / median of pod_cpu_usage, rrt and request over each case's
   baseline, the median over cases;
 - sparsity: share of minutes (30 minutes before the first case to 30 after the last) holding any
@@ -46,7 +48,7 @@ from rich.table import Table
 
 from bench.pipeline import TUNING_SEEDS, simulate_problem_set
 from bench.problems import REFERENCE_SCHEDULE
-from preprocess.detect_trace import call_edges
+from preprocess.detect_trace import TraceParams, call_edges, call_shares, edge_stats
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.timeutil import as_utc
 
@@ -104,6 +106,8 @@ SPECS: tuple[StatSpec, ...] = (
     StatSpec("code error: error share in window", "effect", False),
     StatSpec("jvm exception: request ratio", "effect", True),
     StatSpec("jvm exception: error share in window", "effect", False),
+    StatSpec("code error: fewest-made call share", "effect", False),
+    StatSpec("jvm exception: fewest-made call share", "effect", False),
     StatSpec("noise: pod_cpu_usage MAD/median", "noise", True),
     StatSpec("noise: pod rrt MAD/median", "noise", True),
     StatSpec("noise: pod request MAD/median", "noise", True),
@@ -219,6 +223,17 @@ def edge_latency_profile(edges: pl.DataFrame, *, excluded: Sequence[tuple[dateti
     )
 
 
+def fewest_made_call(edge_counts: pl.DataFrame, *, callers: Iterable[str], start: datetime, end: datetime,
+                     excluded: Sequence[tuple[datetime, datetime]] = ()) -> float | None:
+    """Of the calls ``callers`` make, the one made least often for their demand: its share in the
+    window over its usual share (``call_shares``; calls expected at least ``min_expected_calls``)."""
+    params = TraceParams()
+    shares = call_shares(edge_counts, start=start, end=end, baseline_start=start - timedelta(minutes=BASELINE_MINUTES),
+                         params=params, exclude=excluded)
+    judged = shares.filter(pl.col("caller").is_in(list(callers)) & (pl.col("expected") >= params.min_expected_calls))
+    return float(judged.select(pl.col("ratio").min()).item()) if judged.height else None
+
+
 def spread_count(ratios: dict[str, float | None], *, culprits: Iterable[str], threshold: float = SPREAD_THRESHOLD) -> int:
     """Services other than the culprits whose rrt ratio exceeds ``threshold``."""
     skip = set(culprits)
@@ -304,6 +319,7 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
     all_cases = read_cases(truth_file, services=services, pods=pods)
     windows = [(c.start, c.end + timedelta(minutes=AFTER_WINDOW_MINUTES)) for c in all_cases]
     edges = edge_minutes(spans)
+    edge_counts = edge_stats(spans)
     stats = DatasetStats(name=name)
 
     noise: dict[str, dict[str, list[float]]] = {"pod_cpu_usage": {}, "rrt": {}, "request": {}}
@@ -313,7 +329,7 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
         if case.fault_type not in FAULT_TYPES:
             continue
         _effects_of_case(stats, case=case, excluded=others, cpu=cpu, pod_apm=pod_apm, service_apm=service_apm,
-                         edges=edges)
+                         edges=edges, edge_counts=edge_counts)
         ratios = {s: effect_ratio(_series(service_apm, key="object_id", name=s, value="rrt"), start=case.start,
                                   end=case.end, excluded=others) for s in sorted(services)}
         stats.add(f"spread: {case.fault_type}", spread_count(ratios, culprits=case.services))
@@ -353,7 +369,8 @@ def _best(values: Iterable[float | None]) -> float | None:
 
 
 def _effects_of_case(stats: DatasetStats, *, case: Case, excluded: Sequence[tuple[datetime, datetime]],
-                     cpu: pl.DataFrame, pod_apm: pl.DataFrame, service_apm: pl.DataFrame, edges: pl.DataFrame) -> None:
+                     cpu: pl.DataFrame, pod_apm: pl.DataFrame, service_apm: pl.DataFrame, edges: pl.DataFrame,
+                     edge_counts: pl.DataFrame) -> None:
     def ratio(frame: pl.DataFrame, *, key: str, name: str, value: str) -> float | None:
         return effect_ratio(_series(frame, key=key, name=name, value=value), start=case.start, end=case.end,
                             excluded=excluded)
@@ -376,6 +393,8 @@ def _effects_of_case(stats: DatasetStats, *, case: Case, excluded: Sequence[tupl
         stats.add(f"{case.fault_type}: error share in window",
                   _best(error_share(service_apm.filter(pl.col("object_id") == s), start=case.start, end=case.end)
                         for s in case.services))
+        stats.add(f"{case.fault_type}: fewest-made call share",
+                  fewest_made_call(edge_counts, callers=case.services, start=case.start, end=case.end, excluded=excluded))
 
 
 # --------------------------------------------------------------------------- sets and report

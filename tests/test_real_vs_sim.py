@@ -116,3 +116,29 @@ def test_coverage_gap_of_a_degenerate_range_is_finite() -> None:
     # every simulated day has a span in every minute; the real day in 21% of them
     gap = rvs.coverage([0.21], [1.0, 1.0, 1.0], log_scale=False)["gap"]
     assert gap == pytest.approx(0.79 / 0.1)
+
+
+def _edge_counts(shares: dict[tuple[str, str], list[float]], *, demand: float = 20.0) -> pl.DataFrame:
+    """Per minute: ``demand`` calls into checkoutservice, and its calls at the given share of it."""
+    rows = []
+    for minute in range(40):
+        time = T0 + timedelta(minutes=minute)
+        rows.append({"time": time, "caller": "frontend", "callee": "checkoutservice", "count": int(demand)})
+        for (caller, callee), by_minute in shares.items():
+            rows.append({"time": time, "caller": caller, "callee": callee, "count": int(demand * by_minute[minute])})
+    return pl.DataFrame(rows, schema={"time": pl.Datetime("us", "UTC"), "caller": pl.Utf8, "callee": pl.Utf8,
+                                      "count": pl.UInt32})
+
+
+def test_fewest_made_call_is_the_lowest_window_share_over_the_usual_one() -> None:
+    counts = _edge_counts({("checkoutservice", "emailservice"): [1.0] * 30 + [0.5] * 10,
+                           ("checkoutservice", "paymentservice"): [1.0] * 30 + [0.0] * 10,
+                           ("checkoutservice", "cartservice"): [2.0] * 40})
+    start, end = T0 + timedelta(minutes=30), T0 + timedelta(minutes=34, seconds=30)
+    assert rvs.fewest_made_call(counts, callers=["checkoutservice"], start=start, end=end) == pytest.approx(0.0)
+    held = _edge_counts({("checkoutservice", "emailservice"): [1.0] * 30 + [0.5] * 10,
+                         ("checkoutservice", "cartservice"): [2.0] * 40})
+    assert rvs.fewest_made_call(held, callers=["checkoutservice"], start=start, end=end) == pytest.approx(0.5)
+    # A service that calls nothing has no call to measure; frontend's demand is its own calls.
+    assert rvs.fewest_made_call(held, callers=["emailservice"], start=start, end=end) is None
+    assert rvs.fewest_made_call(held, callers=["frontend"], start=start, end=end) == pytest.approx(1.0)
