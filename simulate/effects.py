@@ -127,12 +127,12 @@ def server_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, ser
         elif ft == "code error":
             eff.mult = np.where(hit, eff.mult * 1.3, eff.mult)
             eff.fail(hit, min(0.9, 0.45 * strength), ErrorKind.INTERNAL)
-        if ft in CODE_FAULTS:
-            eff.site = np.where(hit, code_site(f), eff.site)
         elif ft in ("blip latency",):
             eff.mult = np.where(hit, eff.mult * 2.5, eff.mult)
         elif ft == "blip errors":
             eff.fail(hit, 0.08, ErrorKind.DEADLINE)
+        if ft in CODE_FAULTS:
+            eff.site = np.where(hit, code_site(f), eff.site)
     if service == "productcatalogservice":
         _tidb_effects(eff, faults, t_s=t_s, strength=base_strength)
 
