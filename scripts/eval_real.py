@@ -21,9 +21,7 @@ script refuses them without --evaluation.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,77 +29,16 @@ from rich.console import Console
 
 from bench.index_eval import confidence_table, evaluate_index, index_table
 from bench.pipeline import discard_earlier_answers, print_model_share, print_score_intervals
+from bench.real_sets import TUNING_SETS, View, is_tuning, prepared_set, rules_answers, set_settings
 from bench.report import model_share, score_file, score_intervals
-from diagnose.answer import no_anomaly_answer
 from diagnose.cases import load_cases
-from diagnose.pipeline import rules_only_answer
 from diagnose.service import Diagnoser
 from index.params import IndexParams
 from judge.render import print_challenge
-from preprocess import nezha
 from rca.challenge import rule_version
-from rca.errors import NoCandidates
-from rca.settings import Settings, load_settings
 from rca.system import system_from_settings
 
 log = logging.getLogger("eval_real")
-
-TUNING_SETS = {("onlineboutique", "2022-08-22")}
-
-
-def _run(command: list[str]) -> None:
-    log.info("running %s", " ".join(command))
-    done = subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
-    if done.returncode not in (0, 3):  # 3: finished with data loss (files absent from a snapshot), still usable
-        raise SystemExit(f"{' '.join(command)} failed with status {done.returncode}")
-
-
-def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, without: tuple[str, ...] = (),
-                 keep_traces: float = 1.0) -> tuple[Path, Path]:
-    """Import and index one real set under ``work_dir`` (once; reruns reuse it).
-
-    ``without``: telemetry left out (``mesh``, ``traces``, ``metrics``: ``rca import nezha --without-...``);
-    ``keep_traces``: the share of whole traces kept (``rca import nezha --keep-traces``).
-    """
-    name = (f"{system}-{'_'.join(days) or 'all'}{''.join(f'-without-{w}' for w in without)}"
-            + (f"-traces-{keep_traces:g}" if keep_traces < 1.0 else ""))
-    data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
-    rca = str(Path(sys.executable).with_name("rca"))
-    if not (data_dir / "groundtruth.jsonl").exists():
-        _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
-              *(arg for day in days for arg in ("--day", day)), *(f"--without-{w}" for w in without),
-              *(("--keep-traces", f"{keep_traces:g}") if keep_traces < 1.0 else ())])
-    if not (index_dir / "manifest.json").exists():
-        _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
-    return data_dir, index_dir
-
-
-def inferred_system(*, data_dir: Path, system: str) -> Path:
-    """The system description ``rca system infer`` drafts from the imported data, as a user would make it,
-    told the one fact a user knows and the data hides: which systems run wholly on the JVM."""
-    out = data_dir.parent / "system.toml"
-    if not out.exists():
-        rca = str(Path(sys.executable).with_name("rca"))
-        known = ["--runtime", "*=java"] if system in nezha.JVM_SYSTEMS else []
-        _run([rca, "-q", "system", "infer", "--data-dir", str(data_dir), "--out", str(out), "--name", system, *known])
-    return out
-
-
-def rules_answers(settings: Settings, *, out: Path) -> Path:
-    """The rules alone for every case: one line per case, as a submission must have."""
-    rules = rule_version(settings.challenge.rules)
-    lines = []
-    with Diagnoser.from_settings(settings) as diagnoser:
-        for case in load_cases(settings.paths.input_file):
-            try:
-                prepared = diagnoser.prepare(case)
-            except NoCandidates as exc:  # nothing moved: said so, still one line for the case
-                answer = no_anomaly_answer(uuid=case.uuid, start=case.start, why=str(exc), rules=rules)
-            else:
-                answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
-            lines.append(json.dumps(answer.to_submission(rules=rules), ensure_ascii=False))
-    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return out
 
 
 def main() -> int:
@@ -132,13 +69,15 @@ def main() -> int:
                         help="import only this share of whole traces, chosen by trace id as a sampling tracer "
                              "would (e.g. 0.2): the set as a deployment that samples its traces shows it")
     args = parser.parse_args()
-    if not 0.0 < args.keep_traces <= 1.0:
-        parser.error(f"--keep-traces {args.keep_traces}: expected a share in (0, 1]")
     without = tuple(name for name, left_out in (("mesh", args.without_mesh), ("traces", args.without_traces),
                                                 ("metrics", args.without_metrics)) if left_out)
+    try:
+        view = View(without=without, keep_traces=args.keep_traces)
+    except ValueError as exc:
+        parser.error(str(exc))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    tuning = bool(args.day) and all((args.system, day) in TUNING_SETS for day in args.day)
+    tuning = is_tuning(system=args.system, days=args.day)
     if not tuning and not args.evaluation:
         parser.error("this is an evaluation set: run it once at the end of a round with --evaluation "
                      f"(tuning set: {sorted(TUNING_SETS)})")
@@ -146,19 +85,13 @@ def main() -> int:
         parser.error("--show-misses is for tuning sets: evaluation cases are not looked at one by one")
 
     data_dir, index_dir = prepared_set(source=args.nezha, system=args.system, days=sorted(args.day),
-                                       work_dir=args.work_dir, without=without, keep_traces=args.keep_traces)
-    system_file = args.system_file
-    if system_file is None and args.system != "onlineboutique":  # OnlineBoutique is HipsterShop, the bundled system
-        system_file = inferred_system(data_dir=data_dir, system=args.system)
-    base = load_settings(config_path=args.config, overrides={"system": {"file": system_file}})
-    settings = base.model_copy(update={"paths": base.paths.model_copy(update={
-        "index_dir": index_dir, "input_file": data_dir / "input.json", "data_dir": data_dir,
-        "runs_dir": args.work_dir / "runs"})})
+                                       work_dir=args.work_dir, view=view)
+    settings = set_settings(data_dir=data_dir, index_dir=index_dir, system=args.system, work_dir=args.work_dir,
+                            config=args.config, system_file=args.system_file)
     truth_file = data_dir / "groundtruth.jsonl"
     console = Console(width=150)
-    label = (f"{args.system} {', '.join(args.day) or 'all days'}{''.join(f' without {w}' for w in without)}"
-             f"{f' with {args.keep_traces:g} of its traces' if args.keep_traces < 1.0 else ''} "
-             f"({'tuning' if tuning else 'evaluation'})")
+    label = (f"{args.system} {', '.join(args.day) or 'all days'}"
+             f"{'' if view.label == 'full' else ' ' + view.label} ({'tuning' if tuning else 'evaluation'})")
 
     evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json", gt_file=truth_file,
                                 params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)), exclude_other_windows=True)
