@@ -48,7 +48,7 @@ from rich.table import Table
 
 from bench.pipeline import TUNING_SEEDS, simulate_problem_set
 from bench.problems import REFERENCE_SCHEDULE
-from preprocess.detect_trace import TraceParams, call_edges, call_shares, edge_stats
+from preprocess.detect_trace import TraceParams, call_edges, call_shares
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.timeutil import as_utc
 
@@ -319,7 +319,7 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
     all_cases = read_cases(truth_file, services=services, pods=pods)
     windows = [(c.start, c.end + timedelta(minutes=AFTER_WINDOW_MINUTES)) for c in all_cases]
     edges = edge_minutes(spans)
-    edge_counts = edge_stats(spans)
+    edge_counts = edges.select("time", "caller", "callee", pl.col("calls").alias("count"))  # call_shares' columns
     stats = DatasetStats(name=name)
 
     noise: dict[str, dict[str, list[float]]] = {"pod_cpu_usage": {}, "rrt": {}, "request": {}}

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from bench.index_eval import evaluate_index
 from bench.real_sets import TUNING_SETS, View, prepared_set, rules_answers, set_settings
-from bench.report import interval_cell, score_file, score_intervals
+from bench.report import interval_cell, score_file, score_interval
 from index.params import IndexParams
 from rca.challenge import rule_version
 from rca.system import system_from_settings
@@ -50,7 +50,7 @@ def view_figures(*, source: Path, view: View, work_dir: Path, config: Path | Non
                                 params=IndexParams.from_settings(settings.index, system=system_from_settings(settings)))
     report = score_file(truth_file=data_dir / "groundtruth.jsonl",
                         result_file=rules_answers(settings, out=data_dir.parent / "rules.jsonl"), settings=settings)
-    overall = score_intervals(report.cases, rules=rule_version(settings.challenge.rules))[-1]
+    overall = score_interval("ALL", report.cases, rules=rule_version(settings.challenge.rules))
     return {"cases": len(evaluation.cases), "ac1": list(evaluation.accuracy(evaluation.cases, 1)),
             "final": list(overall.final), "la": list(overall.la), "ta": list(overall.ta),
             "misses": sorted(case.uuid for case in evaluation.misses(k=1))}
