@@ -492,6 +492,13 @@ def _lost_traffic(item: Item) -> bool:
     return kpi_family(evidence.key) in ("traffic", "network") or "syscall" in evidence.key
 
 
+def _idled(item: Item) -> bool:
+    """Evidence of less work done: lost traffic, or a CPU that fell with it (a starved pod idles)."""
+    evidence = item.evidence
+    return _lost_traffic(item) or (evidence.modality == "metric" and evidence.direction in ("down", "silent")
+                                   and kpi_family(evidence.key) == "cpu")
+
+
 def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights,
                    share_drops: pl.DataFrame) -> list[tuple[str, Item]]:
     """Callers whose callees lost traffic together while the callers' own demand held.
@@ -499,7 +506,7 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     Traffic travels down the call graph: when a caller stops making some of its calls (a bad
     release that returns early, an exception thrown before the downstream call) several of
     its callees see their requests fall with nothing wrong in them. The fall is the caller's
-    evidence; the callees keep ``starved_weight`` of it (their own resource evidence stays).
+    evidence; the callees keep ``starved_weight`` of it and of their CPU's fall (their other evidence stays).
     The traces can say so of one callee too (``share_drops``, ``dropped_calls``): a call made
     less often for the demand the caller serves, which no callee of it can bring about.
     """
@@ -533,7 +540,7 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     for name, comp in components.items():
         if not is_node(name) and service_of(name) in starved:
             for item in comp.items:
-                if _lost_traffic(item):
+                if _idled(item):
                     item.strength *= weights.starved_weight
     return found
 

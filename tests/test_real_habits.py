@@ -263,6 +263,20 @@ def test_a_caller_that_stops_calling_is_blamed_for_the_drop(z):
     assert all(e.signal != "calls_dropped" for c in old for e in c.evidence)
 
 
+@pytest.mark.parametrize("cpu_z", [20.0, 37.5, 50.0])
+def test_a_starved_pods_idle_cpu_is_the_callers_drop_too(cpu_z):
+    """checkoutservice stops before its payment and email calls (a real code error, Nezha
+    2022-08-22): both callees' requests go silent, and paymentservice's CPU with them, for a pod
+    with no work idles. The CPU's fall is the starvation's, so it no longer outranks the caller."""
+    metric = [_metric(f"{callee}-0", kind, kpi, "silent", 37.5, 0.0)
+              for callee in ("paymentservice", "emailservice")
+              for kind, kpi in (("apm_pod", "request"), ("infra_pod", "pod_syscall_read"))]
+    metric.append(_metric("paymentservice-0", "infra_pod", "pod_cpu_usage", "silent", cpu_z, 0.0))
+    candidates = _rank(_events(metric=metric), OB_GRAPH, OB_PODS)
+    assert candidates[0].component.startswith("checkoutservice"), [(c.component, c.score) for c in candidates]
+    assert _score(candidates, "paymentservice") < _score(candidates, "checkoutservice")
+
+
 def test_without_traces_the_declared_calls_are_the_call_graph():
     """A system without tracing (metrics and logs only): the same drop, and no call graph from traces.
     The calls its description declares stand in for it, so the caller that stopped calling is blamed;
