@@ -418,12 +418,16 @@ def score_metric_window(
     if sub.height == 0:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     expected_window_minutes = max(1, int((end - window_start).total_seconds() // 60) + 1)
-    # Minutes before the recording began are no series' missing rows: a day whose files start at
+    # A minute in which no series has a row is unrecorded (before the recording began, between
+    # two days' files, a lost file), not every series' missing row: a day whose files start at
     # 03:51 leaves a baseline reaching back to 03:27 seven minutes, all of them recorded (dense).
-    first = sub.filter(pl.col("time") >= history_start).get_column("time").min()
-    recorded_from = max(first, history_start) if isinstance(first, datetime) else history_start
-    expected_baseline_minutes = max(1, int(clean_minutes(max(baseline_start, recorded_from), window_start, spans)))
-    expected_history_minutes = max(1, int(clean_minutes(recorded_from, baseline_start, spans)))
+    recorded_minutes = sub.get_column("time").dt.truncate("1m").unique()
+    expected_baseline_minutes = max(1, int(min(
+        clean_minutes(baseline_start, window_start, spans),
+        recorded_minutes.is_between(baseline_start, window_start, closed="left").sum())))
+    expected_history_minutes = max(1, int(min(
+        clean_minutes(history_start, baseline_start, spans),
+        recorded_minutes.is_between(history_start, baseline_start, closed="left").sum())))
     expected_earlier_minutes = max(1, int(sum((hi - lo).total_seconds() // 60 for lo, hi in earlier)))
     data_end = sub.get_column("time").max()
     assert isinstance(data_end, datetime)  # ``time`` is TIME and ``sub`` is not empty

@@ -314,14 +314,16 @@ def test_a_silence_the_series_rarely_had_stands(seed):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("recorded_from", [27, 29])
-def test_minutes_before_the_recording_began_are_not_a_sparse_series(seed, recorded_from):
+@pytest.mark.parametrize("unrecorded", [range(0, 27), range(0, 29), range(6, 28)],
+                         ids=["recording-begins", "recording-begins-later", "gap-between-files"])
+def test_minutes_nothing_was_recorded_in_are_not_a_sparse_series(seed, unrecorded):
     """Nezha's day files start at 03:51 while the baseline reaches back to 03:27: the few minutes
     recorded before the window are every minute there was, so the series is dense and its fall to
     zero for three minutes is a silence. Counted from the baseline's start, 6 or 8 of 30 minutes
-    looked like an idle pod's count and the silence went unseen."""
+    looked like an idle pod's count and the silence went unseen. A gap between two files, in which
+    no series has a row, is the same."""
     counts = 16.0 + np.random.default_rng(seed).normal(0, 3.0, 40)
-    values: list[float | None] = [None if i < recorded_from else float(v) for i, v in enumerate(counts)]
+    values: list[float | None] = [None if i in unrecorded else float(v) for i, v in enumerate(counts)]
     values[36:39] = [0.0, 0.0, 0.0]
     start, end = T0 + timedelta(minutes=35, seconds=50), T0 + timedelta(minutes=38, seconds=50)
     events = score_metric_window(_series(values, kpi="request"), start=start, end=end, baseline_start=BASELINE_START)
