@@ -25,7 +25,8 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    callee's: it goes to the end that most such calls touch, or to a clearly CPU-starved end
    (``index.evidence.waiting`` / ``wait_items``), and takes no part in propagation;
 6. silence travels down the call graph: the silence of a component whose callers all
-   stopped (or of a call edge whose caller stopped) is weighted down, and a pod that only
+   stopped (or of a call edge whose caller stopped) is weighted down, as is the fall in
+   requests of an entry service whose clients wait on its slow answers, and a pod that only
    feels its stressed node (clearly stressed, or moderately while pods of several services
    suffer there together) ranks just below that node, as does a service whose troubled
    pods all defer to their nodes;
@@ -432,6 +433,16 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
 
     dead = {service_of(name) for name, comp in components.items()
             if not is_node(name) and any(stopped(i) for i in comp.items)}
+    # An entry service (nobody calls it) whose answers took far longer lost its traffic to its
+    # clients waiting (a closed-loop load sends the next request after the last answer): its
+    # fall in requests and work is its slowness, which its callees' silence passes down too.
+    slow = {service_of(name) for name, comp in components.items() if not is_node(name) and any(_slower(i) for i in comp.items)}
+    for name, comp in components.items():
+        service = service_of(name)
+        if not is_node(name) and service in slow and service in graph and not list(graph.predecessors(service)):
+            for item in comp.items:
+                if _idled(item):
+                    item.strength *= weights.starved_weight
     starved = {s for s in graph.nodes
                if list(graph.predecessors(s)) and all(p in dead for p in graph.predecessors(s))}
     for name, comp in components.items():
@@ -490,6 +501,13 @@ def _lost_traffic(item: Item) -> bool:
     if evidence.modality != "metric" or evidence.direction not in ("down", "silent"):
         return False
     return kpi_family(evidence.key) in ("traffic", "network") or "syscall" in evidence.key
+
+
+def _slower(item: Item) -> bool:
+    """Evidence that the component's own answers took longer (its latency series rose)."""
+    evidence = item.evidence
+    return (evidence.modality == "metric" and evidence.direction == "up" and kpi_family(evidence.key) == "latency"
+            and "client" not in evidence.key)
 
 
 def _idled(item: Item) -> bool:

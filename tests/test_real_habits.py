@@ -277,6 +277,34 @@ def test_a_starved_pods_idle_cpu_is_the_callers_drop_too(cpu_z):
     assert _score(candidates, "paymentservice") < _score(candidates, "checkoutservice")
 
 
+def _slow_callee_world() -> dict[str, pl.DataFrame]:
+    """currencyservice's CPU is stressed (real, Nezha 2022-08-22, metrics only): its answers take
+    30x longer, and so do frontend's, which waits on it. The load generator sends each request
+    after the last answer, so frontend's requests fall to a fifth and its CPU and network idle;
+    every service frontend calls loses traffic with it."""
+    metric = [_metric("frontend-0", "apm_pod", "rrt", "up", 50.0, 39.0),
+              *(_metric("frontend-0", kind, kpi, "silent", 37.5, 0.0) for kind, kpi in
+                (("apm_pod", "request"), ("infra_pod", "pod_cpu_usage"), ("infra_pod", "pod_network_receive_bytes"))),
+              _metric("currencyservice-0", "apm_pod", "rrt", "up", 50.0, 30.0),
+              _metric("currencyservice-0", "infra_pod", "pod_cpu_usage", "up", 4.0, 1.8),
+              *(_metric(f"{callee}-0", kind, kpi, "silent", 37.5, 0.0)
+                for callee in ("currencyservice", "cartservice", "checkoutservice")
+                for kind, kpi in (("apm_pod", "request"), ("infra_pod", "pod_syscall_read")))]
+    return _events(metric=metric)
+
+
+def test_an_entrys_clients_waiting_on_a_slow_callee_are_not_its_fault():
+    graph = nx.DiGraph([("frontend", "currencyservice"), ("frontend", "cartservice"), ("frontend", "checkoutservice"),
+                        ("checkoutservice", "currencyservice")])
+    candidates = _rank(_slow_callee_world(), graph, {f"{s}-0" for s in graph.nodes})
+    assert candidates[0].component.startswith("currencyservice"), [(c.component, c.score) for c in candidates]
+    # An entry that is not slow keeps its silence: a dead frontend is frontend's fault.
+    events = _slow_callee_world()
+    events["metric"] = events["metric"].filter(~((pl.col("component") == "frontend-0") & (pl.col("kpi") == "rrt")))
+    dead = _rank(events, graph, {f"{s}-0" for s in graph.nodes})
+    assert dead[0].component.startswith("frontend"), [(c.component, c.score) for c in dead]
+
+
 def test_without_traces_the_declared_calls_are_the_call_graph():
     """A system without tracing (metrics and logs only): the same drop, and no call graph from traces.
     The calls its description declares stand in for it, so the caller that stopped calling is blamed;
