@@ -4,7 +4,8 @@ For every request template (topology.TEMPLATES) all traces of the hour are built
 (traces x template nodes) arrays: pods are chosen per service, fault effects applied per call,
 connections refused drop the callee's subtree, a handler failing in its own code skips the calls
 after the failure, errors propagate to the callers, and durations
-are summed bottom-up so parents always contain their children. The result is a flat
+are summed bottom-up so parents always contain their children; k6's users wait for their answers,
+so a minute whose answers are slow loses requests (``closed_loop_share``). The result is a flat
 ``SpanBatch`` (one row per span) plus ``CallRecords`` for the APM aggregation.
 """
 from __future__ import annotations
@@ -29,6 +30,14 @@ from simulate.schedule import Fault
 from simulate.topology import ALL_PODS, TEMPLATES, Placement, RequestTemplate, pods_of
 
 CST_OFFSET_S = 8 * 3600
+# k6's virtual users send a request, wait for its answer, think, and send the next: a closed loop,
+# so when answers slow down every user sends fewer requests, and every service called loses
+# traffic with the entry. The think time fits the real tuning day (Nezha 2022-08-22): frontend's
+# rrt 39x gave 0.23x its requests (currencyservice CPU stress), 10x gave 0.61x (its network delay).
+THINK_S = 0.5
+# A minute whose mean answer is under this multiple of the hour's usual one keeps every request:
+# noise and blips are no wait a user notices (and a world without slow minutes is drawn as before).
+BACKOFF_MIN_SLOWDOWN = 1.5
 
 
 @dataclass
@@ -85,9 +94,51 @@ def _children(template: RequestTemplate) -> list[list[int]]:
     return kids
 
 
+@dataclass
+class _Built:
+    """One template's traces of the hour: spans, APM calls, and per trace its minute and answer time."""
+
+    flat: dict[str, np.ndarray]
+    calls: CallRecords
+    span_trace: np.ndarray  # trace index of each span
+    call_trace: np.ndarray  # trace index of each call
+    minute: np.ndarray  # per trace: its minute of the hour
+    root_us: np.ndarray  # per trace: the answer's time (the root span's duration)
+
+    def kept(self, keep: np.ndarray) -> _Built:
+        """Only the traces ``keep`` marks."""
+        spans, calls = keep[self.span_trace], keep[self.call_trace]
+        return _Built(flat={k: v[spans] for k, v in self.flat.items()},
+                      calls=CallRecords(*(getattr(self.calls, f)[calls] for f in ("t_s", "pod_id", "dur_us", "err_kind"))),
+                      span_trace=self.span_trace[spans], call_trace=self.call_trace[calls],
+                      minute=self.minute, root_us=self.root_us)
+
+
+def closed_loop_share(*, minute_us: np.ndarray, usual_us: float) -> np.ndarray:
+    """Per minute, the share of its requests k6's users still send when answers take ``minute_us`` on average."""
+    slow = minute_us >= BACKOFF_MIN_SLOWDOWN * usual_us
+    return np.where(slow, (THINK_S + usual_us / 1e6) / (THINK_S + minute_us / 1e6), 1.0)
+
+
+def _closed_loop(built: list[_Built], *, rng: np.random.Generator) -> list[_Built]:
+    """The hour's traces less those k6's waiting users never sent (``closed_loop_share``)."""
+    total, count = np.zeros(60), np.zeros(60)
+    for b in built:
+        np.add.at(total, b.minute, b.root_us)
+        np.add.at(count, b.minute, 1)
+    busy = count > 0
+    if not busy.any():
+        return built
+    mean = np.where(busy, total / np.maximum(count, 1), 0.0)
+    share = closed_loop_share(minute_us=mean, usual_us=float(np.median(mean[busy])))
+    if (share >= 1.0).all():
+        return built
+    return [b.kept(rng.random(len(b.minute)) < share[b.minute]) for b in built]
+
+
 def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: list[Fault], placement: Placement,
                     pods_on_node: dict[str, tuple[str, ...]], strength: float,
-                    rng: np.random.Generator) -> tuple[dict[str, np.ndarray], CallRecords]:
+                    rng: np.random.Generator) -> tuple[dict[str, np.ndarray], CallRecords, np.ndarray, np.ndarray, np.ndarray]:
     n, nodes = len(t0_us), template.nodes
     s_count = len(nodes)
     t_s = t0_us / 1e6
@@ -217,7 +268,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
     r2, c2 = np.nonzero(calls_mask)
     calls = CallRecords(t_s=start[r2, c2] / 1e6, pod_id=callee_pod[r2, c2].astype(np.int16),
                         dur_us=dur[r2, c2], err_kind=kind_out[r2, c2])
-    return flat, calls
+    return flat, calls, rows, r2, dur[:, 0]
 
 
 def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[Fault], placement: Placement,
@@ -229,17 +280,21 @@ def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[
     counts = rng.poisson(minute_load(minutes_s=minutes_s, traces_per_hour=traces_per_hour))
     weights = np.array([t.weight for t in TEMPLATES])
     per_template = rng.multinomial(counts, weights / weights.sum())  # (60, templates)
-    flats: list[dict[str, np.ndarray]] = []
-    call_parts: list[CallRecords] = []
+    built: list[_Built] = []
     for k, template in enumerate(TEMPLATES):
         minute_idx = np.repeat(np.arange(60), per_template[:, k])
         if len(minute_idx) == 0:
             continue
         t0_us = (base + 60 * minute_idx + rng.uniform(0, 60, len(minute_idx))) * 1e6
-        flat, calls = _build_template(template, t0_us=t0_us, faults=faults, placement=placement,
-                                      pods_on_node=pods_on_node, strength=strength, rng=rng)
-        flats.append(flat)
-        call_parts.append(calls)
+        flat, calls, span_trace, call_trace, root_us = _build_template(
+            template, t0_us=t0_us, faults=faults, placement=placement, pods_on_node=pods_on_node,
+            strength=strength, rng=rng)
+        built.append(_Built(flat=flat, calls=calls, span_trace=span_trace, call_trace=call_trace,
+                            minute=minute_idx, root_us=root_us))
+    # Its own generator: the requests drawn above, and every hour without slow minutes, stay as they were.
+    built = _closed_loop(built, rng=np.random.default_rng((base, zlib.crc32(b"closed loop"))))
+    flats = [b.flat for b in built]
+    call_parts = [b.calls for b in built]
     merged = {key: np.concatenate([f[key] for f in flats]) for key in flats[0]}
     order = np.argsort(merged["start_us"], kind="stable")
     batch = SpanBatch(**{key: value[order] for key, value in merged.items()})
