@@ -9,7 +9,7 @@ a few randomised tuning seeds (simulated once under --sim-dir with ``--randomize
 and reused), the same statistics, each a list of values (one a case, a pod, an edge or a day):
 
 - effect sizes per fault type present in both, window median / median of the 30 minutes before
-  (other cases' windows left out of that baseline): pod_cpu_usage (cpu stress), the culprit's
+  (other cases' windows left out of that baseline): pod_cpu_usage and the culprit's rrt (cpu stress), the culprit's
   rrt and its call edges' per-minute p95 latency (network delay), request ratio and error share
   of the culprit's calls, and the culprit's call made least often for the demand it serves
   (window share over usual share, ``preprocess.detect_trace.call_shares``) (code error, jvm
@@ -20,7 +20,9 @@ and reused), the same statistics, each a list of values (one a case, a pod, an e
   span / any log line;
 - latency of call edges outside the case windows: p50 and p95 over minutes of the per-minute p95
   latency (µs), and p95 / p50;
-- spread: services other than the culprit whose rrt in the window is > 1.5x its baseline.
+- spread: services other than the culprit whose rrt in the window is > 1.5x its baseline;
+- closed loop: an entry service's (nobody calls it) request ratio in the windows where its rrt
+  rose 2x or more: clients that wait for their answers send fewer requests.
 
 Printed: real (the median of its values) against the simulated 5-95% range, whether the real
 median is inside, the share of real values inside, and the normalised gap (distance outside the
@@ -60,6 +62,8 @@ BASELINE_MINUTES = 30
 # tuning day injects a fault every 8-9 minutes, so a longer tail would leave no baseline at all.
 AFTER_WINDOW_MINUTES = 1
 SPREAD_THRESHOLD = 1.5
+# An entry service's answers this much slower: do its clients (a closed-loop load) send fewer requests?
+ENTRY_SLOWDOWN = 2.0
 # Per-minute edge p95s from fewer calls than this are left out (one slow call is not a p95).
 MIN_EDGE_CALLS = 3
 EVALUATION_MARKERS: tuple[str, ...] = ("2022-08-23", "trainticket")
@@ -100,6 +104,8 @@ class DatasetStats:
 
 SPECS: tuple[StatSpec, ...] = (
     StatSpec("cpu stress: pod_cpu_usage ratio", "effect", True),
+    StatSpec("cpu stress: culprit rrt ratio", "effect", True),
+    StatSpec("closed loop: entry request ratio when its rrt rose 2x+", "effect", True),
     StatSpec("network delay: culprit rrt ratio", "effect", True),
     StatSpec("network delay: edge p95 latency ratio", "effect", True),
     StatSpec("code error: request ratio", "effect", True),
@@ -234,6 +240,15 @@ def fewest_made_call(edge_counts: pl.DataFrame, *, callers: Iterable[str], start
     return float(judged.select(pl.col("ratio").min()).item()) if judged.height else None
 
 
+def entry_backoff(requests: pl.DataFrame, *, rrt_ratio: float | None, start: datetime, end: datetime,
+                  excluded: Sequence[tuple[datetime, datetime]] = ()) -> float | None:
+    """An entry service's request ratio in a window where its answers took ``ENTRY_SLOWDOWN`` times longer
+    or more (None otherwise): clients that wait for each answer send fewer requests."""
+    if rrt_ratio is None or rrt_ratio < ENTRY_SLOWDOWN:
+        return None
+    return effect_ratio(requests, start=start, end=end, excluded=excluded)
+
+
 def spread_count(ratios: dict[str, float | None], *, culprits: Iterable[str], threshold: float = SPREAD_THRESHOLD) -> int:
     """Services other than the culprits whose rrt ratio exceeds ``threshold``."""
     skip = set(culprits)
@@ -319,6 +334,7 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
     all_cases = read_cases(truth_file, services=services, pods=pods)
     windows = [(c.start, c.end + timedelta(minutes=AFTER_WINDOW_MINUTES)) for c in all_cases]
     edges = edge_minutes(spans)
+    entries = set(edges["caller"].unique().to_list()) - set(edges["callee"].unique().to_list())  # nobody calls them
     edge_counts = edges.select("time", "caller", "callee", pl.col("calls").alias("count"))  # call_shares' columns
     stats = DatasetStats(name=name)
 
@@ -333,6 +349,10 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
         ratios = {s: effect_ratio(_series(service_apm, key="object_id", name=s, value="rrt"), start=case.start,
                                   end=case.end, excluded=others) for s in sorted(services)}
         stats.add(f"spread: {case.fault_type}", spread_count(ratios, culprits=case.services))
+        for entry in sorted(entries & services):
+            stats.add("closed loop: entry request ratio when its rrt rose 2x+",
+                      entry_backoff(_series(service_apm, key="object_id", name=entry, value="request"),
+                                    rrt_ratio=ratios.get(entry), start=case.start, end=case.end, excluded=others))
     for kpi, label in (("pod_cpu_usage", "pod_cpu_usage"), ("rrt", "pod rrt"), ("request", "pod request")):
         for values in noise[kpi].values():
             stats.add(f"noise: {label} MAD/median", float(np.median(values)))
@@ -378,6 +398,8 @@ def _effects_of_case(stats: DatasetStats, *, case: Case, excluded: Sequence[tupl
     if case.fault_type == "cpu stress":
         stats.add("cpu stress: pod_cpu_usage ratio", _best(ratio(cpu, key="pod", name=p, value="value")
                                                            for p in case.pods))
+        stats.add("cpu stress: culprit rrt ratio", _best(ratio(service_apm, key="object_id", name=s, value="rrt")
+                                                         for s in case.services))
     elif case.fault_type == "network delay":
         stats.add("network delay: culprit rrt ratio", _best(ratio(service_apm, key="object_id", name=s, value="rrt")
                                                             for s in case.services))

@@ -21,6 +21,9 @@ from simulate.topology import ALL_PODS, pods_of
 
 POD_ID: dict[str, int] = {p: i for i, p in enumerate(ALL_PODS)}
 POD_KILL_OUTAGE_S = 45  # a killed pod refuses connections until its replacement is ready
+# A cpu stress beyond the fixed world's (strength 1) queues each call for this many times its own
+# time per squared unit of the excess: 4x the stress, about 50x the time (real: median 50x).
+CPU_QUEUE_GROWTH = 4.5
 
 
 class ErrorKind(IntEnum):
@@ -105,9 +108,12 @@ def server_effects(eff: CallEffect, faults: list[Fault], *, t_s: np.ndarray, ser
         hit = active & _pod_mask(pods, f.pods)
         if not hit.any():
             continue
-        # CPU starvation also queues requests in the pod: a fixed delay on top of slower work.
+        # CPU starvation also queues requests in the pod: a fixed delay on top of slower work, and a
+        # wait that grows faster than the stress once the CPU is held at its quota (the culprit's
+        # rrt under a real cpu stress: median 50x, Nezha 2022-08-22; a linear effect gave 1.7-16x).
         if ft == "cpu stress":
-            eff.mult = np.where(hit, eff.mult * (1 + 2.0 * strength), eff.mult)
+            queue = CPU_QUEUE_GROWTH * max(0.0, strength - 1.0) ** 2
+            eff.mult = np.where(hit, eff.mult * (1 + 2.0 * strength + queue), eff.mult)
             eff.add_us = np.where(hit, eff.add_us + 15_000 * strength, eff.add_us)
         elif ft == "memory stress":
             eff.mult = np.where(hit, eff.mult * (1 + 0.6 * strength), eff.mult)

@@ -142,3 +142,10 @@ def test_fewest_made_call_is_the_lowest_window_share_over_the_usual_one() -> Non
     # A service that calls nothing has no call to measure; frontend's demand is its own calls.
     assert rvs.fewest_made_call(held, callers=["emailservice"], start=start, end=end) is None
     assert rvs.fewest_made_call(held, callers=["frontend"], start=start, end=end) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("rrt_ratio", "expected"), [(39.0, 0.25), (2.0, 0.25), (1.9, None), (None, None)])
+def test_entry_backoff_is_the_request_ratio_of_a_slowed_entry_only(rrt_ratio, expected) -> None:
+    requests = _minutes([500.0] * 30 + [125.0] * 3)
+    start, end = T0 + timedelta(minutes=30), T0 + timedelta(minutes=32)
+    assert rvs.entry_backoff(requests, rrt_ratio=rrt_ratio, start=start, end=end) == expected

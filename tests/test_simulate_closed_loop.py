@@ -1,15 +1,18 @@
-"""k6's users wait for their answers: a minute whose answers are slow sends fewer requests.
+"""What the real tuning day taught the simulator in round 22 (docs/generalisation.md).
 
-Real load does this (Nezha 2022-08-22: frontend's rrt 39x, its requests 0.23x; docs/generalisation.md);
-before round 22 the simulator drew the same requests however slow the answers were.
+k6's users wait for their answers: a minute whose answers are slow sends fewer requests (Nezha
+2022-08-22: frontend's rrt 39x, its requests 0.23x); before, the simulator drew the same requests
+however slow the answers were. And a CPU stress queues calls faster than it grows.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
+from simulate.effects import POD_ID, CallEffect, server_effects
 from simulate.requests import BACKOFF_MIN_SLOWDOWN, closed_loop_share, generate_hour
 from simulate.schedule import Fault
 from simulate.simulator import _pods_on_node
@@ -64,3 +67,17 @@ def test_an_hour_without_slow_answers_is_drawn_as_before():
     a, _ = _hour(None)
     b, _ = _hour("cpu stress", service="emailservice")  # too little of the shop's time to slow its answers
     assert len(a) > 0 and _per_minute(a)[0].sum() == _per_minute(b)[0].sum()
+
+
+@pytest.mark.parametrize(("effect", "mult"), [(1.0, 3.0), (0.5, 2.0), (4.0, 49.5)])
+def test_a_cpu_stress_queues_calls_faster_than_it_grows(effect, mult):
+    """A CPU held at its quota: beyond the fixed world's stress the wait grows with the square of the
+    excess (real: the culprit's rrt median 50x under cpu stress, Nezha 2022-08-22); the fixed world
+    (effect 1) and weaker stresses are as before (1 + 2 x effect)."""
+    fault = replace(Fault(uuid="c", fault_type="cpu stress", level="service", service="cartservice",
+                          pods=tuple(pods_of("cartservice")), node="", source="", destination="", start=HOUR,
+                          end=HOUR + timedelta(minutes=10), record={}), effect=effect)
+    eff = CallEffect.neutral(1)
+    server_effects(eff, [fault], t_s=np.array([HOUR.timestamp() + 300.0]), service="cartservice",
+                   pods=np.array([POD_ID[pods_of("cartservice")[0]]], dtype=np.int16), pods_on_node={}, strength=1.0)
+    assert eff.mult[0] == pytest.approx(mult)
