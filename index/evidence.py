@@ -69,10 +69,21 @@ class Item:
     strength: float
     role: str = "symptom"
     caller: str | None = None  # for call-edge evidence: the calling service
+    own: float = 1.0  # the share of it the component's own fault explains (``explained_by_others``)
 
     @property
     def symptom(self) -> bool:
         return self.role != "local"
+
+    def explained_by_others(self, weight: float) -> None:
+        """Keep ``weight`` of it: another component's fault explains the rest (callers that stopped
+        calling, a callee's errors echoed, clients waiting on a slow answer)."""
+        self.strength *= weight
+        self.own *= weight
+
+    def shown(self) -> EvidenceItem:
+        """The evidence line as a candidate shows it, with the share its component's fault explains."""
+        return self.evidence if self.own >= 1.0 else self.evidence.model_copy(update={"own_share": round(self.own, 4)})
 
 
 def _hhmm(value: datetime | None) -> str:

@@ -47,6 +47,11 @@ class EvidenceItem(BaseModel):
     baseline_count: int | None = None  # log: lines in the baseline
     fanout_signal: Literal["errors", "latency"] | None = None  # fanout: what the caller pod's calls showed
     more_callees: int = 0  # fanout: callees beyond ``callee`` that went wrong too
+    # The share of this line the component's own fault explains, as the ranker reads it: below 1
+    # where another component's fault explains the rest (callers that stopped calling starve it,
+    # it echoes a callee's errors, its clients wait on a slow answer). What fault it shows is judged
+    # on that share (``knowledge.signatures``).
+    own_share: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
 class Candidate(BaseModel):

@@ -442,7 +442,7 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
         if not is_node(name) and service in slow and service in graph and not list(graph.predecessors(service)):
             for item in comp.items:
                 if _idled(item):
-                    item.strength *= weights.starved_weight
+                    item.explained_by_others(weights.starved_weight)
     starved = {s for s in graph.nodes
                if list(graph.predecessors(s)) and all(p in dead for p in graph.predecessors(s))}
     for name, comp in components.items():
@@ -451,7 +451,7 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
                 continue
             # Starved as a whole, or this call edge stopped because its caller did.
             if (not is_node(name) and service_of(name) in starved) or (item.caller is not None and item.caller in dead):
-                item.strength *= weights.starved_weight
+                item.explained_by_others(weights.starved_weight)
 
 
 def _discount_log_echo(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
@@ -489,7 +489,7 @@ def _discount_log_echo(components: dict[str, _Component], *, graph: nx.DiGraph, 
         if not any(first_error.get(d) is not None and first_error[d] <= began for d in below):
             continue
         for item in items:
-            item.strength *= weights.log_echo_weight
+            item.explained_by_others(weights.log_echo_weight)
             discounted.add(id(item))
 
 
@@ -559,7 +559,7 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
         if not is_node(name) and service_of(name) in starved:
             for item in comp.items:
                 if _idled(item):
-                    item.strength *= weights.starved_weight
+                    item.explained_by_others(weights.starved_weight)
     return found
 
 
@@ -594,7 +594,7 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
             continue
         for item in comp.items:
             if item.role == "edge" and item.caller == caller and id(item) not in discounted:
-                item.strength *= weights.fanout_victim_weight
+                item.explained_by_others(weights.fanout_victim_weight)
                 discounted.add(id(item))
 
 
@@ -731,10 +731,10 @@ def _candidate(name: str, level: Literal["service", "pod", "node"], breakdown: d
             continue
         seen_texts.add(item.evidence.text)
         if kind(item) in seen_kinds:
-            second_pass.append(item.evidence)
+            second_pass.append(item.shown())
         else:
             seen_kinds.add(kind(item))
-            first_pass.append(item.evidence)
+            first_pass.append(item.shown())
     evidence = (first_pass + second_pass)[:max_evidence]
     breakdown = {k: round(v, 3) for k, v in breakdown.items() if v != 0}
     if factor < 1.0:

@@ -72,6 +72,8 @@ class Observation(Protocol):
     def fanout_signal(self) -> str | None: ...  # fanout: what the caller pod's calls showed (errors | latency)
     @property
     def magnitude(self) -> float: ...  # robust z against the baseline; 0 = not measured
+    @property
+    def own_share(self) -> float: ...  # the share the component's own fault explains (1: all of it)
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,10 @@ def parse_signals(specs: Iterable[str]) -> list[Signal]:
 
 def _strength(item: Observation) -> float:
     """How fully one evidence line shows a signal: a z of ``FULL_Z`` or more counts whole, a weaker
-    line in proportion; a line without a measured z counts whole."""
-    return 1.0 if item.magnitude <= 0 else min(1.0, item.magnitude / FULL_Z)
+    line in proportion; a line without a measured z counts whole. Only the share the component's own
+    fault explains counts: a callee's traffic that fell because its callers stopped calling is no
+    sign of the callee's fault."""
+    return (1.0 if item.magnitude <= 0 else min(1.0, item.magnitude / FULL_Z)) * item.own_share
 
 
 def match_signature(fault_type: str, signals: Sequence[Signal], evidence: Sequence[Observation]) -> SignatureMatch:

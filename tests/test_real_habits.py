@@ -305,6 +305,18 @@ def test_an_entrys_clients_waiting_on_a_slow_callee_are_not_its_fault():
     assert dead[0].component.startswith("frontend"), [(c.component, c.score) for c in dead]
 
 
+def test_a_candidate_shows_which_share_of_a_line_its_own_fault_explains():
+    """The ranker's reading travels with the evidence: currencyservice's silences, which frontend's
+    waiting clients explain, carry a small own share; its slow answers are wholly its own."""
+    graph = nx.DiGraph([("frontend", "currencyservice"), ("frontend", "cartservice"), ("frontend", "checkoutservice"),
+                        ("checkoutservice", "currencyservice")])
+    candidates = _rank(_slow_callee_world(), graph, {f"{s}-0" for s in graph.nodes})
+    currency = next(c for c in candidates if c.component.startswith("currencyservice"))
+    shares = {(e.key, e.direction): e.own_share for e in currency.evidence}
+    assert shares[("rrt", "up")] == 1.0
+    assert shares[("request", "silent")] == pytest.approx(RankWeights().starved_weight)
+
+
 def test_without_traces_the_declared_calls_are_the_call_graph():
     """A system without tracing (metrics and logs only): the same drop, and no call graph from traces.
     The calls its description declares stand in for it, so the caller that stopped calling is blamed;

@@ -129,6 +129,23 @@ def test_a_signal_shown_only_by_weak_evidence_counts_in_proportion():
     assert rank_signatures(signatures, strong, fault_types=["memory stress", "cpu stress"])[0].fault_type == "memory stress"
 
 
+@pytest.mark.parametrize("starved", [False, True])
+def test_a_line_another_components_fault_explains_shows_little_of_this_ones(starved):
+    """A real CPU stress on currencyservice (Nezha 2022-08-22, metrics only): its answers 30x slower,
+    its CPU up only a little (z 4), and its requests and network silent because frontend's waiting
+    clients sent fewer. The ranker reads the silences as frontend's doing (own share 0.2); judged on
+    that share they no longer make a misrouted port."""
+    own = {"own_share": 0.2} if starved else {}
+    evidence = [metric("rrt", component="currencyservice").model_copy(update={"magnitude": 50.0}),
+                metric("request", "silent", component="currencyservice").model_copy(update={"magnitude": 37.5, **own}),
+                metric("pod_network_receive_bytes", "silent", component="currencyservice").model_copy(
+                    update={"magnitude": 37.5, **own}),
+                metric("pod_cpu_usage", component="currencyservice").model_copy(update={"magnitude": 4.0})]
+    signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
+    ranked = rank_signatures(signatures, evidence, fault_types=["cpu stress", "target port misconfig"])
+    assert ranked[0].fault_type == ("cpu stress" if starved else "target port misconfig"), [m.render() for m in ranked]
+
+
 # Evidence a textbook case of each fault type would produce, and the type it must rank first.
 SHIPPED_CASES = [
     ("cpu stress", "shippingservice", [metric("pod_cpu_usage"), metric("rrt"), trace("latency"),
