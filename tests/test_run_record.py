@@ -49,8 +49,12 @@ def test_the_diagnosis_returns_the_record_it_writes_and_reads_it_back(tmp_path: 
 def test_the_record_carries_what_the_replaced_mapping_wrote() -> None:
     old = json.loads(OLD_FILE.read_text())
     new = _diagnosed().model_dump(mode="json")
-    # Same fields, same order, and one added since: how far the answer can be trusted.
+    # Same fields, same order, and one added since: how far the answer can be trusted ...
     assert new.pop("confidence") in ("high", "low")
+    # ... and on every evidence line, the share its component's own fault explains (round 22).
+    for candidate in new["candidates"]:
+        for line in candidate["evidence"]:
+            assert line.pop("own_share") == 1.0
     assert list(new) == list(old)
     assert _filled(new) == _filled(old)
     for key in ("rules_answer", "candidates", "sops", "signature_matches", "rules_reading", "index_top", "agreed_with_index", "votes", "missing", "data_status"):
