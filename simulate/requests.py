@@ -102,8 +102,9 @@ class _Built:
     calls: CallRecords
     span_trace: np.ndarray  # trace index of each span
     call_trace: np.ndarray  # trace index of each call
-    minute: np.ndarray  # per trace: its minute of the hour
-    root_us: np.ndarray  # per trace: the answer's time (the root span's duration)
+    # Per trace drawn (``kept`` leaves these whole: the two indexes above point into them).
+    minute: np.ndarray  # its minute of the hour
+    root_us: np.ndarray  # the answer's time (the root span's duration)
 
     def kept(self, keep: np.ndarray) -> _Built:
         """Only the traces ``keep`` marks."""
@@ -136,9 +137,10 @@ def _closed_loop(built: list[_Built], *, rng: np.random.Generator) -> list[_Buil
     return [b.kept(rng.random(len(b.minute)) < share[b.minute]) for b in built]
 
 
-def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: list[Fault], placement: Placement,
-                    pods_on_node: dict[str, tuple[str, ...]], strength: float,
-                    rng: np.random.Generator) -> tuple[dict[str, np.ndarray], CallRecords, np.ndarray, np.ndarray, np.ndarray]:
+def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.ndarray, faults: list[Fault],
+                    placement: Placement, pods_on_node: dict[str, tuple[str, ...]], strength: float,
+                    rng: np.random.Generator) -> _Built:
+    """The traces of ``template`` that start at ``t0_us`` (µs since epoch; ``minute``: each one's minute of the hour)."""
     n, nodes = len(t0_us), template.nodes
     s_count = len(nodes)
     t_s = t0_us / 1e6
@@ -268,7 +270,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, faults: lis
     r2, c2 = np.nonzero(calls_mask)
     calls = CallRecords(t_s=start[r2, c2] / 1e6, pod_id=callee_pod[r2, c2].astype(np.int16),
                         dur_us=dur[r2, c2], err_kind=kind_out[r2, c2])
-    return flat, calls, rows, r2, dur[:, 0]
+    return _Built(flat=flat, calls=calls, span_trace=rows, call_trace=r2, minute=minute, root_us=dur[:, 0])
 
 
 def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[Fault], placement: Placement,
@@ -286,11 +288,8 @@ def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[
         if len(minute_idx) == 0:
             continue
         t0_us = (base + 60 * minute_idx + rng.uniform(0, 60, len(minute_idx))) * 1e6
-        flat, calls, span_trace, call_trace, root_us = _build_template(
-            template, t0_us=t0_us, faults=faults, placement=placement, pods_on_node=pods_on_node,
-            strength=strength, rng=rng)
-        built.append(_Built(flat=flat, calls=calls, span_trace=span_trace, call_trace=call_trace,
-                            minute=minute_idx, root_us=root_us))
+        built.append(_build_template(template, t0_us=t0_us, minute=minute_idx, faults=faults, placement=placement,
+                                     pods_on_node=pods_on_node, strength=strength, rng=rng))
     # Its own generator: the requests drawn above, and every hour without slow minutes, stay as they were.
     built = _closed_loop(built, rng=np.random.default_rng((base, zlib.crc32(b"closed loop"))))
     flats = [b.flat for b in built]
