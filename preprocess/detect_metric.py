@@ -422,12 +422,13 @@ def score_metric_window(
     # two days' files, a lost file), not every series' missing row: a day whose files start at
     # 03:51 leaves a baseline reaching back to 03:27 seven minutes, all of them recorded (dense).
     recorded_minutes = sub.get_column("time").dt.truncate("1m").unique()
-    expected_baseline_minutes = max(1, int(min(
-        clean_minutes(baseline_start, window_start, spans),
-        recorded_minutes.is_between(baseline_start, window_start, closed="left").sum())))
-    expected_history_minutes = max(1, int(min(
-        clean_minutes(history_start, baseline_start, spans),
-        recorded_minutes.is_between(history_start, baseline_start, closed="left").sum())))
+
+    def expected_minutes(lo: datetime, hi: datetime) -> int:
+        """Minutes of [lo, hi) outside other incidents in which the source recorded anything."""
+        return max(1, int(min(clean_minutes(lo, hi, spans), recorded_minutes.is_between(lo, hi, closed="left").sum())))
+
+    expected_baseline_minutes = expected_minutes(baseline_start, window_start)
+    expected_history_minutes = expected_minutes(history_start, baseline_start)
     expected_earlier_minutes = max(1, int(sum((hi - lo).total_seconds() // 60 for lo, hi in earlier)))
     data_end = sub.get_column("time").max()
     assert isinstance(data_end, datetime)  # ``time`` is TIME and ``sub`` is not empty
