@@ -155,6 +155,10 @@ SHIPPED_CASES = [
     ("cpu stress", "frontend", [trace("fanout").model_copy(update={"fanout_signal": "latency"}),
                                 metric("pod_cpu_usage"), metric("rrt"), metric("request", "down"),
                                 metric("response", "down"), metric("pod_network_receive_bytes", "down")]),
+    # Traces only (no metrics recorded): a CPU-starved pod's every call is slow, nothing fails.
+    # A slow fan-out is not a name that cannot be looked up (real tuning day, traces-only view:
+    # frontend's and checkoutservice's CPU stresses).
+    ("cpu stress", "checkoutservice", [trace("fanout").model_copy(update={"fanout_signal": "latency"})]),
     ("memory stress", "emailservice-2", [metric("pod_memory_working_set_bytes"), metric("pod_processes"), metric("rrt")]),
     ("jvm gc", "adservice", [log("WARN [TransformListener] applying rule adservice--gc (GCHelper.triggerFullGC)"),
                              metric("pod_cpu_usage"), metric("rrt"), metric("pod_memory_working_set_bytes")]),
@@ -176,7 +180,7 @@ SHIPPED_CASES = [
     ("network corrupt", "productcatalogservice", [metric("rrt"), metric("pod_network_receive_bytes"), metric("error"),
                                                   log("rpc error: code = Canceled desc = context canceled")]),
     ("dns error", "checkoutservice", [log("dial tcp: lookup shippingservice on 169.254.25.10:53: server misbehaving"),
-                                      trace("fanout"),
+                                      trace("fanout").model_copy(update={"fanout_signal": "errors"}),
                                       metric("client_error"), metric("response", "silent")]),
     ("target port misconfig", "emailservice", [trace("calls_stopped"),
                                                metric("pod_network_transmit_bytes", "down"),
