@@ -182,8 +182,10 @@ def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWe
         if row["direction"] == "down":
             continue  # a line naming a service that stopped says nothing against that service
         own_service = service_of(pod)
+        # The line, not Drain's template: where one statement named several services over
+        # the day (a caller's failing URL), the template keeps the name as <*>.
         for service in known_services:
-            if service != own_service and service in template:
+            if service != own_service and service in line:
                 mention = evidence.model_copy(update={"component": service})
                 items.append((service, Item(mention, weights.mention_weight * item_strength, "edge")))
     return items

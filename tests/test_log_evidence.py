@@ -179,3 +179,23 @@ def test_reason_names_the_key_metric_that_the_elided_evidence_text_cut():
                             component="adservice-0", fault_type="jvm exception", model_reason="",
                             knowledge=knowledge, rules=rule_version("early"))
     assert answer.reason == "jvm exception on adservice-0 (adservice-getrandomads-exception)"
+
+
+def test_a_line_naming_a_service_is_evidence_against_it_after_drain_merged_the_names():
+    # Java callers log the URL of the call that failed. Over the day, the same statement named
+    # other services, so Drain keeps the service as <*>; the line itself still names it.
+    line = ("ERROR o.s.OrderServiceImpl#98 call failed: I/O error on POST request for "
+            '"http://{service}:{port}/api/v1/query": Read timed out')
+    day = [(m, "ts-order-service-0", line.format(service=s, port=p))
+           for m in range(0, 30, 3) for s, p in (("ts-basic-service", 15680), ("ts-route-service", 11178))]
+    burst = [(m, "ts-order-service-0", line.format(service="ts-basic-service", port=15680))
+             for m in range(35, 51) for _ in range(4)]
+    rows = [*day, *burst, *((m, "emailservice-0", "sent confirmation email") for m in range(51) for _ in range(5))]
+    miner = LogTemplateMiner(state_path=None)
+    events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
+                              end=WINDOW_END, baseline_start=BASELINE_START)
+    assert "ts-basic-service" not in events.item(0, "template"), events.item(0, "template")
+    items = log_items(events, known_services={"ts-order-service", "ts-basic-service", "ts-route-service"},
+                      weights=RankWeights())
+    named = {component: item.role for component, item in items}
+    assert named == {"ts-order-service-0": "symptom", "ts-basic-service": "edge"}, named
