@@ -39,8 +39,13 @@ def main() -> int:
     params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
     signatures = fault_signatures(load_documents(docs_dir(settings.knowledge)))
     with args.out.open("w", encoding="utf-8") as out:
-        for case in load_cases(args.input):
-            result = query_window(args.index_dir, start=case.start, end=case.end, top_k=args.top_k, params=params)
+        cases = load_cases(args.input)
+        windows = [(case.start, case.end) for case in cases]
+        for case in cases:
+            # As the diagnoser queries it: the other cases' windows are no baseline.
+            others = [w for w in windows if w != (case.start, case.end)]
+            result = query_window(args.index_dir, start=case.start, end=case.end, top_k=args.top_k, params=params,
+                                  exclude_windows=others)
             candidates = []
             for candidate in result.candidates:
                 fits = rank_signatures(signatures, candidate.evidence,
