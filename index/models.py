@@ -47,6 +47,9 @@ class EvidenceItem(BaseModel):
     baseline_count: int | None = None  # log: lines in the baseline
     fanout_signal: Literal["errors", "latency"] | None = None  # fanout: what the caller pod's calls showed
     more_callees: int = 0  # fanout: callees beyond ``callee`` that went wrong too
+    # trace latency: the share of the added time spent between the caller's and the callee's spans
+    # (small: the callee's own spans slowed); None where the spans do not tell (no server span).
+    wait_share: float | None = None
     # The share of this line the component's own fault explains, as the ranker reads it: below 1
     # where another component's fault explains the rest (callers that stopped calling starve it,
     # it echoes a callee's errors, its clients wait on a slow answer). What fault it shows is judged

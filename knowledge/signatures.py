@@ -21,7 +21,9 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   component's own calls to several services went wrong at once; a fan-out of errors also
   counts as ``errors``, one of latency as ``latency``), ``wait`` (calls to or from the
   component slow between the two sides of the call while the callee's own spans are not:
-  its network, or its queue before a span opens; a wait also counts as ``latency``);
+  its network, or its queue before a span opens; a wait also counts as ``latency``),
+  ``inside`` (calls into the component slower inside its own spans: a latency that is not
+  a wait, the component's own work slowed);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
 
 Clues match evidence data (``Observation``: the index's ``EvidenceItem``), never the
@@ -47,7 +49,10 @@ FULL_Z = 10.0
 # trace clue -> the words of the evidence line it points the reader to (its label in a fit).
 TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_stopped": "calls stopped",
                                  "calls_dropped": "calls dropped", "wait": "between the spans",
-                                 "fanout": "on calls from"}
+                                 "fanout": "on calls from", "inside": "p95"}
+# Trace clues that read a narrower case of one evidence signal: ``inside`` is a ``latency`` line
+# whose spans tell the callee's own time from the wait between the spans (``wait_share``).
+NARROWED_TRACE_CLUES: dict[str, str] = {"inside": "latency"}
 
 
 class SignalError(InputError):
@@ -70,6 +75,8 @@ class Observation(Protocol):
     def example(self) -> str: ...  # log: the quoted log line
     @property
     def fanout_signal(self) -> str | None: ...  # fanout: what the caller pod's calls showed (errors | latency)
+    @property
+    def wait_share(self) -> float | None: ...  # trace latency: share of the added time between the spans
     @property
     def magnitude(self) -> float: ...  # robust z against the baseline; 0 = not measured
     @property
@@ -111,6 +118,8 @@ class Clue:
             # measures every call it makes as slow). A wait is latency too: the time between a
             # call's two spans is a delayed network's, but also a starved callee's queue before
             # its span opens (on Nezha's tuning day a CPU-stressed currencyservice shows it).
+            if self.pattern in NARROWED_TRACE_CLUES:  # only where the spans tell the two apart
+                return item.signal == NARROWED_TRACE_CLUES[self.pattern] and item.wait_share is not None
             return item.signal == self.pattern or (
                 self.pattern in ("errors", "latency") and item.signal == "fanout" and item.fanout_signal == self.pattern
             ) or (self.pattern == "latency" and item.signal == "wait")

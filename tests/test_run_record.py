@@ -51,10 +51,12 @@ def test_the_record_carries_what_the_replaced_mapping_wrote() -> None:
     new = _diagnosed().model_dump(mode="json")
     # Same fields, same order, and one added since: how far the answer can be trusted ...
     assert new.pop("confidence") in ("high", "low")
-    # ... and on every evidence line, the share its component's own fault explains (round 22).
+    # ... and on every evidence line, the share its component's own fault explains (round 22)
+    # and, on a slow call, the share of its added time between the spans (round 23; None here).
     for candidate in new["candidates"]:
         for line in candidate["evidence"]:
             assert line.pop("own_share") == 1.0
+            assert line.pop("wait_share") is None
     assert list(new) == list(old)
     assert _filled(new) == _filled(old)
     for key in ("rules_answer", "candidates", "sops", "signature_matches", "rules_reading", "index_top", "agreed_with_index", "votes", "missing", "data_status"):

@@ -20,7 +20,14 @@ from index.models import EvidenceItem, EvidenceSignal
 from index.params import RankWeights
 from knowledge.documents import SHIPPED_DOCS_DIR, DocumentError, load_documents, parse_document
 from knowledge.retrieval import fault_signatures
-from knowledge.signatures import Clue, Signal, SignalError, match_signature, rank_signatures
+from knowledge.signatures import (
+    NARROWED_TRACE_CLUES,
+    Clue,
+    Signal,
+    SignalError,
+    match_signature,
+    rank_signatures,
+)
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA
 from preprocess.detect_trace import FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA
@@ -69,6 +76,12 @@ def trace(signal: str, component: str = "checkoutservice") -> EvidenceItem:
     ("trace:latency", trace("fanout").model_copy(update={"fanout_signal": "latency"}), True),
     ("trace:latency", trace("fanout").model_copy(update={"fanout_signal": "errors"}), False),
     ("log:connection refused|trace:calls_stopped", trace("calls_stopped"), True),
+    # inside: the callee's own spans slowed (a latency the spans tell from a wait), not a wait,
+    # and not a slow call whose callee recorded no span (the two sides cannot be told apart).
+    ("trace:inside", trace("latency").model_copy(update={"wait_share": 0.2}), True),
+    ("trace:inside", trace("latency"), False),
+    ("trace:inside", trace("wait"), False),
+    ("trace:latency", trace("latency").model_copy(update={"wait_share": 0.2}), True),
     ("log:silent", metric("request", "silent"), False),
     # A line that stopped is the opposite of a line that appeared: only log:fell matches it.
     ("log:fell", fell("Charge successfully, transaction id <NUM>"), True),
@@ -155,6 +168,11 @@ SHIPPED_CASES = [
     ("cpu stress", "frontend", [trace("fanout").model_copy(update={"fanout_signal": "latency"}),
                                 metric("pod_cpu_usage"), metric("rrt"), metric("request", "down"),
                                 metric("response", "down"), metric("pod_network_receive_bytes", "down")]),
+    # Traces only: a CPU-starved callee's requests queue before its spans open (a wait) and its
+    # own spans slow down too; a delayed network leaves them as fast as before (real tuning day:
+    # productcatalogservice's and recommendationservice's CPU stresses, every network delay).
+    ("cpu stress", "productcatalogservice", [trace("wait"), trace("latency").model_copy(update={"wait_share": 0.2})]),
+    ("network delay", "productcatalogservice", [trace("wait")]),
     # Traces only (no metrics recorded): a CPU-starved pod's every call is slow, nothing fails.
     # A slow fan-out is not a name that cannot be looked up (real tuning day, traces-only view:
     # frontend's and checkoutservice's CPU stresses).
@@ -263,7 +281,10 @@ def _trace_items() -> list[EvidenceItem]:
                             "callees": ["emailservice", "shippingservice"], "signal": signal, "z": 9.0,
                             "onset": ONSET} for signal in ("errors", "latency")], schema=FANOUT_EVENT_SCHEMA)
     waits = edges.head(1).with_columns(wait_share=pl.lit(1.0), wait_added_us=pl.lit(200_000.0))
-    items = (trace_items(edges, propagation={}, fanout_callers=set(), weights=RankWeights()) + fanout_items(fanout)
+    # A slow call whose callee's own span grew (the spans tell it from a wait).
+    inside = edges.head(1).with_columns(wait_share=pl.lit(0.2), wait_added_us=pl.lit(20_000.0))
+    items = (trace_items(pl.concat([edges, inside]), propagation={}, fanout_callers=set(), weights=RankWeights())
+             + fanout_items(fanout)
              + wait_items(waits.filter(waiting(waits, weights=RankWeights())), fanout_callers=set(), starved=set(),
                           served_fine=set(), own_slowdown={}))
     dropped = dropped_calls_item(caller="checkoutservice", callees=["emailservice", "shippingservice"], z=9.0, onset=ONSET)
@@ -288,7 +309,8 @@ def test_every_shipped_clue_can_match_evidence_the_index_produces():
     """The SOP signals and the index share a vocabulary: no clue waits for evidence that cannot exist."""
     signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
     clues = {clue for signals in signatures.values() for signal in signals for clue in signal.clues}
-    assert {c.pattern for c in clues if c.modality == "trace"} <= set(get_args(EvidenceSignal))
+    signals = {NARROWED_TRACE_CLUES.get(c.pattern, c.pattern) for c in clues if c.modality == "trace"}
+    assert signals <= set(get_args(EvidenceSignal))
     unmatched = [f"{c.modality}:{c.pattern}" for c in sorted(clues, key=repr)
                  if not any(c.matches(item) for item in _items_a_clue_could_match(c))]
     assert unmatched == []
