@@ -62,7 +62,7 @@ def times_of(served: pl.DataFrame, *, service: str, start: datetime, stretch: tu
                          & (pl.col("start") < start + stretch[1]))
 
     def median(column: str) -> float | None:
-        value = rows.get_column(column).drop_nulls().median()
+        value = rows.select(pl.col(column).drop_nulls().median()).item()
         return None if value is None else float(value)
 
     return Times(spans=rows.height, duration_us=median("duration_us"), self_us=median("self_us"),
