@@ -281,7 +281,7 @@ def trace_items(events: pl.DataFrame, *, propagation: dict[str, float], fanout_c
                              direction="silent" if row["signal"] == "silent" else "up",
                              magnitude=round(row["z"], 2), z=row["z"], ratio=row["ratio"], onset=row["onset"],
                              caller=row["caller"], callee=row["callee"],
-                             wait_share=row.get("wait_share") if row["signal"] == "latency" else None)
+                             wait_share=row["wait_share"])  # only a slow call's event measures it
         # The callee is the suspect; how much depends on whether the anomaly flows on downstream.
         weight = 0.4 + 0.6 * propagation.get(row["callee"], 0.0)
         if (row["caller"], row["signal"]) in fanout_callers:

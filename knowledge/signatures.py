@@ -113,13 +113,13 @@ class Clue:
             direction_ok = self.direction == "any" or item.direction == self.direction
             return direction_ok and fnmatch.fnmatchcase(item.key, self.pattern)
         if self.modality == "trace":
+            if self.pattern in NARROWED_TRACE_CLUES:  # only where the spans tell the two apart
+                return item.signal == NARROWED_TRACE_CLUES[self.pattern] and item.wait_share is not None
             # A fan-out is the component's own calls going wrong at once: a fan-out of errors
             # counts as errors, a fan-out of latency as latency (a CPU-starved or delayed pod
             # measures every call it makes as slow). A wait is latency too: the time between a
             # call's two spans is a delayed network's, but also a starved callee's queue before
             # its span opens (on Nezha's tuning day a CPU-stressed currencyservice shows it).
-            if self.pattern in NARROWED_TRACE_CLUES:  # only where the spans tell the two apart
-                return item.signal == NARROWED_TRACE_CLUES[self.pattern] and item.wait_share is not None
             return item.signal == self.pattern or (
                 self.pattern in ("errors", "latency") and item.signal == "fanout" and item.fanout_signal == self.pattern
             ) or (self.pattern == "latency" and item.signal == "wait")
