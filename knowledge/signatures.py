@@ -53,6 +53,9 @@ TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_st
 # Trace clues that read a narrower case of one evidence signal: ``inside`` is a ``latency`` line
 # whose spans tell the callee's own time from the wait between the spans (``wait_share``).
 NARROWED_TRACE_CLUES: dict[str, str] = {"inside": "latency"}
+# ``inside`` needs most of the added time inside the callee's spans: a latency line can also be a
+# wait the ranker did not read as the edge's hop (small beside a larger wait elsewhere).
+INSIDE_MAX_WAIT_SHARE = 0.5
 
 
 class SignalError(InputError):
@@ -114,7 +117,8 @@ class Clue:
             return direction_ok and fnmatch.fnmatchcase(item.key, self.pattern)
         if self.modality == "trace":
             if self.pattern in NARROWED_TRACE_CLUES:  # only where the spans tell the two apart
-                return item.signal == NARROWED_TRACE_CLUES[self.pattern] and item.wait_share is not None
+                return (item.signal == NARROWED_TRACE_CLUES[self.pattern] and item.wait_share is not None
+                        and item.wait_share < INSIDE_MAX_WAIT_SHARE)
             # A fan-out is the component's own calls going wrong at once: a fan-out of errors
             # counts as errors, a fan-out of latency as latency (a CPU-starved or delayed pod
             # measures every call it makes as slow). A wait is latency too: the time between a

@@ -80,6 +80,7 @@ def trace(signal: str, component: str = "checkoutservice") -> EvidenceItem:
     # and not a slow call whose callee recorded no span (the two sides cannot be told apart).
     ("trace:inside", trace("latency").model_copy(update={"wait_share": 0.2}), True),
     ("trace:inside", trace("latency"), False),
+    ("trace:inside", trace("latency").model_copy(update={"wait_share": 0.9}), False),
     ("trace:inside", trace("wait"), False),
     ("trace:latency", trace("latency").model_copy(update={"wait_share": 0.2}), True),
     ("log:silent", metric("request", "silent"), False),
