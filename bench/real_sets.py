@@ -97,7 +97,7 @@ def _run(command: list[str]) -> None:
 
 
 def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, view: View = View()) -> tuple[Path, Path]:
-    """Import and index one real set under ``work_dir`` (once; reruns reuse it): its data and index folders."""
+    """Import (once; reruns reuse it) and index one real set under ``work_dir``: its data and index folders."""
     name = f"{system}-{'_'.join(days) or 'all'}{view.suffix}"
     data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
     rca = str(Path(sys.executable).with_name("rca"))
@@ -105,8 +105,9 @@ def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, 
         _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
               *(arg for day in days for arg in ("--day", day)), *(f"--without-{w}" for w in view.without),
               *(("--keep-traces", f"{view.keep_traces:g}") if view.keep_traces < 1.0 else ())])
-    if not (index_dir / "manifest.json").exists():
-        _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
+    # Always: the nightly job is incremental (a partition it already holds costs a fingerprint),
+    # and it rebuilds an index an older schema wrote.
+    _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])
     return data_dir, index_dir
 
 

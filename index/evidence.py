@@ -121,6 +121,9 @@ def _render(item: EvidenceItem, *, max_chars: int) -> str:
     if item.signal == "calls_dropped":
         others = f" +{item.more_callees} more" if item.more_callees else ""
         return f"{edge}{others}: calls from {item.component} dropped, its callees starved, from {when}"
+    if item.signal == "stopped_after":
+        return (f"{edge}: {item.component}'s handlers stopped after this call ({item.ratio:.2f} of their usual "
+                f"next calls, z={item.z:.1f}) from {when}")
     if item.signal == "fanout":
         others = f" +{item.more_callees} more" if item.more_callees else ""
         return (f"{edge}{others}: {item.fanout_signal} on calls from {item.component} (z={item.z:.1f}) "
@@ -294,6 +297,14 @@ def trace_items(events: pl.DataFrame, *, propagation: dict[str, float], fanout_c
             node_evidence = evidence.model_copy(update={"component": row["callee_node"]})
             items.append((row["callee_node"], Item(node_evidence, 0.3 * item.strength, "symptom")))
     return items
+
+
+def stopped_after_item(*, caller: str, callee: str, z: float, ratio: float, onset: datetime | None) -> Item:
+    """A caller whose handlers stopped going on after a call: its own code past that call broke."""
+    evidence = _evidence(modality="trace", signal="stopped_after", key=f"{caller}->{callee}", component=caller,
+                         direction="down", magnitude=round(z, 2), z=z, ratio=ratio, onset=onset, caller=caller,
+                         callee=callee)
+    return Item(evidence=evidence, strength=strength(z), role="local")
 
 
 def dropped_calls_item(*, caller: str, callees: list[str], z: float, onset: datetime | None) -> Item:

@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 # trace: latency | errors | calls_stopped (on a call edge) | wait (calls slow between the two
 # sides of the call, not in the callee's own span) | fanout (a caller pod failing towards
 # several callees at once).
-EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped", "calls_dropped", "wait", "fanout",
-                         "burst", "new_template", "fell"]
+EvidenceSignal = Literal["level", "silent", "latency", "errors", "calls_stopped", "calls_dropped", "stopped_after",
+                         "wait", "fanout", "burst", "new_template", "fell"]
 
 
 

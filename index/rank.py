@@ -29,7 +29,9 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    requests of an entry service whose clients wait on its slow answers, and a pod that only
    feels its stressed node (clearly stressed, or moderately while pods of several services
    suffer there together) ranks just below that node, as does a service whose troubled
-   pods all defer to their nodes;
+   pods all defer to their nodes; a caller whose handlers stopped after a call into a service
+   with no trouble of its own broke there itself (``_stopped_after``; errors travel up, so a
+   troubled callee's own evidence speaks for the stop);
 7. the list shows one pod per service before other suspects, so a short list stays diverse,
    and a pod incriminated by its incoming calls is followed by its service (a fault on all
    calls into a service often stands out on one pod only).
@@ -56,6 +58,7 @@ from index.evidence import (
     is_server_side_latency,
     log_items,
     metric_items,
+    stopped_after_item,
     trace_items,
     wait_items,
     waiting,
@@ -187,6 +190,8 @@ def rank_candidates(
         add(name, item)
 
     for name, item in _dropped_calls(components, graph=graph, weights=weights, share_drops=events["dropped"]):
+        add(name, item)
+    for name, item in _stopped_after(events):
         add(name, item)
     _discount_lone_caller(components, graph=graph, weights=weights)
     _discount_starved(components, graph=graph, weights=weights)
@@ -561,6 +566,21 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
                 if _idled(item):
                     item.explained_by_others(weights.starved_weight)
     return found
+
+
+def _stopped_after(events: Mapping[str, pl.DataFrame]) -> list[tuple[str, Item]]:
+    """Callers whose handlers stopped after a call into a service with no trouble of its own.
+
+    Errors travel up: a callee that fails (its answers slow, wrong or gone, its own calls
+    dropped or stopped after one of its callees) ends its callers' handlers with it, and its
+    own evidence says so. Where the callee shows nothing, the code that stopped is the caller's.
+    """
+    stops = events["stopped_after"]
+    troubled = (set(events["trace"].get_column("callee")) | set(events["dropped"].get_column("caller"))
+                | set(stops.get_column("caller")))
+    return [(row["caller"], stopped_after_item(caller=row["caller"], callee=row["callee"], z=row["z"],
+                                               ratio=row["ratio"], onset=row["onset"]))
+            for row in stops.iter_rows(named=True) if row["callee"] not in troubled]
 
 
 def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:

@@ -41,7 +41,7 @@ from rca.timeutil import as_utc, cst_day_and_hour
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4  # 2: log_counts.example; 3: metric_change_points dropped (nothing read it); 4: trace_edges.wait_mean_us
+SCHEMA_VERSION = 5  # 2: log_counts.example; 3: metric_change_points dropped (nothing read it); 4: trace_edges.wait_mean_us; 5: trace_edges.followed
 MANIFEST_NAME = "manifest.json"
 PARTITION_FAMILIES: tuple[str, ...] = tuple(DETECTORS)
 # Family -> tables it writes into the day directory (index-wide tables are not per day).

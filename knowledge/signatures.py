@@ -23,7 +23,8 @@ A signal is one or more clues separated by ``|`` (any of them counts), each
   component slow between the two sides of the call while the callee's own spans are not:
   its network, or its queue before a span opens; a wait also counts as ``latency``),
   ``inside`` (calls into the component slower inside its own spans: a latency that is not
-  a wait, the component's own work slowed);
+  a wait, the component's own work slowed), ``stopped_after`` (the component's handlers
+  stopped after one of its calls, into a service with no trouble of its own);
 * a leading ``not`` makes the signal a contradiction: evidence the fault would not produce.
 
 Clues match evidence data (``Observation``: the index's ``EvidenceItem``), never the
@@ -49,7 +50,7 @@ FULL_Z = 10.0
 # trace clue -> the words of the evidence line it points the reader to (its label in a fit).
 TRACE_SIGNALS: dict[str, str] = {"latency": "p95", "errors": "errors", "calls_stopped": "calls stopped",
                                  "calls_dropped": "calls dropped", "wait": "between the spans",
-                                 "fanout": "on calls from", "inside": "p95"}
+                                 "fanout": "on calls from", "inside": "p95", "stopped_after": "stopped after"}
 # Trace clues that read a narrower case of one evidence signal: ``inside`` is a ``latency`` line
 # whose spans tell the callee's own time from the wait between the spans (``wait_share``).
 NARROWED_TRACE_CLUES: dict[str, str] = {"inside": "latency"}

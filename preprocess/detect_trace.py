@@ -60,6 +60,8 @@ EDGE_STATS_SCHEMA: dict[str, pl.DataType] = {
     # Mean time of a call outside the callee's own server span (the caller's client span less
     # its server child: the network and both sides' queues); null where no call had both spans.
     "wait_mean_us": pl.Float64(),
+    # Calls after which the caller's handler went on to make another call (``call_edges``).
+    "followed": pl.Int64(),
 }
 TRACE_EVENT_SCHEMA: dict[str, pl.DataType] = {
     "caller": pl.Utf8(),
@@ -98,6 +100,7 @@ FANOUT_EVENT_SCHEMA: dict[str, pl.DataType] = {
 Z_CAP = 50.0
 # An edge that kept under this share of its expected calls has stopped (``silent``), not fallen.
 STOPPED_SHARE = 0.1
+STOPPED_Z = Z_CAP * 0.6  # a stop's strength: categorical, not a measure of how far the share fell
 # The per-minute series of a pooled edge the window scorer reads.
 _SERIES: tuple[str, ...] = ("count", "errors", "p95_us", "mean_us", "wait_mean_us")
 
@@ -156,24 +159,29 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
     service = spans.get_column("service")
     crossing_pairs = pairs.filter(service.gather(pairs.get_column("parent")) != service.gather(pairs.get_column("child")))
     crossing = pl.concat([
-        spans.select("start", "service", "pod", "node", "operation", "duration_us", "is_error")[
+        spans.select("start", "service", "pod", "node", "operation", "duration_us", "is_error", "trace_id")[
             crossing_pairs.get_column("child")],
         spans.select(pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
                      pl.col("span_kind").alias("parent_kind"), pl.col("duration_us").alias("parent_duration_us"),
-                     pl.col("is_error").alias("parent_error"))[crossing_pairs.get_column("parent")],
+                     pl.col("is_error").alias("parent_error"), pl.col("start").alias("parent_start"),
+                     pl.col("span_id").alias("parent_id"), pl.col("parent_span_id").alias("grandparent_id"))[
+            crossing_pairs.get_column("parent")],
     ], how="horizontal")
+    via_client = pl.col("parent_kind") == "client"
     server_side = crossing.select(
         pl.col("start").alias("time"), "caller", "caller_pod",
         pl.col("service").alias("callee"), pl.col("pod").alias("callee_pod"),
         pl.col("node").alias("callee_node"), "operation",
-        pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us"))
-        .otherwise(pl.col("duration_us")).alias("latency_us"),
+        pl.when(via_client).then(pl.col("parent_duration_us")).otherwise(pl.col("duration_us")).alias("latency_us"),
         # The caller's client span less the callee's server span of the same call.
-        pl.when(pl.col("parent_kind") == "client").then(pl.col("parent_duration_us") - pl.col("duration_us"))
+        pl.when(via_client).then(pl.col("parent_duration_us") - pl.col("duration_us"))
         .otherwise(None).alias("wait_us"),
         # The caller's client span stands for this call; any other parent's error is its own.
-        (pl.col("is_error").fill_null(False)
-         | ((pl.col("parent_kind") == "client") & pl.col("parent_error").fill_null(False))).alias("is_error"),
+        (pl.col("is_error").fill_null(False) | (via_client & pl.col("parent_error").fill_null(False))).alias("is_error"),
+        # The caller's span that made the call (its handler) and the call as that handler saw it.
+        "trace_id",
+        pl.when(via_client).then(pl.col("grandparent_id")).otherwise(pl.col("parent_id")).alias("handler"),
+        pl.when(via_client).then(pl.col("parent_start")).otherwise(pl.col("start")).alias("call_start"),
     )
     # The calls some server span answered: the parents of a crossing call's span, all the spans
     # of its (trace_id, parent_span_id) when several share them.
@@ -191,9 +199,17 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
             pl.lit(None, pl.Utf8).alias("callee_pod"), pl.lit(None, pl.Utf8).alias("callee_node"),
             "operation", pl.col("duration_us").alias("latency_us"), pl.lit(None, pl.Int64).alias("wait_us"),
             pl.col("is_error").fill_null(False).alias("is_error"),
+            "trace_id", pl.col("parent_span_id").alias("handler"), pl.col("start").alias("call_start"),
         )
     )
-    return pl.concat([server_side, client_only])
+    calls = pl.concat([server_side, client_only])
+    # Whether the handler made another call once this one had returned: a handler whose code
+    # stops after a call (an exception past it, an error it returns) makes none.
+    call_end = pl.col("call_start") + pl.duration(microseconds=pl.col("latency_us"))
+    later = pl.col("call_start").max().over("trace_id", "handler")
+    return calls.with_columns(
+        pl.when(pl.col("handler").is_null()).then(False).otherwise(later > call_end).alias("followed"),
+    ).drop("trace_id", "handler", "call_start")
 
 
 def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
@@ -212,6 +228,7 @@ def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:
             pl.col("latency_us").quantile(0.95, "nearest").alias("p95_us"),
             pl.col("latency_us").mean().alias("mean_us"),
             pl.col("wait_us").mean().alias("wait_mean_us"),
+            pl.col("followed").sum().alias("followed"),
         )
         # The whole key: group_by's row order varies from run to run, and a rebuild must
         # rewrite the same file (float sums downstream depend on the order).
@@ -308,7 +325,6 @@ def call_shares(
     counts: a source that records part of a minute, or a quieter hour, moves the caller's demand
     and its calls alike.
     """
-    window_start = window_first_minute(start)
     per = stats.group_by("time", "caller", "callee").agg(pl.col("count").sum())
     called = set(per.get_column("callee").unique())
     demand = (per.group_by("time", "caller").agg(pl.col("count").sum().alias("outgoing"))
@@ -321,6 +337,35 @@ def call_shares(
     pairs = per.select("caller", "callee").unique()
     shares = (demand.join(pairs, on="caller").join(per, on=["time", "caller", "callee"], how="left")
               .with_columns(pl.col("count").fill_null(0)).filter(pl.col("demand") > 0))
+    return _against_usual_share(shares, start=start, end=end, baseline_start=baseline_start, params=params,
+                                exclude=exclude)
+
+
+def followed_shares(
+    stats: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    params: TraceParams = TraceParams(),
+    exclude: Sequence[Span] = (),
+) -> pl.DataFrame:
+    """Per (caller, callee): the share of its calls after which the caller's handler made another call.
+
+    The same columns as ``call_shares``, with ``count`` the calls followed by another and
+    ``demand`` the calls made.
+    """
+    per = (stats.group_by("time", "caller", "callee")
+           .agg(pl.col("followed").sum().alias("count"), pl.col("count").sum().alias("demand"))
+           .filter(pl.col("demand") > 0))
+    return _against_usual_share(per, start=start, end=end, baseline_start=baseline_start, params=params,
+                                exclude=exclude)
+
+
+def _against_usual_share(shares: pl.DataFrame, *, start: datetime, end: datetime, baseline_start: datetime,
+                         params: TraceParams, exclude: Sequence[Span]) -> pl.DataFrame:
+    """Per (caller, callee) of per-minute ``count`` out of ``demand``: the window's share against the usual one."""
+    window_start = window_first_minute(start)
     in_window = (pl.col("time") >= window_start) & (pl.col("time") <= end)
     window = shares.filter(in_window).group_by("caller", "callee").agg(
         pl.col("count").sum().alias("calls"), pl.col("demand").sum(),
@@ -368,6 +413,41 @@ def dropped_calls(
         below = [t for t, share in zip(row["time"], row["minute_shares"]) if share < midway]
         rows.append({"caller": row["caller"], "callee": row["callee"], "z": min(float(row["z"]), Z_CAP),
                      "ratio": float(row["ratio"]), "window_calls": int(row["calls"]),
+                     "onset": below[0] if below else window_start})
+    return strongest_first(pl.DataFrame(rows, schema=DROPPED_EVENT_SCHEMA), "caller", "callee")
+
+
+def stopped_after(
+    stats: pl.DataFrame,
+    *,
+    start: datetime,
+    end: datetime,
+    baseline_start: datetime,
+    params: TraceParams = TraceParams(),
+    exclude: Sequence[Span] = (),
+) -> pl.DataFrame:
+    """Calls after which the caller's handlers stopped going on to their next call.
+
+    An exception thrown in the caller's code past a call, or an error it returns there, ends
+    the handler: the calls it made before still happen, the ones after do not. Where the
+    handler is one of several that make the same call, the drop in its later calls is diluted
+    among the others' (``dropped_calls`` misses it); the share of calls followed by another
+    (``followed_shares``) is not. So is a caller that gives up after a failed call: the ranker
+    tells the two apart by the callee's own trouble.
+    """
+    window_start = window_first_minute(start)
+    judged = followed_shares(stats, start=start, end=end, baseline_start=baseline_start, params=params,
+                             exclude=exclude)
+    found = judged.filter((pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
+                          & (pl.col("ratio") <= params.max_dropped_share))
+    rows = []
+    for row in found.iter_rows(named=True):
+        midway = row["share"] * (1.0 + row["ratio"]) / 2
+        below = [t for t, share in zip(row["time"], row["minute_shares"]) if share < midway]
+        # Under a tenth of the usual next calls is a stop, as strong as an edge's (``_stop``).
+        z = STOPPED_Z if row["ratio"] < STOPPED_SHARE else min(float(row["z"]), Z_CAP)
+        rows.append({"caller": row["caller"], "callee": row["callee"], "z": z,
+                     "ratio": float(row["ratio"]), "window_calls": int(row["demand"]),
                      "onset": below[0] if below else window_start})
     return strongest_first(pl.DataFrame(rows, schema=DROPPED_EVENT_SCHEMA), "caller", "callee")
 
@@ -431,7 +511,7 @@ def _edge_anomalies(
         stop = _stop(counts, times, base_calls=base_calls, baseline_minutes=edge_baseline_minutes,
                      spans=stop_spans, min_expected_calls=min_expected_calls)
         if stop is not None:
-            events.append({**edge, "signal": "silent", "z": Z_CAP * 0.6, "ratio": stop[0] / base_calls,
+            events.append({**edge, "signal": "silent", "z": STOPPED_Z, "ratio": stop[0] / base_calls,
                            "window_calls": int(win_calls), "onset": stop[1]})
             continue
         if in_window.sum() == 0 or (~in_window).sum() < 3:
@@ -556,7 +636,8 @@ class TraceDetector:
     sequential = False
     raw = RawInput(sources=("trace",), per_hour=True, rows_read="spans_read")
     feature_tables = (FeatureTable("trace_edges", EDGE_STATS_SCHEMA),)
-    event_schemas = {"trace": TRACE_EVENT_SCHEMA, "fanout": FANOUT_EVENT_SCHEMA, "dropped": DROPPED_EVENT_SCHEMA}
+    event_schemas = {"trace": TRACE_EVENT_SCHEMA, "fanout": FANOUT_EVENT_SCHEMA, "dropped": DROPPED_EVENT_SCHEMA,
+                     "stopped_after": DROPPED_EVENT_SCHEMA}
 
     def __init__(self, params: TraceParams = TraceParams()) -> None:
         self.params = params
@@ -587,4 +668,6 @@ class TraceDetector:
                                     exclude=exclude),
             "dropped": dropped_calls(edges, start=start, end=end, baseline_start=baseline_start, params=self.params,
                                      exclude=exclude),
+            "stopped_after": stopped_after(edges, start=start, end=end, baseline_start=baseline_start,
+                                           params=self.params, exclude=exclude),
         }

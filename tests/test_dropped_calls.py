@@ -35,7 +35,7 @@ def _stats(*, seed: int, scale: dict[tuple[str, str], float] | None = None, reco
             count = int(rng.poisson(rate * factor))
             if count:
                 rows.append((T0 + timedelta(minutes=minute), caller, f"{caller}-0", callee, f"{callee}-0",
-                             "aiops-k8s-01", f"{callee}/Op", count, 0, 1000.0, 2000.0, 1200.0, None))
+                             "aiops-k8s-01", f"{callee}/Op", count, 0, 1000.0, 2000.0, 1200.0, None, None))
     return pl.DataFrame(rows, schema=EDGE_STATS_SCHEMA, orient="row")
 
 

@@ -38,7 +38,8 @@ def test_candidates_and_their_evidence_do_not_depend_on_event_row_order() -> Non
         events = {"metric": pl.DataFrame(list(rows), schema=METRIC_EVENT_SCHEMA),
                   "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA), "trace": pl.DataFrame(schema=TRACE_EVENT_SCHEMA),
                   "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA),
-                  "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
+                  "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA),
+                  "stopped_after": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
         candidates = rank_candidates(events=events, graph=nx.DiGraph(), placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                                      known_pods={"cartservice-0", "cartservice-1"}, top_k=3, max_evidence=2)
         answers.add(tuple((c.component, tuple(i.text for i in c.evidence)) for c in candidates))

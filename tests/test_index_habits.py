@@ -68,7 +68,7 @@ def build(
                 pod = f"{callee}-{i}"
                 p95 = rng.normal(2000, 80)
                 edges.append((t, caller, f"{caller}-0", callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2, p95,
-                              p95 / 1.5, None))
+                              p95 / 1.5, None, None))
     shift = timedelta(days=day_offset)
     placement = pl.DataFrame([(p, n, _t(0) + shift, _t(minutes) + shift) for p, n in NODE_OF.items()],
                              schema={"pod": pl.Utf8, "node": pl.Utf8, "first": SERIES_SCHEMA["time"],

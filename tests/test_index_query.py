@@ -98,7 +98,7 @@ def build_world(fault: str, *, seed: int, late_spike: str | None = None, caller_
                 for caller_pod in _pods(caller)[:caller_pods]:
                     p95 = rng.normal(2000, 80) * (5 if slow else 1)
                     edges.append((t, caller, caller_pod, callee, pod, NODE_OF[pod], f"{callee}/Op", 40, 0, p95 / 2,
-                                  p95, p95 / 1.5, None))
+                                  p95, p95 / 1.5, None, None))
     placement = pl.DataFrame([(p, n, T0, T0 + timedelta(minutes=MINUTES)) for p, n in NODE_OF.items()],
                              schema={"pod": pl.Utf8, "node": pl.Utf8, "first": store_time(), "last": store_time()},
                              orient="row")

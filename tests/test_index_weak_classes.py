@@ -91,7 +91,7 @@ def _refuse(world: World, *, where: pl.Expr, share: float, server_sees: bool) ->
                    .group_by("time", "caller", "caller_pod", "callee", "callee_pod", "callee_node", "operation")
                    .agg(pl.col("count").sum(), pl.col("errors").sum(), pl.col("p50_us").mean(),
                         pl.col("p95_us").mean(), pl.col("mean_us").mean(),
-                        pl.lit(None, pl.Float64).alias("wait_mean_us")))
+                        pl.lit(None, pl.Float64).alias("wait_mean_us"), pl.lit(None, pl.Int64).alias("followed")))
     kept = edges.with_columns(pl.when(where).then(pl.col("count") - failed).otherwise(pl.col("count")).alias("count"))
     world["trace_edges"] = pl.concat([kept.filter(pl.col("count") > 0),
                                       client_only.select(list(EDGE_STATS_SCHEMA)).cast(EDGE_STATS_SCHEMA)])

@@ -61,7 +61,8 @@ def _edge_rows(minutes, *, caller: str, callee: str, calls: int, p95_ms, rng, ca
     for m in minutes:
         p95 = float(p95_ms(m)) * 1000.0
         rows.append((_t(m), caller, caller_pod or f"{caller}-0", callee, pod, "node-1" if pod else None,
-                     f"hipstershop.{callee}/Call", max(1, int(rng.poisson(calls))), 0, p95 / 2, p95, p95 / 1.5, None))
+                     f"hipstershop.{callee}/Call", max(1, int(rng.poisson(calls))), 0, p95 / 2, p95, p95 / 1.5,
+                     None, None))
     return rows
 
 
@@ -217,7 +218,8 @@ def _events(metric: list[dict] = (), trace: list[dict] = ()) -> dict[str, pl.Dat
             "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
             "trace": pl.DataFrame(list(trace), schema=TRACE_EVENT_SCHEMA),
             "fanout": pl.DataFrame(schema=FANOUT_EVENT_SCHEMA),
-            "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
+            "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA),
+            "stopped_after": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
 
 
 def _metric(component: str, kind: str, kpi: str, direction: str, z: float, ratio: float) -> dict:

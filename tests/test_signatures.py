@@ -12,6 +12,7 @@ from index.evidence import (
     fanout_items,
     log_items,
     metric_items,
+    stopped_after_item,
     trace_items,
     wait_items,
     waiting,
@@ -289,7 +290,8 @@ def _trace_items() -> list[EvidenceItem]:
              + wait_items(waits.filter(waiting(waits, weights=RankWeights())), fanout_callers=set(), starved=set(),
                           served_fine=set(), own_slowdown={}))
     dropped = dropped_calls_item(caller="checkoutservice", callees=["emailservice", "shippingservice"], z=9.0, onset=ONSET)
-    return [item.evidence for _, item in items] + [dropped.evidence]
+    stopped = stopped_after_item(caller="frontend", callee="checkoutservice", z=9.0, ratio=0.1, onset=ONSET)
+    return [item.evidence for _, item in items] + [dropped.evidence, stopped.evidence]
 
 
 def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:

@@ -28,6 +28,7 @@ from preprocess.detect_trace import (
     dropped_calls,
     edge_stats,
     score_trace_window,
+    stopped_after,
 )
 from preprocess.schema import SPAN_SCHEMA
 from rca.taxonomy import service_of
@@ -98,7 +99,7 @@ def _events(spans: pl.DataFrame) -> dict[str, pl.DataFrame]:
     window = {"start": START, "end": END, "baseline_start": BASELINE_START}
     return {"metric": pl.DataFrame(schema=METRIC_EVENT_SCHEMA), "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
             "trace": score_trace_window(stats, **window), "fanout": caller_fanout(stats, **window),
-            "dropped": dropped_calls(stats, **window)}
+            "dropped": dropped_calls(stats, **window), "stopped_after": stopped_after(stats, **window)}
 
 
 def _ranked(spans: pl.DataFrame, weights: RankWeights = RankWeights()) -> list[str]:

@@ -1,0 +1,114 @@
+"""A handler that stops after one of its calls: the code past the call broke, or the call failed.
+
+On Nezha's tuning day a frontend exception (3fbd36b8-3) made every checkout handler stop right
+after its PlaceOrder call (0 of 26 went on to their next call, 1.00 every other recorded minute);
+frontend's calls to the services it calls next fell by a few percent only, as its other handlers
+call them too. Errors travel up the same way: a caller whose call failed returns there. The
+ranker tells the two apart by the callee's own trouble.
+"""
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from index.rank import rank_candidates
+from preprocess.detect_log import LOG_EVENT_SCHEMA
+from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
+from preprocess.detect_trace import (
+    call_edges,
+    call_graph,
+    caller_fanout,
+    dropped_calls,
+    edge_stats,
+    score_trace_window,
+    stopped_after,
+)
+from preprocess.schema import SPAN_SCHEMA
+from rca.taxonomy import service_of
+
+T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
+FAULT_FROM, FAULT_TO = 40, 42  # minutes after T0
+WINDOW = {"start": T0 + timedelta(minutes=FAULT_FROM), "end": T0 + timedelta(minutes=FAULT_TO),
+          "baseline_start": T0 + timedelta(minutes=10)}
+# frontend's handlers and the calls each makes, one after another; checkout is one handler of four.
+HANDLERS = {"home": ["currencyservice", "recommendationservice", "cartservice"],
+            "product": ["currencyservice", "recommendationservice"],
+            "cart": ["cartservice", "recommendationservice", "currencyservice"],
+            "checkout": ["checkoutservice", "recommendationservice", "currencyservice"]}
+PODS = {"frontend", "checkoutservice", "recommendationservice", "currencyservice", "cartservice"}
+
+
+def _spans(*, fault: str | None, seed: int = 0, minutes: int = 50, per_minute: int = 80) -> pl.DataFrame:
+    """Traces of frontend's handlers; in the fault minutes most checkout handlers stop after PlaceOrder.
+
+    ``fault``: ``frontend`` (its code past the call throws), ``checkoutservice`` (PlaceOrder fails
+    with an error status and frontend returns it), or None.
+    """
+    rng = np.random.default_rng(seed)
+    rows: list[tuple] = []
+    for minute in range(minutes):
+        faulty = fault is not None and FAULT_FROM <= minute <= FAULT_TO
+        for n in range(per_minute):
+            handler = list(HANDLERS)[int(rng.integers(len(HANDLERS)))]
+            trace = f"{minute:04d}{n:04d}".ljust(32, "0")
+            start = T0 + timedelta(minutes=minute, seconds=1.5 * n)
+            root, cursor = f"{trace[:12]}root", start + timedelta(milliseconds=1)
+            stops = faulty and handler == "checkout" and rng.random() < 0.9
+            for k, callee in enumerate(HANDLERS[handler]):
+                took = timedelta(milliseconds=float(rng.uniform(3, 6)))
+                failed = stops and fault == "checkoutservice" and callee == "checkoutservice"
+                client, server = f"{trace[:12]}c{k}", f"{trace[:12]}s{k}"
+                rows.append((trace, client, root, f"{callee}/Call", "frontend", "frontend-0", "node-1", "client",
+                             callee, cursor, int(took / timedelta(microseconds=1)), 2 if failed else 0, failed))
+                rows.append((trace, server, client, f"{callee}/Serve", callee, f"{callee}-0", "node-2", "server",
+                             None, cursor + timedelta(microseconds=200), int(took / timedelta(microseconds=1)) - 400,
+                             2 if failed else 0, failed))
+                cursor += took + timedelta(microseconds=100)
+                if stops and callee == "checkoutservice":
+                    break
+            rows.append((trace, root, None, f"GET /{handler}", "frontend", "frontend-0", "node-1", "server", None,
+                         start, int((cursor - start) / timedelta(microseconds=1)), 0, False))
+    return pl.DataFrame(rows, schema=SPAN_SCHEMA, orient="row")
+
+
+def _ranked(spans: pl.DataFrame) -> list[str]:
+    stats = edge_stats(spans)
+    events = {"metric": pl.DataFrame(schema=METRIC_EVENT_SCHEMA), "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
+              "trace": score_trace_window(stats, **WINDOW), "fanout": caller_fanout(stats, **WINDOW),
+              "dropped": dropped_calls(stats, **WINDOW), "stopped_after": stopped_after(stats, **WINDOW)}
+    candidates = rank_candidates(events=events, graph=call_graph(stats),
+                                 placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
+                                 known_pods={f"{s}-0" for s in PODS}, top_k=10, window_start=WINDOW["start"])
+    return [service_of(c.component) for c in candidates]
+
+
+def test_a_call_is_followed_when_its_handler_makes_another_call_after_it_returned():
+    calls = call_edges(_spans(fault=None, minutes=1, per_minute=8))
+    last = {callees[-1] for callees in HANDLERS.values()}
+    for callee, followed in calls.select("callee", "followed").iter_rows():
+        if callee not in last:
+            assert followed
+    assert calls.filter(pl.col("callee") == "checkoutservice").get_column("followed").all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_handlers_that_stop_after_a_call_are_found_where_dropped_calls_are_not(seed):
+    stats = edge_stats(_spans(fault="frontend", seed=seed))
+    found = stopped_after(stats, **WINDOW)
+    assert [(a, b) for a, b in found.select("caller", "callee").iter_rows()] == [("frontend", "checkoutservice")]
+    assert found.item(0, "ratio") < 0.5
+    # The calls it no longer makes after PlaceOrder are a small part of what its other handlers make.
+    assert dropped_calls(stats, **WINDOW).height == 0
+    assert stopped_after(edge_stats(_spans(fault=None, seed=seed)), **WINDOW).height == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_stop_is_the_callers_code_unless_the_callee_failed(seed):
+    assert _ranked(_spans(fault="frontend", seed=seed))[0] == "frontend"
+    # PlaceOrder failing (its error status) ends the handler too: the callee's failure, not frontend's.
+    failed = _ranked(_spans(fault="checkoutservice", seed=seed))
+    assert failed[0] == "checkoutservice"
+    assert "frontend" not in failed[:1]
