@@ -12,8 +12,9 @@ and reused), the same statistics, each a list of values (one a case, a pod, an e
   (other cases' windows left out of that baseline): pod_cpu_usage and the culprit's rrt (cpu stress), the culprit's
   rrt and its call edges' per-minute p95 latency (network delay), request ratio and error share
   of the culprit's calls, and the culprit's call made least often for the demand it serves
-  (window share over usual share, ``preprocess.detect_trace.call_shares``) (code error, jvm
-  exception);
+  (window share over usual share, ``preprocess.detect_trace.call_shares``) and the share of
+  calls into the culprit after which its callers' handlers went on to another call (the lowest
+  caller's, window over usual, ``followed_shares``) (code error, jvm exception);
 - baseline noise per pod: MAD / median of pod_cpu_usage, rrt and request over each case's
   baseline, the median over cases;
 - sparsity: share of minutes (30 minutes before the first case to 30 after the last) holding any
@@ -50,7 +51,7 @@ from rich.table import Table
 
 from bench.pipeline import TUNING_SEEDS, simulate_problem_set
 from bench.problems import REFERENCE_SCHEDULE
-from preprocess.detect_trace import TraceParams, call_edges, call_shares
+from preprocess.detect_trace import TraceParams, call_edges, call_shares, followed_shares
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.timeutil import as_utc
 
@@ -114,6 +115,8 @@ SPECS: tuple[StatSpec, ...] = (
     StatSpec("jvm exception: error share in window", "effect", False),
     StatSpec("code error: fewest-made call share", "effect", False),
     StatSpec("jvm exception: fewest-made call share", "effect", False),
+    StatSpec("code error: callers going on after its calls", "effect", False),
+    StatSpec("jvm exception: callers going on after its calls", "effect", False),
     StatSpec("noise: pod_cpu_usage MAD/median", "noise", True),
     StatSpec("noise: pod rrt MAD/median", "noise", True),
     StatSpec("noise: pod request MAD/median", "noise", True),
@@ -198,12 +201,13 @@ def edge_minutes(spans: pl.DataFrame) -> pl.DataFrame:
     """Per minute and call edge: calls and p95 latency (µs)."""
     if spans.height == 0:
         return pl.DataFrame(schema={"time": pl.Datetime("us", "UTC"), "caller": pl.Utf8, "callee": pl.Utf8,
-                                    "calls": pl.UInt32, "p95": pl.Float64})
+                                    "calls": pl.UInt32, "p95": pl.Float64, "followed": pl.UInt32})
     return (
         call_edges(spans)
         .with_columns(pl.col("time").dt.truncate("1m"), pl.col("latency_us").cast(pl.Float64))
         .group_by("time", "caller", "callee")
-        .agg(pl.len().alias("calls"), pl.col("latency_us").quantile(0.95, "linear").alias("p95"))
+        .agg(pl.len().alias("calls"), pl.col("latency_us").quantile(0.95, "linear").alias("p95"),
+             pl.col("followed").sum().alias("followed"))
     )
 
 
@@ -237,6 +241,18 @@ def fewest_made_call(edge_counts: pl.DataFrame, *, callers: Iterable[str], start
     shares = call_shares(edge_counts, start=start, end=end, baseline_start=start - timedelta(minutes=BASELINE_MINUTES),
                          params=params, exclude=excluded)
     judged = shares.filter(pl.col("caller").is_in(list(callers)) & (pl.col("expected") >= params.min_expected_calls))
+    return float(judged.select(pl.col("ratio").min()).item()) if judged.height else None
+
+
+def callers_going_on(edge_counts: pl.DataFrame, *, callees: Iterable[str], start: datetime, end: datetime,
+                     excluded: Sequence[tuple[datetime, datetime]] = ()) -> float | None:
+    """Of the calls into ``callees``, the caller's whose handlers least often went on to another call
+    after them: that share in the window over its usual share (``followed_shares``; calls expected
+    at least ``min_expected_calls``). Under 1 where a failing callee ends its callers' handlers."""
+    params = TraceParams()
+    shares = followed_shares(edge_counts, start=start, end=end,
+                             baseline_start=start - timedelta(minutes=BASELINE_MINUTES), params=params, exclude=excluded)
+    judged = shares.filter(pl.col("callee").is_in(list(callees)) & (pl.col("expected") >= params.min_expected_calls))
     return float(judged.select(pl.col("ratio").min()).item()) if judged.height else None
 
 
@@ -335,7 +351,8 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
     windows = [(c.start, c.end + timedelta(minutes=AFTER_WINDOW_MINUTES)) for c in all_cases]
     edges = edge_minutes(spans)
     entries = set(edges["caller"].unique().to_list()) - set(edges["callee"].unique().to_list())  # nobody calls them
-    edge_counts = edges.select("time", "caller", "callee", pl.col("calls").alias("count"))  # call_shares' columns
+    # call_shares' and followed_shares' columns
+    edge_counts = edges.select("time", "caller", "callee", pl.col("calls").alias("count"), "followed")
     stats = DatasetStats(name=name)
 
     noise: dict[str, dict[str, list[float]]] = {"pod_cpu_usage": {}, "rrt": {}, "request": {}}
@@ -417,6 +434,9 @@ def _effects_of_case(stats: DatasetStats, *, case: Case, excluded: Sequence[tupl
                         for s in case.services))
         stats.add(f"{case.fault_type}: fewest-made call share",
                   fewest_made_call(edge_counts, callers=case.services, start=case.start, end=case.end, excluded=excluded))
+        stats.add(f"{case.fault_type}: callers going on after its calls",
+                  callers_going_on(edge_counts, callees=case.services, start=case.start, end=case.end,
+                                   excluded=excluded))
 
 
 # --------------------------------------------------------------------------- sets and report

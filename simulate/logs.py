@@ -166,8 +166,15 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
     sink.add(spans.start_us[failed_roots] + spans.dur_us[failed_roots], spans.pod[failed_roots],
              spans.node[failed_roots], errs)
 
-    # Ads failures are tolerated by frontend: a warning, never a failed request.
-    ads = np.nonzero((spans.callee == "adservice") & (spans.err_kind > 0))[0]
+    # A tolerated call's failure is a warning of its caller, never a failed request.
+    shrugged = np.nonzero(spans.tolerated & (spans.err_kind > 0))[0]
+    ads = shrugged[spans.callee[shrugged] == "adservice"]
+    others = shrugged[spans.callee[shrugged] != "adservice"]
+    warnings = [_go_json({"message": f"{WHAT_FAILED[c]}: {rpc_detail(k, oc, wording=wording)}", "severity": "warning",
+                          "timestamp": ts})
+                for c, k, oc, ts in zip(spans.callee[others].tolist(), spans.origin_kind[others].tolist(),
+                                        spans.origin_callee[others].tolist(), iso[others].tolist())]
+    sink.add(spans.start_us[others] + spans.dur_us[others], spans.pod[others], spans.node[others], warnings)
     warn = [_go_json({"error": f"failed to get ads: {rpc_detail(k, 'adservice', wording=wording)}", "http.req.id": rid,
                       "http.req.method": "GET", "http.req.path": "/product/OLJCESPC7Z",
                       "message": "failed to retrieve ads", "severity": "warning", "timestamp": ts})

@@ -64,6 +64,7 @@ class SpanBatch:
     http_path: np.ndarray  # root spans: request path; "" otherwise
     http_method: np.ndarray
     http_status: np.ndarray  # int16, root spans only
+    tolerated: np.ndarray  # bool: a client span whose failure its caller shrugs off (``SpanNode.tolerated``)
 
     def __len__(self) -> int:
         return len(self.span_id)
@@ -158,6 +159,15 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
     callee_pod = np.zeros((n, s_count), dtype=np.int16)
     # Per server span: the place of the first call it does not make (past the last: all made).
     made_before = np.full((n, s_count), s_count, dtype=np.int64)
+    failed_memo: dict[int, np.ndarray] = {}
+
+    def failed_call(j: int) -> np.ndarray:
+        """Whether the call at node ``j`` (made, then failed itself or below) returned an error to its caller."""
+        if j not in failed_memo:
+            below = [failed_call(c) for c in kids[j] if not nodes[c].tolerated]
+            failed_memo[j] = present[:, j] & ((kind[:, j] > 0) | np.logical_or.reduce(below, initial=False))
+        return failed_memo[j]
+
     for j, nd in enumerate(nodes):
         eff = CallEffect.neutral(n)
         if nd.kind == "server":
@@ -178,6 +188,12 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
                 eff.fail(np.ones(n, dtype=bool), CHRONIC_INJECTED_SHARE, ErrorKind.INJECTED)
         parent_ok = np.ones(n, dtype=bool) if nd.parent < 0 else (
             present[:, nd.parent] & ~refused[:, nd.parent] & (place[j] < made_before[:, nd.parent]))
+        if nd.parent >= 0 and nodes[nd.parent].kind == "server":
+            # A handler whose call failed returns its error there (Go's `if err != nil`, a Java
+            # client's exception): the calls it would have made after that one are never made.
+            for sibling in kids[nd.parent][:place[j]]:
+                if not nodes[sibling].tolerated:
+                    parent_ok &= ~failed_call(sibling)
         present[:, j] = parent_ok
         refused[:, j] = parent_ok & (rng.random(n) < eff.refused_p)
         failed = parent_ok & ~refused[:, j] & (rng.random(n) < eff.err_p)
@@ -194,7 +210,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
                 made_before[:, j] = np.where(early & (eff.site == site), gap, made_before[:, j])
         own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * eff.mult + eff.add_us
 
-    # Bottom-up: durations, error propagation (adservice failures are tolerated by frontend).
+    # Bottom-up: durations, error propagation (a tolerated call's failure stays with it).
     dur = np.zeros((n, s_count))
     kind_out = kind.copy()
     fail_callee = np.full((n, s_count), "", dtype=object)
@@ -204,7 +220,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
         total = own[:, j].copy()
         for c in kids[j]:
             total += np.where(present[:, c], dur[:, c], 0.0)
-            if nodes[c].kind == "client" and nodes[c].callee == "adservice":
+            if nodes[c].tolerated:
                 continue
             child_fail = present[:, c] & (kind_out[:, c] > 0) & (kind_out[:, j] == 0)
             kind_out[:, j] = np.where(child_fail, kind_out[:, c], kind_out[:, j])
@@ -260,6 +276,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
         "origin_kind": kind_out[rows, cols], "origin_callee": origin_callee[rows, cols],
         "http_path": np.where(is_root, template.path, ""), "http_method": np.where(is_root, template.method, ""),
         "http_status": np.where(is_root, status[rows], 0).astype(np.int16),
+        "tolerated": np.array([nd.tolerated for nd in nodes], dtype=bool)[cols],
     }
     flat["http_path"] = flat["http_path"].astype(object)
     flat["http_method"] = flat["http_method"].astype(object)

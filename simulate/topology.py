@@ -66,6 +66,11 @@ class SpanNode:
     operation: str
     callee: str  # service being called (the span's own service for server spans)
     mean_us: float  # own time: processing (server) or network/sidecar overhead (client)
+    # A client span whose failure its caller shrugs off: the handler goes on (and answers fine)
+    # without it. HipsterShop's code: frontend renders pages without ads, and its product page
+    # without recommendations; checkout places the order whether the cart empties and the
+    # confirmation mail goes out or not.
+    tolerated: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,13 +90,14 @@ class _Builder:
         self.nodes: list[SpanNode] = [SpanNode(-1, "frontend", "server", root_op, "frontend", root_us)]
 
     def call(self, parent: int, caller: str, callee: str, operation: str, client_us: float,
-             server_us: float, server_op: str | None = None) -> int:
+             server_us: float, server_op: str | None = None, tolerated: bool = False) -> int:
         """Add a client span (and the callee's server span unless client-only); return the server index."""
-        self.nodes.append(SpanNode(parent, caller, "client", operation, callee, client_us))
+        self.nodes.append(SpanNode(parent, caller, "client", operation, callee, client_us, tolerated))
         client = len(self.nodes) - 1
         if callee in CLIENT_ONLY_SERVICES:
             # The callee's own processing is folded into the client span.
-            self.nodes[client] = SpanNode(parent, caller, "client", operation, callee, client_us + server_us)
+            self.nodes[client] = SpanNode(parent, caller, "client", operation, callee, client_us + server_us,
+                                          tolerated)
             return client
         self.nodes.append(SpanNode(client, callee, "server", server_op or operation, callee, server_us))
         return len(self.nodes) - 1
@@ -102,16 +108,17 @@ class _Builder:
 
 def _get_cart(b: _Builder, parent: int, caller: str, op: str = "GetCart") -> None:
     server = b.call(parent, caller, "cartservice", f"hipstershop.CartService/{op}", 1500.0, 400.0,
-                    server_op=f"POST /hipstershop.CartService/{op}")
+                    server_op=f"POST /hipstershop.CartService/{op}", tolerated=op == "EmptyCart")
     if op in ("GetCart", "AddItem"):
         b.redis(server, "HGET")
     if op in ("AddItem", "EmptyCart"):
         b.redis(server, "HMSET")
 
 
-def _recommend(b: _Builder, parent: int) -> None:
+def _recommend(b: _Builder, parent: int, *, tolerated: bool = False) -> None:
     server = b.call(parent, "frontend", "recommendationservice", "hipstershop.RecommendationService/ListRecommendations",
-                    9000.0, 100000.0, server_op="/hipstershop.RecommendationService/ListRecommendations")
+                    9000.0, 100000.0, server_op="/hipstershop.RecommendationService/ListRecommendations",
+                    tolerated=tolerated)
     b.call(server, "recommendationservice", "productcatalogservice",
            "/hipstershop.ProductCatalogService/ListProducts", 9000.0, 72.0,
            server_op="hipstershop.ProductCatalogService/ListProducts")
@@ -126,7 +133,7 @@ def _currency(b: _Builder, parent: int, caller: str, op: str) -> None:
 
 
 def _ads(b: _Builder, parent: int) -> None:
-    b.call(parent, "frontend", "adservice", "hipstershop.AdService/GetAds", 2200.0, 900.0)
+    b.call(parent, "frontend", "adservice", "hipstershop.AdService/GetAds", 2200.0, 900.0, tolerated=True)
 
 
 def _quote(b: _Builder, parent: int, caller: str) -> None:
@@ -150,7 +157,7 @@ def build_templates() -> tuple[RequestTemplate, ...]:
     _currency(b, 0, "frontend", "GetSupportedCurrencies")
     _get_cart(b, 0, "frontend")
     _currency(b, 0, "frontend", "Convert")
-    _recommend(b, 0)
+    _recommend(b, 0, tolerated=True)
     _ads(b, 0)
     templates.append(RequestTemplate("product", "GET", "/product/{id}", 200, 0.40, tuple(b.nodes)))
 
@@ -180,7 +187,7 @@ def build_templates() -> tuple[RequestTemplate, ...]:
     b.call(order, "checkoutservice", "shippingservice", "hipstershop.ShippingService/ShipOrder", 13800.0, 210.0)
     _get_cart(b, order, "checkoutservice", "EmptyCart")
     b.call(order, "checkoutservice", "emailservice", "hipstershop.EmailService/SendOrderConfirmation", 6000.0,
-           700.0, server_op="/hipstershop.EmailService/SendOrderConfirmation")
+           700.0, server_op="/hipstershop.EmailService/SendOrderConfirmation", tolerated=True)
     templates.append(RequestTemplate("checkout", "POST", "/cart/checkout", 200, 0.07, tuple(b.nodes)))
 
     b = _Builder("POST /setCurrency", 1500.0)

@@ -144,6 +144,21 @@ def test_fewest_made_call_is_the_lowest_window_share_over_the_usual_one() -> Non
     assert rvs.fewest_made_call(held, callers=["frontend"], start=start, end=end) == pytest.approx(1.0)
 
 
+def test_callers_going_on_is_the_lowest_callers_followed_share_over_its_usual_one() -> None:
+    """frontend goes on after 9 of 10 of its calls into checkoutservice, then after 3 of 10."""
+    rows = [{"time": T0 + timedelta(minutes=m), "caller": "frontend", "callee": "checkoutservice", "count": 10,
+             "followed": 9 if m < 30 else 3} for m in range(40)]
+    rows += [{"time": T0 + timedelta(minutes=m), "caller": "frontend", "callee": "cartservice", "count": 10,
+              "followed": 10} for m in range(40)]
+    counts = pl.DataFrame(rows, schema={"time": pl.Datetime("us", "UTC"), "caller": pl.Utf8, "callee": pl.Utf8,
+                                        "count": pl.UInt32, "followed": pl.UInt32})
+    start, end = T0 + timedelta(minutes=30), T0 + timedelta(minutes=34, seconds=30)
+    assert rvs.callers_going_on(counts, callees=["checkoutservice"], start=start, end=end) == pytest.approx(1 / 3)
+    assert rvs.callers_going_on(counts, callees=["cartservice"], start=start, end=end) == pytest.approx(1.0)
+    # Nobody calls frontend: nothing to measure.
+    assert rvs.callers_going_on(counts, callees=["frontend"], start=start, end=end) is None
+
+
 @pytest.mark.parametrize(("rrt_ratio", "expected"), [(39.0, 0.25), (2.0, 0.25), (1.9, None), (None, None)])
 def test_entry_backoff_is_the_request_ratio_of_a_slowed_entry_only(rrt_ratio, expected) -> None:
     requests = _minutes([500.0] * 30 + [125.0] * 3)

@@ -1,7 +1,9 @@
 """A handler that fails in its own code stops there: the calls after the failure are not made.
 
 Real code faults do this (Nezha's injected exceptions and early returns, docs/generalisation.md);
-before round 21 the simulator's failing server spans kept every child call.
+before round 21 the simulator's failing server spans kept every child call. A call that failed is
+such a failure of its caller's code too (Go's `if err != nil { return err }`, a Java client's
+exception): before round 24 a caller went on with its next calls after a failed one.
 """
 from __future__ import annotations
 
@@ -18,11 +20,11 @@ from simulate.topology import place_pods, pods_of
 HOUR = datetime(2025, 6, 6, 2, 0, tzinfo=UTC)
 
 
-def _hour(fault_type: str | None, *, uuid: str = "f"):
+def _hour(fault_type: str | None, *, uuid: str = "f", service: str = "checkoutservice"):
     placement = place_pods(rng=np.random.default_rng(0), day="2025-06-06")
     faults = [] if fault_type is None else [Fault(
-        uuid=uuid, fault_type=fault_type, level="service", service="checkoutservice",
-        pods=tuple(pods_of("checkoutservice")), node="", source="", destination="",
+        uuid=uuid, fault_type=fault_type, level="service", service=service,
+        pods=tuple(pods_of(service)), node="", source="", destination="",
         start=HOUR, end=HOUR + timedelta(hours=1), record={})]
     spans, _ = generate_hour(hour_start=HOUR, traces_per_hour=6000, faults=faults, placement=placement,
                              pods_on_node=_pods_on_node(placement), strength=1.0,
@@ -58,3 +60,18 @@ def test_a_failing_handler_skips_the_calls_after_its_failure(fault_type: str) ->
     # Faults sit at different places: before some calls, or after all of them.
     assert min(made_by_fault) < full
     assert len(set(made_by_fault)) >= 3
+
+
+def test_a_handler_stops_after_a_call_that_failed() -> None:
+    healthy = _hour(None)
+    full = int(np.median(_calls_made(healthy, _place_order(healthy))))
+    spans = _hour("code error", service="cartservice")
+    # PlaceOrder's first call is GetCart: where it failed, the handler made no other call.
+    get_cart = (spans.kind == "client") & (spans.service == "checkoutservice") & (
+        spans.operation == "hipstershop.CartService/GetCart")
+    failed_first = _place_order(spans) & np.isin(spans.span_id, spans.parent_id[get_cart & (spans.err_kind > 0)])
+    assert failed_first.sum() > 20
+    assert set(_calls_made(spans, failed_first).tolist()) == {1}
+    # Where it answered, the handler went on with every call.
+    answered = _place_order(spans) & np.isin(spans.span_id, spans.parent_id[get_cart & (spans.err_kind == 0)])
+    assert np.median(_calls_made(spans, answered)) == full
