@@ -403,18 +403,9 @@ def dropped_calls(
     demand (``call_shares``) falls. A drop to under a tenth is left to the edge's stop
     (``score_trace_window``).
     """
-    window_start = window_first_minute(start)
     judged = call_shares(stats, start=start, end=end, baseline_start=baseline_start, params=params, exclude=exclude)
-    found = judged.filter((pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
-                          & (pl.col("ratio") <= params.max_dropped_share) & (pl.col("ratio") >= STOPPED_SHARE))
-    rows = []
-    for row in found.iter_rows(named=True):
-        midway = row["share"] * (1.0 + row["ratio"]) / 2
-        below = [t for t, share in zip(row["time"], row["minute_shares"]) if share < midway]
-        rows.append({"caller": row["caller"], "callee": row["callee"], "z": min(float(row["z"]), Z_CAP),
-                     "ratio": float(row["ratio"]), "window_calls": int(row["calls"]),
-                     "onset": below[0] if below else window_start})
-    return strongest_first(pl.DataFrame(rows, schema=DROPPED_EVENT_SCHEMA), "caller", "callee")
+    return _shortfalls(judged.filter(pl.col("ratio") >= STOPPED_SHARE), window_start=window_first_minute(start),
+                       calls="calls", params=params)
 
 
 def stopped_after(
@@ -435,20 +426,26 @@ def stopped_after(
     (``followed_shares``) is not. So is a caller that gives up after a failed call: the ranker
     tells the two apart by the callee's own trouble.
     """
-    window_start = window_first_minute(start)
     judged = followed_shares(stats, start=start, end=end, baseline_start=baseline_start, params=params,
                              exclude=exclude)
+    return _shortfalls(judged, window_start=window_first_minute(start), calls="demand", params=params)
+
+
+def _shortfalls(judged: pl.DataFrame, *, window_start: datetime, calls: str, params: TraceParams) -> pl.DataFrame:
+    """Events of the shares (``_against_usual_share``) that fell clearly, onset at the first minute below midway.
+
+    ``calls``: the column counted as the window's calls. Under a tenth of the usual share is a
+    stop, as strong as an edge's (``_stop``).
+    """
     found = judged.filter((pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
                           & (pl.col("ratio") <= params.max_dropped_share))
     rows = []
     for row in found.iter_rows(named=True):
         midway = row["share"] * (1.0 + row["ratio"]) / 2
         below = [t for t, share in zip(row["time"], row["minute_shares"]) if share < midway]
-        # Under a tenth of the usual next calls is a stop, as strong as an edge's (``_stop``).
         z = STOPPED_Z if row["ratio"] < STOPPED_SHARE else min(float(row["z"]), Z_CAP)
-        rows.append({"caller": row["caller"], "callee": row["callee"], "z": z,
-                     "ratio": float(row["ratio"]), "window_calls": int(row["demand"]),
-                     "onset": below[0] if below else window_start})
+        rows.append({"caller": row["caller"], "callee": row["callee"], "z": z, "ratio": float(row["ratio"]),
+                     "window_calls": int(row[calls]), "onset": below[0] if below else window_start})
     return strongest_first(pl.DataFrame(rows, schema=DROPPED_EVENT_SCHEMA), "caller", "callee")
 
 
