@@ -1,4 +1,4 @@
-"""Real public fault sets (Nezha) prepared for evaluation: imported and indexed once, reused.
+"""Real public fault sets (Nezha) prepared for evaluation: imported once, indexed by the incremental nightly job.
 
 ``prepared_set`` runs ``rca import nezha`` and ``rca preprocess`` under a work directory, one
 folder per (system, days, view); ``set_settings`` points a Settings at it; ``rules_answers``
