@@ -141,8 +141,11 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
     # strings instead.
     row = pl.int_range(pl.len(), dtype=pl.get_index_type())
     trace = pl.col("trace_id").hash(seed=1)
+    # A span's parent_key (null for a root) is also its handler's key: the calls one handler made
+    # share it (``followed`` below groups on it, not on the two strings).
     keys = spans.select(row.alias("row"), pl.col("parent_span_id").is_not_null().alias("has_parent"),
-                        (trace ^ pl.col("parent_span_id").hash(seed=2)).alias("parent_key"),
+                        pl.when(pl.col("parent_span_id").is_not_null())
+                        .then(trace ^ pl.col("parent_span_id").hash(seed=2)).alias("parent_key"),
                         (trace ^ pl.col("span_id").hash(seed=2)).alias("own_key"))
     pairs = (keys.filter("has_parent").select(pl.col("row").alias("child"), pl.col("parent_key").alias("key"))
              .join(keys.select(pl.col("row").alias("parent"), pl.col("own_key").alias("key")), on="key")
@@ -159,12 +162,13 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
     service = spans.get_column("service")
     crossing_pairs = pairs.filter(service.gather(pairs.get_column("parent")) != service.gather(pairs.get_column("child")))
     crossing = pl.concat([
-        spans.select("start", "service", "pod", "node", "operation", "duration_us", "is_error", "trace_id")[
+        spans.select("start", "service", "pod", "node", "operation", "duration_us", "is_error")[
             crossing_pairs.get_column("child")],
         spans.select(pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
                      pl.col("span_kind").alias("parent_kind"), pl.col("duration_us").alias("parent_duration_us"),
-                     pl.col("is_error").alias("parent_error"), pl.col("start").alias("parent_start"),
-                     pl.col("span_id").alias("parent_id"), pl.col("parent_span_id").alias("grandparent_id"))[
+                     pl.col("is_error").alias("parent_error"), pl.col("start").alias("parent_start"))[
+            crossing_pairs.get_column("parent")],
+        keys.select(pl.col("own_key").alias("parent_key"), pl.col("parent_key").alias("grandparent_key"))[
             crossing_pairs.get_column("parent")],
     ], how="horizontal")
     via_client = pl.col("parent_kind") == "client"
@@ -179,8 +183,7 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
         # The caller's client span stands for this call; any other parent's error is its own.
         (pl.col("is_error").fill_null(False) | (via_client & pl.col("parent_error").fill_null(False))).alias("is_error"),
         # The caller's span that made the call (its handler) and the call as that handler saw it.
-        "trace_id",
-        pl.when(via_client).then(pl.col("grandparent_id")).otherwise(pl.col("parent_id")).alias("handler"),
+        pl.when(via_client).then(pl.col("grandparent_key")).otherwise(pl.col("parent_key")).alias("handler"),
         pl.when(via_client).then(pl.col("parent_start")).otherwise(pl.col("start")).alias("call_start"),
     )
     # The calls some server span answered: the parents of a crossing call's span, all the spans
@@ -191,25 +194,26 @@ def call_edges(spans: pl.DataFrame) -> pl.DataFrame:
     answered = np.zeros(spans.height, dtype=bool)
     answered[pairs.get_column("parent").to_numpy()[crossing_child[pairs.get_column("child").to_numpy()]]] = True
     client_only = (
-        spans.filter((pl.col("span_kind") == "client") & pl.col("peer_service").is_not_null()
-                     & (pl.col("peer_service") != pl.col("service")) & ~pl.Series(answered))
+        pl.concat([spans, keys.select(pl.col("parent_key").alias("handler"))], how="horizontal")
+        .filter((pl.col("span_kind") == "client") & pl.col("peer_service").is_not_null()
+                & (pl.col("peer_service") != pl.col("service")) & ~pl.Series(answered))
         .select(
             pl.col("start").alias("time"), pl.col("service").alias("caller"), pl.col("pod").alias("caller_pod"),
             pl.col("peer_service").alias("callee"),
             pl.lit(None, pl.Utf8).alias("callee_pod"), pl.lit(None, pl.Utf8).alias("callee_node"),
             "operation", pl.col("duration_us").alias("latency_us"), pl.lit(None, pl.Int64).alias("wait_us"),
             pl.col("is_error").fill_null(False).alias("is_error"),
-            "trace_id", pl.col("parent_span_id").alias("handler"), pl.col("start").alias("call_start"),
+            "handler", pl.col("start").alias("call_start"),
         )
     )
     calls = pl.concat([server_side, client_only])
     # Whether the handler made another call once this one had returned: a handler whose code
     # stops after a call (an exception past it, an error it returns) makes none.
     call_end = pl.col("call_start") + pl.duration(microseconds=pl.col("latency_us"))
-    later = pl.col("call_start").max().over("trace_id", "handler")
+    later = pl.col("call_start").max().over("handler")
     return calls.with_columns(
         pl.when(pl.col("handler").is_null()).then(False).otherwise(later > call_end).alias("followed"),
-    ).drop("trace_id", "handler", "call_start")
+    ).drop("handler", "call_start")
 
 
 def edge_stats(spans: pl.DataFrame) -> pl.DataFrame:

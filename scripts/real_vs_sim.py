@@ -237,11 +237,9 @@ def fewest_made_call(edge_counts: pl.DataFrame, *, callers: Iterable[str], start
                      excluded: Sequence[tuple[datetime, datetime]] = ()) -> float | None:
     """Of the calls ``callers`` make, the one made least often for their demand: its share in the
     window over its usual share (``call_shares``; calls expected at least ``min_expected_calls``)."""
-    params = TraceParams()
     shares = call_shares(edge_counts, start=start, end=end, baseline_start=start - timedelta(minutes=BASELINE_MINUTES),
-                         params=params, exclude=excluded)
-    judged = shares.filter(pl.col("caller").is_in(list(callers)) & (pl.col("expected") >= params.min_expected_calls))
-    return float(judged.select(pl.col("ratio").min()).item()) if judged.height else None
+                         params=TraceParams(), exclude=excluded)
+    return _lowest_ratio(shares, column="caller", names=callers)
 
 
 def callers_going_on(edge_counts: pl.DataFrame, *, callees: Iterable[str], start: datetime, end: datetime,
@@ -249,10 +247,17 @@ def callers_going_on(edge_counts: pl.DataFrame, *, callees: Iterable[str], start
     """Of the calls into ``callees``, the caller's whose handlers least often went on to another call
     after them: that share in the window over its usual share (``followed_shares``; calls expected
     at least ``min_expected_calls``). Under 1 where a failing callee ends its callers' handlers."""
-    params = TraceParams()
     shares = followed_shares(edge_counts, start=start, end=end,
-                             baseline_start=start - timedelta(minutes=BASELINE_MINUTES), params=params, exclude=excluded)
-    judged = shares.filter(pl.col("callee").is_in(list(callees)) & (pl.col("expected") >= params.min_expected_calls))
+                             baseline_start=start - timedelta(minutes=BASELINE_MINUTES), params=TraceParams(),
+                             exclude=excluded)
+    return _lowest_ratio(shares, column="callee", names=callees)
+
+
+def _lowest_ratio(shares: pl.DataFrame, *, column: str, names: Iterable[str]) -> float | None:
+    """The lowest window-over-usual ``ratio`` of the ``shares`` rows whose ``column`` is one of ``names``
+    (calls expected at least the detectors' ``min_expected_calls``)."""
+    judged = shares.filter(pl.col(column).is_in(list(names))
+                           & (pl.col("expected") >= TraceParams().min_expected_calls))
     return float(judged.select(pl.col("ratio").min()).item()) if judged.height else None
 
 
