@@ -122,8 +122,9 @@ def _render(item: EvidenceItem, *, max_chars: int) -> str:
         others = f" +{item.more_callees} more" if item.more_callees else ""
         return f"{edge}{others}: calls from {item.component} dropped, its callees starved, from {when}"
     if item.signal == "stopped_after":
+        # The share says what happened; a full stop's z is only the strength every stop is given.
         return (f"{edge}: {item.component}'s handlers stopped after this call ({item.ratio:.2f} of their usual "
-                f"next calls, z={item.z:.1f}) from {when}")
+                f"next calls) from {when}")
     if item.signal == "fanout":
         others = f" +{item.more_callees} more" if item.more_callees else ""
         return (f"{edge}{others}: {item.fanout_signal} on calls from {item.component} (z={item.z:.1f}) "
