@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from simulate.logs import build_hour_logs
 from simulate.requests import generate_hour
 from simulate.schedule import Fault
 from simulate.simulator import _pods_on_node
@@ -75,3 +76,19 @@ def test_a_handler_stops_after_a_call_that_failed() -> None:
     # Where it answered, the handler went on with every call.
     answered = _place_order(spans) & np.isin(spans.span_id, spans.parent_id[get_cart & (spans.err_kind == 0)])
     assert np.median(_calls_made(spans, answered)) == full
+
+
+def test_a_failed_empty_cart_leaves_no_line() -> None:
+    """checkoutservice discards EmptyCart's error without a word; its other failures are logged."""
+    spans = _hour("code error", service="cartservice")
+    empty_failed = (spans.kind == "client") & (spans.operation == "hipstershop.CartService/EmptyCart") & (
+        spans.err_kind > 0)
+    assert empty_failed.sum() > 5
+    logs = build_hour_logs(spans=spans, faults=[], placement=place_pods(rng=np.random.default_rng(0), day="2025-06-06"),
+                           hour_start_s=int(HOUR.timestamp()), info_share=0.0, verbose_frontend=False,
+                           rng=np.random.default_rng(1))
+    checkout = np.array([pod.startswith("checkoutservice") for pod in logs.pod.tolist()])
+    cart_lines = sum("could not retrieve cart" in m for m in logs.message[checkout].tolist())
+    # One line per PlaceOrder that failed on a cart call (GetCart), none for the discarded EmptyCart.
+    failed_orders = _place_order(spans) & (spans.err_kind > 0) & (spans.fail_callee == "cartservice")
+    assert cart_lines == failed_orders.sum() > 0
