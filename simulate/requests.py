@@ -159,14 +159,36 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
     callee_pod = np.zeros((n, s_count), dtype=np.int16)
     # Per server span: the place of the first call it does not make (past the last: all made).
     made_before = np.full((n, s_count), s_count, dtype=np.int64)
-    failed_memo: dict[int, np.ndarray] = {}
+    # What each span reports (its own error, else its first failing call's; a tolerated call's
+    # failure stays with it), which service it blames and where the failure began. Decided once
+    # per span, after its subtree (nodes come depth first: a call's subtree precedes its next
+    # sibling), when its caller's handler asks whether to go on, or at the end.
+    kind_out = np.zeros((n, s_count), dtype=np.int8)
+    fail_callee = np.full((n, s_count), "", dtype=object)
+    origin_callee = np.full((n, s_count), "", dtype=object)
+    decided: set[int] = set()
 
-    def failed_call(j: int) -> np.ndarray:
-        """Whether the call at node ``j`` (made, then failed itself or below) returned an error to its caller."""
-        if j not in failed_memo:
-            below = [failed_call(c) for c in kids[j] if not nodes[c].tolerated]
-            failed_memo[j] = present[:, j] & ((kind[:, j] > 0) | np.logical_or.reduce(below, initial=False))
-        return failed_memo[j]
+    def outcome(j: int) -> np.ndarray:
+        """Whether the span at node ``j`` (made, then failed itself or below) returned an error to its caller."""
+        if j not in decided:
+            decided.add(j)
+            nd = nodes[j]
+            kind_out[:, j] = kind[:, j]
+            for c in kids[j]:
+                if nodes[c].tolerated:
+                    continue
+                child_fail = outcome(c) & (kind_out[:, j] == 0)
+                kind_out[:, j] = np.where(child_fail, kind_out[:, c], kind_out[:, j])
+                direct = nodes[c].callee if nodes[c].kind == "client" else fail_callee[:, c]
+                fail_callee[:, j] = np.where(child_fail, direct, fail_callee[:, j])
+                origin_callee[:, j] = np.where(child_fail, origin_callee[:, c], origin_callee[:, j])
+            own_fail = kind[:, j] > 0
+            if nd.kind == "client":
+                fail_callee[:, j] = np.where(own_fail, nd.callee, fail_callee[:, j])
+                origin_callee[:, j] = np.where(own_fail, nd.callee, origin_callee[:, j])
+            else:
+                origin_callee[:, j] = np.where(own_fail, nd.service, origin_callee[:, j])
+        return present[:, j] & (kind_out[:, j] > 0)
 
     for j, nd in enumerate(nodes):
         eff = CallEffect.neutral(n)
@@ -193,7 +215,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
             # client's exception): the calls it would have made after that one are never made.
             for sibling in kids[nd.parent][:place[j]]:
                 if not nodes[sibling].tolerated:
-                    parent_ok &= ~failed_call(sibling)
+                    parent_ok &= ~outcome(sibling)
         present[:, j] = parent_ok
         refused[:, j] = parent_ok & (rng.random(n) < eff.refused_p)
         failed = parent_ok & ~refused[:, j] & (rng.random(n) < eff.err_p)
@@ -210,29 +232,15 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
                 made_before[:, j] = np.where(early & (eff.site == site), gap, made_before[:, j])
         own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * eff.mult + eff.add_us
 
-    # Bottom-up: durations, error propagation (a tolerated call's failure stays with it).
+    for j in range(s_count):
+        outcome(j)
+
+    # Bottom-up: durations.
     dur = np.zeros((n, s_count))
-    kind_out = kind.copy()
-    fail_callee = np.full((n, s_count), "", dtype=object)
-    origin_callee = np.full((n, s_count), "", dtype=object)
     for j in reversed(range(s_count)):
-        nd = nodes[j]
         total = own[:, j].copy()
         for c in kids[j]:
             total += np.where(present[:, c], dur[:, c], 0.0)
-            if nodes[c].tolerated:
-                continue
-            child_fail = present[:, c] & (kind_out[:, c] > 0) & (kind_out[:, j] == 0)
-            kind_out[:, j] = np.where(child_fail, kind_out[:, c], kind_out[:, j])
-            direct = nodes[c].callee if nodes[c].kind == "client" else fail_callee[:, c]
-            fail_callee[:, j] = np.where(child_fail, direct, fail_callee[:, j])
-            origin_callee[:, j] = np.where(child_fail, origin_callee[:, c], origin_callee[:, j])
-        own_fail = kind[:, j] > 0
-        if nd.kind == "client":
-            fail_callee[:, j] = np.where(own_fail, nd.callee, fail_callee[:, j])
-            origin_callee[:, j] = np.where(own_fail, nd.callee, origin_callee[:, j])
-        else:
-            origin_callee[:, j] = np.where(own_fail, nd.service, origin_callee[:, j])
         dur[:, j] = np.where(refused[:, j], rng.uniform(400, 3000, n), total)
 
     # Top-down: start times, children run one after another inside their parent.

@@ -16,7 +16,7 @@ from simulate.logs import build_hour_logs
 from simulate.requests import generate_hour
 from simulate.schedule import Fault
 from simulate.simulator import _pods_on_node
-from simulate.topology import place_pods, pods_of
+from simulate.topology import TEMPLATES, place_pods, pods_of
 
 HOUR = datetime(2025, 6, 6, 2, 0, tzinfo=UTC)
 
@@ -92,3 +92,18 @@ def test_a_failed_empty_cart_leaves_no_line() -> None:
     # One line per PlaceOrder that failed on a cart call (GetCart), none for the discarded EmptyCart.
     failed_orders = _place_order(spans) & (spans.err_kind > 0) & (spans.fail_callee == "cartservice")
     assert cart_lines == failed_orders.sum() > 0
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.name)
+def test_templates_list_each_call_before_its_next_sibling(template) -> None:
+    """Depth first: a call's whole subtree precedes its next sibling, so the generator can
+    decide whether a call failed (its subtree done) before the handler's next call is made."""
+    nodes = template.nodes
+    for j in range(1, len(nodes)):
+        # Every node between a node and its parent descends from that parent (no other branch
+        # interleaves), and parents come first.
+        assert nodes[j].parent < j
+        k = j - 1
+        while k != nodes[j].parent:
+            assert k > nodes[j].parent
+            k = nodes[k].parent
