@@ -272,8 +272,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
         return np.array([getattr(nd, attr) for nd in nodes], dtype=object)[cols]
 
     is_root = cols == 0
-    root_kind = kind_out[rows, 0]
-    status = np.where(root_kind > 0, 500, template.status)
+    status = np.where(kind_out[:, 0] > 0, 500, template.status)  # per trace: its answer's HTTP status
     flat = {
         "trace_hi": trace_hi[rows], "trace_lo": trace_lo[rows], "span_id": ids[rows, cols],
         "parent_id": parent_ids[rows, cols], "service": col_attr("service"), "pod": proc, "node": node_names,
