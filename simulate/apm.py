@@ -1,7 +1,8 @@
 """APM per pod and per service, aggregated per minute from the simulated calls of a CST day.
 
-Traces are a sample of the traffic, so counts are multiplied by ``scale_up`` to reach the
-APM volume; latencies (``rrt`` mean, ``rrt_max``) are in µs like the spans they come from.
+The APM sees the calls of every request the simulator draws, traced or not (traces are a
+sample of them); counts are multiplied by ``scale_up`` to reach the system's volume; latencies
+(``rrt`` mean, ``rrt_max``) are in µs like the spans.
 A pod whose container is down has no APM row for that minute.
 """
 from __future__ import annotations

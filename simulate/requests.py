@@ -138,10 +138,12 @@ def _closed_loop(built: list[_Built], *, rng: np.random.Generator) -> list[_Buil
     return [b.kept(rng.random(len(b.minute)) < share[b.minute]) for b in built]
 
 
-def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.ndarray, faults: list[Fault],
-                    placement: Placement, pods_on_node: dict[str, tuple[str, ...]], strength: float,
-                    rng: np.random.Generator) -> _Built:
-    """The traces of ``template`` that start at ``t0_us`` (µs since epoch; ``minute``: each one's minute of the hour)."""
+def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.ndarray, traced: np.ndarray,
+                    pace: np.ndarray, faults: list[Fault], placement: Placement,
+                    pods_on_node: dict[str, tuple[str, ...]], strength: float, rng: np.random.Generator) -> _Built:
+    """The requests of ``template`` that start at ``t0_us`` (µs since epoch; ``minute``: each one's minute of
+    the hour): APM calls of every one, spans of those ``traced`` marks. ``pace`` scales each pod's own
+    time in each minute (pod id x minute of the hour)."""
     n, nodes = len(t0_us), template.nodes
     s_count = len(nodes)
     t_s = t0_us / 1e6
@@ -230,7 +232,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
                 gap = np.random.default_rng((int(site), zlib.crc32(nd.operation.encode()))).integers(
                     0, len(kids[j]) + 1)
                 made_before[:, j] = np.where(early & (eff.site == site), gap, made_before[:, j])
-        own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * eff.mult + eff.add_us
+        own[:, j] = nd.mean_us * rng.lognormal(-0.06, 0.35, n) * pace[proc_pod[:, j], minute] * eff.mult + eff.add_us
 
     for j in range(s_count):
         outcome(j)
@@ -258,7 +260,7 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
     parent_idx = np.array([nd.parent for nd in nodes])
     parent_ids = np.where(parent_idx[None, :] >= 0, ids[:, np.maximum(parent_idx, 0)], np.uint64(0))
 
-    rows, cols = np.nonzero(present)
+    rows, cols = np.nonzero(present & traced[:, None])
     pod_names = np.array(ALL_PODS, dtype=object)
     minute_of_day = (((start[rows, cols] / 1e6 + CST_OFFSET_S) % 86400) // 60).astype(int)
     proc = pod_names[proc_pod[rows, cols]]
@@ -297,13 +299,17 @@ def _build_template(template: RequestTemplate, *, t0_us: np.ndarray, minute: np.
     return _Built(flat=flat, calls=calls, span_trace=rows, call_trace=r2, minute=minute, root_us=dur[:, 0])
 
 
-def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[Fault], placement: Placement,
-                  pods_on_node: dict[str, tuple[str, ...]], strength: float,
-                  rng: np.random.Generator) -> tuple[SpanBatch, CallRecords]:
-    """All spans whose trace starts in the UTC hour beginning at ``hour_start``."""
+def generate_hour(*, hour_start: datetime, requests_per_hour: float, trace_share: float, faults: list[Fault],
+                  placement: Placement, pods_on_node: dict[str, tuple[str, ...]], strength: float,
+                  rng: np.random.Generator, latency_jitter: float = 0.0) -> tuple[SpanBatch, CallRecords]:
+    """The requests that start in the UTC hour beginning at ``hour_start``: the calls of every
+    one (what an APM counts) and the spans of the ``trace_share`` of them a tracer keeps (head
+    sampling, a whole trace or none of it). Each pod's own time wobbles from minute to minute by a
+    log-normal factor of sigma ``latency_jitter``."""
     base = int(hour_start.timestamp())
     minutes_s = base + 60 * np.arange(60)
-    counts = rng.poisson(minute_load(minutes_s=minutes_s, traces_per_hour=traces_per_hour))
+    counts = rng.poisson(minute_load(minutes_s=minutes_s, traces_per_hour=requests_per_hour))
+    pace = rng.lognormal(0.0, latency_jitter, (len(ALL_PODS), 60)) if latency_jitter > 0 else np.ones((len(ALL_PODS), 60))
     weights = np.array([t.weight for t in TEMPLATES])
     per_template = rng.multinomial(counts, weights / weights.sum())  # (60, templates)
     built: list[_Built] = []
@@ -312,8 +318,10 @@ def generate_hour(*, hour_start: datetime, traces_per_hour: float, faults: list[
         if len(minute_idx) == 0:
             continue
         t0_us = (base + 60 * minute_idx + rng.uniform(0, 60, len(minute_idx))) * 1e6
-        built.append(_build_template(template, t0_us=t0_us, minute=minute_idx, faults=faults, placement=placement,
-                                     pods_on_node=pods_on_node, strength=strength, rng=rng))
+        traced = rng.random(len(minute_idx)) < trace_share
+        built.append(_build_template(template, t0_us=t0_us, minute=minute_idx, traced=traced, pace=pace,
+                                     faults=faults, placement=placement, pods_on_node=pods_on_node,
+                                     strength=strength, rng=rng))
     # Its own generator: the requests drawn above, and every hour without slow minutes, stay as they were.
     built = _closed_loop(built, rng=np.random.default_rng((base, zlib.crc32(b"closed loop"))))
     flats = [b.flat for b in built]

@@ -28,7 +28,8 @@ def _hour(fault_type: str | None, *, service: str = "adservice"):
         uuid="f", fault_type=fault_type, level="service", service=service, pods=tuple(pods_of(service)),
         node="", source="", destination="", start=HOUR + timedelta(minutes=SLOW[0]),
         end=HOUR + timedelta(minutes=SLOW[1]), record={})]
-    spans, calls = generate_hour(hour_start=HOUR, traces_per_hour=6000, faults=faults, placement=placement,
+    spans, calls = generate_hour(hour_start=HOUR, requests_per_hour=6000, trace_share=1.0, faults=faults,
+                                 placement=placement,
                                  pods_on_node=_pods_on_node(placement), strength=1.0,
                                  rng=np.random.default_rng(7))
     return spans, calls

@@ -27,7 +27,8 @@ def _hour(fault_type: str | None, *, uuid: str = "f", service: str = "checkoutse
         uuid=uuid, fault_type=fault_type, level="service", service=service,
         pods=tuple(pods_of(service)), node="", source="", destination="",
         start=HOUR, end=HOUR + timedelta(hours=1), record={})]
-    spans, _ = generate_hour(hour_start=HOUR, traces_per_hour=6000, faults=faults, placement=placement,
+    spans, _ = generate_hour(hour_start=HOUR, requests_per_hour=6000, trace_share=1.0, faults=faults,
+                             placement=placement,
                              pods_on_node=_pods_on_node(placement), strength=1.0,
                              rng=np.random.default_rng(7))
     return spans

@@ -22,7 +22,8 @@ def test_each_answer_has_its_own_status() -> None:
     faults = [Fault(uuid="f", fault_type="code error", level="service", service="cartservice",
                     pods=tuple(pods_of("cartservice")), node="", source="", destination="",
                     start=HOUR, end=HOUR + timedelta(hours=1), record={})]
-    spans, _ = generate_hour(hour_start=HOUR, traces_per_hour=6000, faults=faults, placement=placement,
+    spans, _ = generate_hour(hour_start=HOUR, requests_per_hour=6000, trace_share=1.0, faults=faults,
+                             placement=placement,
                              pods_on_node=_pods_on_node(placement), strength=1.0, rng=np.random.default_rng(7))
     root = spans.http_method != ""
     failed = root & (spans.err_kind > 0)
