@@ -51,7 +51,8 @@ class RankWeights:
     # exception before the downstream call) starves its callees: when at least
     # ``dropped_callees`` of a caller's callees lose traffic (requests, network, syscalls or
     # their incoming calls) while the caller's own demand holds, the drop is the caller's
-    # evidence and the callees keep ``starved_weight`` of theirs.
+    # evidence and the callees keep ``starved_weight`` of theirs. One callee is enough when
+    # the caller is its only caller and it lost every request, alive and error-free.
     dropped_callees: int = 2
     # Errors travel up the call graph, and a failing call ends its caller's code path too:
     # a service's own log trouble (bursts, new lines, lines that stopped) keeps

@@ -25,7 +25,8 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    callee's: it goes to the end that most such calls touch, or to a clearly CPU-starved end
    (``index.evidence.waiting`` / ``wait_items``), and takes no part in propagation;
 6. silence travels down the call graph: the silence of a component whose callers all
-   stopped (or of a call edge whose caller stopped) is weighted down, as is the fall in
+   stopped (or of a call edge whose caller stopped) is weighted down, a live, error-free
+   service whose only caller stopped calling it is that caller's evidence, as is the fall in
    requests of an entry service whose clients wait on its slow answers, and a pod that only
    feels its stressed node (clearly stressed, or moderately while pods of several services
    suffer there together) ranks just below that node, as does a service whose troubled
@@ -534,9 +535,11 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     less often for the demand the caller serves, which no callee of it can bring about.
     """
     lost: dict[str, list[Item]] = defaultdict(list)
+    evidence: dict[str, list[EvidenceItem]] = defaultdict(list)  # service -> its own and its pods' evidence
     for name, comp in components.items():
         if not is_node(name):
             lost[service_of(name)].extend(i for i in comp.items if _lost_traffic(i))
+            evidence[service_of(name)].extend(i.evidence for i in comp.items)
     found: list[tuple[str, Item]] = []
     starved: set[str] = set()
     traced = share_drops.group_by("caller", maintain_order=True).agg(pl.col("callee"), pl.col("z").max(),
@@ -551,7 +554,8 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
             continue
         callees = sorted((c for c in graph.successors(caller) if c != caller and lost.get(c)),
                          key=lambda c: (-max(i.strength for i in lost[c]), c))  # ties by name: stable text
-        if len(callees) < weights.dropped_callees:
+        if len(callees) < weights.dropped_callees and not any(
+                _abandoned(c, caller=caller, graph=graph, evidence=evidence) for c in callees):
             continue
         # Strength of the weakest of the strongest drops: a drop shared by several callees.
         drops = [max(i.strength for i in lost[c]) for c in callees[:weights.dropped_callees]]
@@ -566,6 +570,31 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
                 if _idled(item):
                     item.explained_by_others(weights.starved_weight)
     return found
+
+
+def _abandoned(service: str, *, caller: str, graph: nx.DiGraph, evidence: Mapping[str, Sequence[EvidenceItem]]) -> bool:
+    """A live service that lost all its requests, whose one caller is ``caller``: that caller stopped calling.
+
+    A dead service's callers still call it (their calls fail) and its own series (memory
+    first) end with it; a failing one still receives requests and answers errors; one its
+    caller cannot reach (a refused port, a name that does not resolve) leaves the caller's own
+    calls failing. A service whose only caller stopped calling it idles, alive and error-free,
+    and the caller's calls do not fail. Its requests falling silent as a whole, while its
+    memory is still reported, is then its caller's doing: one callee is enough to say so.
+    """
+    if set(graph.predecessors(service)) != {caller} or _failing(evidence.get(caller, [])):
+        return False
+    own = evidence.get(service, [])
+    silent_requests = any(e.direction == "silent" and e.component == service and e.modality == "metric"
+                          and e.key == "request" for e in own)
+    dead = any(e.direction == "silent" and kpi_family(e.key) == "memory" for e in own)
+    return silent_requests and not dead and not _failing(own)
+
+
+def _failing(evidence: Sequence[EvidenceItem]) -> bool:
+    """Calls into the component fail (traced errors), or an error KPI of it rose (its answers, or its own calls, fail)."""
+    return any((e.modality == "metric" and e.direction == "up" and kpi_family(e.key) == "errors")
+               or (e.modality == "trace" and e.signal == "errors") for e in evidence)
 
 
 def _stopped_after(events: Mapping[str, pl.DataFrame]) -> list[tuple[str, Item]]:

@@ -350,6 +350,57 @@ def test_a_caller_whose_own_demand_fell_is_a_victim_not_the_source():
     assert all(e.signal != "calls_dropped" or e.caller != "checkoutservice" for c in candidates for e in c.evidence)
 
 
+def _abandoned_callee_world(*, state: str = "abandoned") -> dict[str, pl.DataFrame]:
+    """checkoutservice throws before its email call (a real code error, Nezha 2022-08-22, seen without
+    traces): emailservice, which only checkoutservice calls, receives no request at all, and the
+    last slow calls' client latency soars on it; checkoutservice shows only its memory creeping up.
+    ``state``: ``dead``, emailservice itself is gone instead, its memory series ending with its
+    requests; ``failing``, it answers errors (to what it was still asked); ``unreachable``,
+    checkoutservice's calls to it fail (a refused port), its client errors rising; ``refused``,
+    they fail in the traces only."""
+    metric = [_metric(component, kind, kpi, "silent", 30.0, 0.0)
+              for component, kind in (("emailservice", "apm_service"), ("emailservice-0", "apm_pod"))
+              for kpi in ("request", "response")]
+    metric += [_metric("emailservice-0", "infra_pod", "pod_client_latency_p90", "up", 50.0, 9.2),
+               _metric("emailservice-0", "infra_pod", "rrt_client_p50", "up", 4.4, 1.2),
+               _metric("checkoutservice-0", "infra_pod", "pod_memory_working_set_bytes", "up", 7.4, 1.4)]
+    if state == "dead":
+        metric.append(_metric("emailservice-0", "infra_pod", "pod_memory_working_set_bytes", "silent", 30.0, 0.0))
+    if state == "failing":
+        metric.append(_metric("emailservice", "apm_service", "error_ratio", "up", 12.0, 100.0))
+    if state == "unreachable":
+        metric.append(_metric("checkoutservice-0", "apm_pod", "client_error", "up", 12.0, 30.0))
+    if state == "refused":  # the same, where the caller counts no error of its own but the traces do
+        trace = [{"caller": "checkoutservice", "callee": "emailservice", "callee_pod": "emailservice-0",
+                  "callee_node": None, "operation": "hipstershop.EmailService/SendOrderConfirmation",
+                  "signal": "errors", "z": 50.0, "ratio": 30.0, "window_calls": 40, "onset": ONSET,
+                  "wait_share": None, "wait_added_us": None}]
+        return _events(metric=metric, trace=trace)
+    return _events(metric=metric)
+
+
+def test_a_callee_its_only_caller_stopped_calling_points_at_the_caller():
+    candidates = _rank(_abandoned_callee_world(), OB_GRAPH, OB_PODS)
+    assert service_of(candidates[0].component) == "checkoutservice", [(c.component, c.score) for c in candidates]
+    dropped = [e for e in candidates[0].evidence if e.signal == "calls_dropped"]
+    assert dropped and dropped[0].caller == "checkoutservice" and dropped[0].callee == "emailservice"
+
+
+@pytest.mark.parametrize("state", ["dead", "failing", "unreachable", "refused"])
+def test_a_dead_failing_or_unreachable_callee_or_one_with_other_callers_keeps_its_silence(state):
+    # Dead: its memory ended with its requests; failing: it answers errors; unreachable: the
+    # caller's calls to it fail. The caller calls on; it did not stop.
+    broken = _rank(_abandoned_callee_world(state=state), OB_GRAPH, OB_PODS)
+    if state == "dead" or state == "failing":  # unreachable: the caller's errors make it a suspect too, rightly
+        assert service_of(broken[0].component) == "emailservice", [(c.component, c.score) for c in broken]
+    assert all(e.signal != "calls_dropped" for c in broken for e in c.evidence)
+    # Two callers (frontend and checkoutservice call cartservice): no single caller stopped it.
+    events = _abandoned_callee_world()
+    events["metric"] = events["metric"].with_columns(pl.col("component").str.replace("emailservice", "cartservice"))
+    shared = _rank(events, OB_GRAPH, OB_PODS)
+    assert all(e.signal != "calls_dropped" for c in shared for e in c.evidence)
+
+
 def _lone_caller_world(edge_z: float) -> dict[str, pl.DataFrame]:
     """frontend-0's CPU is starved (pod_cpu_usage up, z=50): every call it times looks slow, so its edge
     to productcatalogservice shows latency; checkoutservice and recommendationservice call the same
