@@ -532,7 +532,9 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     its callees see their requests fall with nothing wrong in them. The fall is the caller's
     evidence; the callees keep ``starved_weight`` of it and of their CPU's fall (their other evidence stays).
     The traces can say so of one callee too (``share_drops``, ``dropped_calls``): a call made
-    less often for the demand the caller serves, which no callee of it can bring about.
+    less often for the demand the caller serves, which no callee of it can bring about. A
+    caller found so explains the lost traffic of every callee only it calls, dropped or not:
+    an exception thrown midway stops some calls outright and thins others.
     """
     lost: dict[str, list[Item]] = defaultdict(list)
     evidence: dict[str, list[EvidenceItem]] = defaultdict(list)  # service -> its own and its pods' evidence
@@ -564,6 +566,10 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
         found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z,
                                                  onset=min(onsets) if onsets else None)))
         starved.update(callees)
+    # A callee of a caller that dropped calls, which no one else calls, lost its traffic to it too.
+    for caller in {caller for caller, _ in found}:
+        starved.update(c for c in graph.successors(caller)
+                       if c != caller and lost.get(c) and set(graph.predecessors(c)) == {caller})
     for name, comp in components.items():
         if not is_node(name) and service_of(name) in starved:
             for item in comp.items:

@@ -386,6 +386,27 @@ def test_a_callee_its_only_caller_stopped_calling_points_at_the_caller():
     assert dropped and dropped[0].caller == "checkoutservice" and dropped[0].callee == "emailservice"
 
 
+FRONTEND_GRAPH = nx.DiGraph([("frontend", "adservice"), ("frontend", "recommendationservice"),
+                             ("frontend", "productcatalogservice"), ("recommendationservice", "productcatalogservice")])
+
+
+@pytest.mark.parametrize("fall_z", [7.5, 12.0, 20.0])
+def test_a_callee_only_a_dropping_caller_calls_lost_its_traffic_to_it(fall_z):
+    """frontend throws after some of its calls (a real code error, Nezha 2022-08-22): the traces say
+    it calls adservice less for its demand, and recommendationservice, which only frontend calls,
+    receives fewer requests (0.39x); frontend's own syscalls fall a little. The fall is frontend's."""
+    metric = [_metric("recommendationservice-0", kind, kpi, "down", fall_z, 0.39)
+              for kind, kpi in (("apm_pod", "request"), ("infra_pod", "pod_network_receive_bytes"),
+                                ("infra_pod", "pod_syscall_write"))]
+    metric += [_metric("frontend-0", "infra_pod", kpi, "down", 5.0, 0.7) for kpi in ("pod_syscall_read", "pod_syscall_write")]
+    events = _events(metric=metric)
+    events["dropped"] = pl.DataFrame([{"caller": "frontend", "callee": "adservice", "z": 6.0, "ratio": 0.3,
+                                       "window_calls": 20, "onset": ONSET}], schema=DROPPED_EVENT_SCHEMA)
+    candidates = _rank(events, FRONTEND_GRAPH, {f"{s}-0" for s in FRONTEND_GRAPH.nodes})
+    assert service_of(candidates[0].component) == "frontend", [(c.component, c.score) for c in candidates]
+    assert _score(candidates, "recommendationservice") < 0.5 * _score(candidates, "frontend")
+
+
 @pytest.mark.parametrize("state", ["dead", "failing", "unreachable", "refused"])
 def test_a_dead_failing_or_unreachable_callee_or_one_with_other_callers_keeps_its_silence(state):
     # Dead: its memory ended with its requests; failing: it answers errors; unreachable: the
