@@ -25,9 +25,10 @@ Rules here rank and filter; they never decide (the LLM does). The steps:
    callee's: it goes to the end that most such calls touch, or to a clearly CPU-starved end
    (``index.evidence.waiting`` / ``wait_items``), and takes no part in propagation;
 6. silence travels down the call graph: the silence of a component whose callers all
-   stopped (or of a call edge whose caller stopped) is weighted down, a live, error-free
-   service whose only caller stopped calling it is that caller's evidence, as is the fall in
-   requests of an entry service whose clients wait on its slow answers, and a pod that only
+   stopped (or of a call edge whose caller stopped) is weighted down, as is the fall in
+   requests of an entry service whose clients wait on its slow answers; a live, error-free
+   service whose only caller stopped calling it is that caller's evidence, and a caller's drop
+   that followed a drop further down is its echo (``_discount_drop_echo``); a pod that only
    feels its stressed node (clearly stressed, or moderately while pods of several services
    suffer there together) ranks just below that node, as does a service whose troubled
    pods all defer to their nodes; a caller whose handlers stopped after a call into a service
@@ -546,9 +547,11 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     starved: set[str] = set()
     traced = share_drops.group_by("caller", maintain_order=True).agg(pl.col("callee"), pl.col("z").max(),
                                                                    pl.col("onset").min())
+    witnessed: set[str] = set()  # callers whose traces show their calls dropped or stopped
     for caller, callees, z, onset in traced.sort("caller").iter_rows():
         found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z, onset=onset)))
         starved.update(callees)
+        witnessed.add(caller)
     for caller in sorted(set(graph.nodes) - set(traced.get_column("caller"))):
         # The caller's own demand fell too (its requests, or calls into it): a victim further
         # down, not the source. Its network and syscalls fall with the calls it stops making.
@@ -566,6 +569,8 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
         found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z,
                                                  onset=min(onsets) if onsets else None)))
         starved.update(callees)
+        if any(i.evidence.modality == "trace" and i.evidence.caller == caller for c in callees for i in lost[c]):
+            witnessed.add(caller)
     # A callee of a caller that dropped calls, which no one else calls, lost its traffic to it too.
     for caller in {caller for caller, _ in found}:
         starved.update(c for c in graph.successors(caller)
@@ -575,7 +580,26 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
             for item in comp.items:
                 if _idled(item):
                     item.explained_by_others(weights.starved_weight)
+    _discount_drop_echo(found, witnessed=witnessed, graph=graph, weights=weights)
     return found
+
+
+def _discount_drop_echo(found: list[tuple[str, Item]], *, witnessed: set[str], graph: nx.DiGraph,
+                        weights: RankWeights) -> None:
+    """A caller's dropped calls that began no earlier than a service below it dropped its own are their echo.
+
+    Errors travel up: a callee that breaks midway fails its callers' requests, and their
+    handlers stop there too, dropping their later calls. The deepest service whose traces show
+    it dropping calls (``witnessed``: its calls thinned for the demand it served, or stopped
+    while its demand held; a drop read from its callees' traffic alone may be its load's)
+    leads; a caller above it keeps ``log_echo_weight`` of its drop, as of its log echo.
+    """
+    began: dict[str, datetime | None] = {caller: item.evidence.onset for caller, item in found if caller in witnessed}
+    for caller, item in found:
+        onset = item.evidence.onset
+        below = nx.descendants(graph, caller) - {caller} if caller in graph else set()
+        if any(d in began and (began[d] is None or onset is None or began[d] <= onset) for d in below):
+            item.explained_by_others(weights.log_echo_weight)
 
 
 def _abandoned(service: str, *, caller: str, graph: nx.DiGraph, evidence: Mapping[str, Sequence[EvidenceItem]]) -> bool:

@@ -407,6 +407,38 @@ def test_a_callee_only_a_dropping_caller_calls_lost_its_traffic_to_it(fall_z):
     assert _score(candidates, "recommendationservice") < 0.5 * _score(candidates, "frontend")
 
 
+def _echoed_drop_world(*, checkout_stops_after: int) -> dict[str, pl.DataFrame]:
+    """checkoutservice throws before its payment and email calls (a real code error, Nezha 2022-08-22):
+    its traces show both calls stopped, the callees' requests silent. frontend's handler, failed by
+    it, stops too: frontend's traces show its later call to cartservice dropped from minute 1.
+    ``checkout_stops_after``: the minute checkoutservice's stop begins."""
+    stop = ONSET + timedelta(minutes=checkout_stops_after)
+    trace = [{"caller": "checkoutservice", "callee": callee, "callee_pod": f"{callee}-0", "callee_node": None,
+              "operation": operation, "signal": "silent", "z": 30.0, "ratio": 0.0, "window_calls": 0, "onset": stop,
+              "wait_share": None, "wait_added_us": None}
+             for callee, operation in (("emailservice", "hipstershop.EmailService/SendOrderConfirmation"),
+                                       ("paymentservice", "hipstershop.PaymentService/Charge"))]
+    metric = [{**_metric(f"{callee}-0", "apm_pod", "request", "silent", 30.0, 0.0), "onset": stop}
+              for callee in ("emailservice", "paymentservice")]
+    metric.append(_metric("checkoutservice-0", "infra_pod", "pod_memory_working_set_bytes", "up", 7.4, 1.4))
+    events = _events(metric=metric, trace=trace)
+    events["dropped"] = pl.DataFrame([{"caller": "frontend", "callee": "cartservice", "z": 30.0, "ratio": 0.05,
+                                       "window_calls": 2, "onset": ONSET + timedelta(minutes=1)}],
+                                     schema=DROPPED_EVENT_SCHEMA)
+    return events
+
+
+def test_a_callers_drop_after_a_callee_below_stopped_its_own_is_their_echo():
+    candidates = _rank(_echoed_drop_world(checkout_stops_after=1), OB_GRAPH, OB_PODS)
+    assert service_of(candidates[0].component) == "checkoutservice", [(c.component, c.score) for c in candidates]
+    (drop,) = [e for c in candidates if c.component == "frontend" for e in c.evidence if e.signal == "calls_dropped"]
+    assert drop.own_share is not None and drop.own_share <= 0.5
+    # A drop that began before the one below it is no echo of it.
+    earlier = _rank(_echoed_drop_world(checkout_stops_after=2), OB_GRAPH, OB_PODS)
+    (drop,) = [e for c in earlier if c.component == "frontend" for e in c.evidence if e.signal == "calls_dropped"]
+    assert (drop.own_share or 1.0) == 1.0
+
+
 @pytest.mark.parametrize("state", ["dead", "failing", "unreachable", "refused"])
 def test_a_dead_failing_or_unreachable_callee_or_one_with_other_callers_keeps_its_silence(state):
     # Dead: its memory ended with its requests; failing: it answers errors; unreachable: the
