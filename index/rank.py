@@ -598,8 +598,13 @@ def _discount_drop_echo(found: list[tuple[str, Item]], *, witnessed: set[str], g
     for caller, item in found:
         onset = item.evidence.onset
         below = nx.descendants(graph, caller) - {caller} if caller in graph else set()
-        if any(d in began and (began[d] is None or onset is None or began[d] <= onset) for d in below):
+        if any(d in began and _no_later(began[d], onset) for d in below):
             item.explained_by_others(weights.log_echo_weight)
+
+
+def _no_later(first: datetime | None, then: datetime | None) -> bool:
+    """``first`` is not after ``then`` (an unknown onset is not after anything)."""
+    return first is None or then is None or first <= then
 
 
 def _abandoned(service: str, *, caller: str, graph: nx.DiGraph, evidence: Mapping[str, Sequence[EvidenceItem]]) -> bool:
