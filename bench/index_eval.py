@@ -17,7 +17,8 @@ from rich.table import Table
 
 from bench.intervals import bootstrap_interval
 from diagnose.cases import load_cases
-from index.models import Confidence
+from index.confidence import first_rival
+from index.models import Candidate, Confidence
 from index.params import IndexParams
 from index.query import known_components, query_window
 from judge.groundtruth import load_truth
@@ -36,6 +37,7 @@ class CaseRanking:
     hits: dict[int, bool]
     chance: dict[int, float]
     confidence: Confidence | None = None  # the index's, in its first candidate (index.confidence)
+    lead: float | None = None  # (first - first rival) / first, of their scores; None without a rival
 
 
 @dataclass
@@ -58,6 +60,12 @@ class IndexEvaluation:
     @staticmethod
     def chance(cases: list[CaseRanking], k: int) -> float:
         return sum(c.chance[k] for c in cases) / len(cases) if cases else float("nan")
+
+    @staticmethod
+    def mean_lead(cases: list[CaseRanking]) -> float:
+        """The first candidate's mean lead over its first rival where it is right: how clearly right answers win."""
+        leads = [c.lead for c in cases if c.hits[1] and c.lead is not None]
+        return sum(leads) / len(leads) if leads else float("nan")
 
     def misses(self, k: int = 3) -> list[CaseRanking]:
         return [c for c in self.cases if not c.hits[k]]
@@ -87,9 +95,16 @@ def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: 
             uuid=case.uuid, fault_type=truth.fault_type, truth=list(truth.instance), ranking=ranking,
             hits={k: any(c in answers for c in ranking[:k]) for k in KS},
             chance={k: min(1.0, k * right / max(len(universe), 1)) for k in KS},
-            confidence=found.confidence,
+            confidence=found.confidence, lead=_lead(found.candidates),
         ))
     return result
+
+
+def _lead(candidates: list[Candidate]) -> float | None:
+    rival = first_rival(candidates)
+    if rival is None or candidates[0].score <= 0:
+        return None
+    return (candidates[0].score - rival.score) / candidates[0].score
 
 
 def _cell(value: tuple[float, float, float]) -> str:

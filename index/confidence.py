@@ -20,6 +20,14 @@ from index.params import RankWeights
 from rca.taxonomy import service_of
 
 
+def first_rival(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The first candidate of another service or node than ``candidates[0]``'s (its own pods are no rivals)."""
+    if not candidates:
+        return None
+    owner = service_of(candidates[0].component)
+    return next((c for c in candidates[1:] if service_of(c.component) != owner), None)
+
+
 def answer_confidence(candidates: Sequence[Candidate], *, relaxed: bool, weights: RankWeights) -> Confidence | None:
     """The confidence of an answer naming ``candidates[0]`` (None: no candidate, no answer to trust)."""
     if not candidates:
@@ -27,8 +35,7 @@ def answer_confidence(candidates: Sequence[Candidate], *, relaxed: bool, weights
     first = candidates[0]
     if relaxed or first.score < weights.confident_score:
         return "low"
-    owner = service_of(first.component)
-    rival = next((c for c in candidates[1:] if service_of(c.component) != owner), None)
+    rival = first_rival(candidates)
     if rival is not None and first.score - rival.score < weights.confident_margin:
         return "low"
     return "high"

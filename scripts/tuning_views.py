@@ -10,7 +10,10 @@ Each view is Nezha's OnlineBoutique 2022-08-22 (the tuning set) imported as anot
 would record it (``rca import nezha --without-...``, ``--keep-traces``), then indexed once
 under --work-dir and reused (the folders ``scripts/eval_real.py`` uses). Per view: the index's
 AC@1 with its 95% interval, the rules' LA, TA and final (no model), and the cases the index's
-first candidate misses. ``--compare`` names, per view, the cases a change won and lost.
+first candidate misses, and the lead: by how much a right first candidate beats its first rival
+(another service's or node's best candidate), as a share of its score, averaged over the right
+answers. A change that moves no answer can still widen or narrow that lead. ``--compare`` names,
+per view, the cases a change won and lost, and the lead before and after.
 
 Only the tuning day: the evaluation sets run once, at the end of a round (``scripts/eval_real.py
 --evaluation``), and are never looked at case by case.
@@ -53,6 +56,7 @@ def view_figures(*, source: Path, view: View, work_dir: Path, config: Path | Non
     overall = score_interval("ALL", report.cases, rules=rule_version(settings.challenge.rules))
     return {"cases": len(evaluation.cases), "ac1": list(evaluation.accuracy(evaluation.cases, 1)),
             "final": list(overall.final), "la": list(overall.la), "ta": list(overall.ta),
+            "lead": evaluation.mean_lead(evaluation.cases),
             "misses": sorted(case.uuid for case in evaluation.misses(k=1))}
 
 
@@ -86,10 +90,10 @@ def main() -> int:
     figures = {view.name: view_figures(source=args.nezha, view=view, work_dir=args.work_dir, config=args.config)
                for view in views}
     table = Table(title=f"{SYSTEM} {DAY} (tuning) in every view: index and rules (no model), 95% intervals")
-    for column in ("view", "cases", "index AC@1", "rules final", "LA", "TA", "top-1 misses"):
+    for column in ("view", "cases", "index AC@1", "lead", "rules final", "LA", "TA", "top-1 misses"):
         table.add_column(column)
     for name, row in figures.items():
-        table.add_row(name, str(row["cases"]), interval_cell(tuple(row["ac1"])),
+        table.add_row(name, str(row["cases"]), interval_cell(tuple(row["ac1"])), f"{row['lead']:.3f}",
                       interval_cell(tuple(row["final"]), digits=1), f"{row['la'][0]:.2f}", f"{row['ta'][0]:.2f}",
                       " ".join(row["misses"]))
     console = Console(width=200)
@@ -97,8 +101,9 @@ def main() -> int:
     if before is not None:
         for view, change in changes(before, figures).items():
             old_final, new_final = before[view]["final"][0], figures[view]["final"][0]
+            lead = f", lead {before[view]['lead']:.3f} -> {figures[view]['lead']:.3f}" if "lead" in before[view] else ""
             console.print(f"{view}: won {change['won'] or '-'}, lost {change['lost'] or '-'}, "
-                          f"rules final {old_final:.1f} -> {new_final:.1f}")
+                          f"rules final {old_final:.1f} -> {new_final:.1f}{lead}")
     if args.save:
         args.save.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.save.with_name(args.save.name + ".tmp")

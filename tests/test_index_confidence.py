@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from bench.index_eval import CaseRanking, IndexEvaluation, confidence_table
-from index.confidence import answer_confidence
+from index.confidence import answer_confidence, first_rival
 from index.models import Candidate
 from index.params import RankWeights
 
@@ -61,3 +61,19 @@ def test_the_confidence_table_gives_each_levels_accuracy():
     assert rows["high"][:2] == ["2", "0.40"] and rows["high"][2].startswith("1.00")
     assert rows["low"][:2] == ["2", "0.40"] and rows["low"][2].startswith("0.50")
     assert rows["none (no candidate)"][:2] == ["1", "0.20"] and rows["none (no candidate)"][2].startswith("0.00")
+
+
+def test_the_lead_is_over_the_first_rival_and_counts_right_answers_only():
+    own = [Candidate(component="cartservice", level="service", score=8.0),
+           Candidate(component="cartservice-0", level="pod", score=7.9),
+           Candidate(component="frontend", level="service", score=2.0)]
+    assert first_rival(own).component == "frontend"  # its own pod is no rival
+    assert first_rival(own[:2]) is None and first_rival([]) is None
+
+    def case(uuid: str, *, hit: bool, lead):
+        return CaseRanking(uuid=uuid, fault_type="cpu stress", truth=["a"], ranking=["a" if hit else "b"],
+                           hits={1: hit, 3: hit, 5: hit}, chance={1: 0.1, 3: 0.3, 5: 0.5}, lead=lead)
+
+    evaluation = IndexEvaluation(cases=[case("1", hit=True, lead=0.75), case("2", hit=True, lead=0.25),
+                                        case("3", hit=False, lead=0.9), case("4", hit=True, lead=None)])
+    assert evaluation.mean_lead(evaluation.cases) == pytest.approx(0.5)  # a wrong answer's lead is no merit
