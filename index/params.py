@@ -59,7 +59,8 @@ class RankWeights:
     # ``log_echo_weight`` of its strength when a service it calls (directly or further down)
     # burst or wrote new lines, with at least ``log_echo_min_strength`` (z about 6), from the
     # same minute or earlier. A line that stopped downstream explains nothing upstream:
-    # silence travels down (a caller that stops calling starves its callees).
+    # silence travels down (a caller that stops calling starves its callees). A caller's dropped
+    # calls keep the same share when a service below it, by its traces, dropped calls first.
     log_echo_weight: float = 0.5
     log_echo_min_strength: float = 0.9
     # A call whose added latency was spent largely between the caller's client span and the
