@@ -11,7 +11,7 @@ would record it (``rca import nezha --without-...``, ``--keep-traces``), then in
 under --work-dir and reused (the folders ``scripts/eval_real.py`` uses). Per view: the index's
 AC@1 with its 95% interval, the rules' LA, TA and final (no model), and the cases the index's
 first candidate misses, and the lead: by how much a right first candidate beats its first rival
-(another service's or node's best candidate), as a share of its score, averaged over the right
+(the first candidate of another service or node), as a share of its score, averaged over the right
 answers. A change that moves no answer can still widen or narrow that lead. ``--compare`` names,
 per view, the cases a change won and lost, and the lead before and after.
 
