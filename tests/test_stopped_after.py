@@ -18,6 +18,8 @@ from index.rank import rank_candidates
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
 from preprocess.detect_trace import (
+    TraceParams,
+    binomial_tail_z,
     call_edges,
     call_graph,
     caller_fanout,
@@ -112,3 +114,29 @@ def test_the_stop_is_the_callers_code_unless_the_callee_failed(seed):
     failed = _ranked(_spans(fault="checkoutservice", seed=seed))
     assert failed[0] == "checkoutservice"
     assert "frontend" not in failed[:1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_stop_seen_on_few_sampled_handlers_is_judged_by_its_exact_tail(seed):
+    # A fifth of the traces sampled: 6 to 11 checkout handlers in the window, nearly all of which
+    # stop after PlaceOrder; too few for the Poisson z (0 of 11 is z 3.2).
+    sampled = _spans(fault="frontend", seed=seed, per_minute=12)
+    stats = edge_stats(sampled)
+    found = stopped_after(stats, **WINDOW)
+    assert [(a, b) for a, b in found.select("caller", "callee").iter_rows()] == [("frontend", "checkoutservice")]
+    assert _ranked(sampled)[0] == "frontend"
+    assert stopped_after(edge_stats(_spans(fault=None, seed=seed, per_minute=12)), **WINDOW).height == 0
+    off = stopped_after(stats, **WINDOW, params=TraceParams(exact_tail=False))
+    assert off.height == 0
+
+
+@pytest.mark.parametrize(("calls", "demand", "usual", "stop"), [
+    (0, 4, (32, 32), True),    # a share always kept: 0 of 4 is a stop (Nezha's sampled frontend, 3fbd36b8-3)
+    (0, 4, (26, 32), False),   # kept 80% of the time: 0 of 4 happens (p ~ 0.002)
+    (0, 2, (32, 32), False),   # two calls tell too little
+    (4, 4, (32, 32), False),   # all followed
+    (1, 8, (100, 100), True),
+    (0, 4, (0, 0), False),     # no usual calls: the prior alone (a share of 1/2) is no reference
+])
+def test_the_exact_tail_of_a_few_calls_against_their_usual_share(calls, demand, usual, stop):
+    assert (binomial_tail_z(calls=calls, demand=demand, usual=usual) >= TraceParams().min_z) is stop
