@@ -391,11 +391,13 @@ def _against_usual_share(shares: pl.DataFrame, *, start: datetime, end: datetime
                                                    pl.col("count").sum().alias(f"{name}_count"),
                                                    pl.col("demand").sum().alias(f"{name}_demand"))
              for part, name in ((baseline, "baseline_share"), (history, "history_share"))]
+    # The usual share, and the calls it was pooled from (``usual_count`` of ``usual_demand``, for
+    # an exact tail), come from the baseline where it holds enough minutes, else from the history.
     from_baseline = pl.col("baseline_share_minutes").fill_null(0) >= params.min_baseline_minutes
+    chosen = {"share": "share", "usual_count": "share_count", "usual_demand": "share_demand"}
     return (window.join(usual[0], on=["caller", "callee"], how="left").join(usual[1], on=["caller", "callee"], how="left")
-            .with_columns(*(pl.when(from_baseline).then(pl.col(f"baseline_share{part}"))
-                            .otherwise(pl.col(f"history_share{part}")).alias(f"share{part}" if part == "" else f"usual{part}")
-                            for part in ("", "_count", "_demand")))
+            .with_columns(*(pl.when(from_baseline).then(pl.col(f"baseline_{source}"))
+                            .otherwise(pl.col(f"history_{source}")).alias(name) for name, source in chosen.items()))
             .filter(pl.col("share") > 0)
             .with_columns((pl.col("share") * pl.col("demand")).alias("expected"))
             .with_columns((pl.col("calls") / pl.col("expected")).alias("ratio"),
