@@ -13,7 +13,8 @@ AC@1 with its 95% interval, the rules' LA, TA and final (no model), and the case
 first candidate misses, and the lead: by how much a right first candidate beats its first rival
 (the first candidate of another service or node), as a share of its score, averaged over the right
 answers. A change that moves no answer can still widen or narrow that lead. ``--compare`` names,
-per view, the cases a change won and lost, and the lead before and after.
+per view, the cases a change won and lost, the lead before and after, and the right answers whose
+own lead moved by 0.05 or more (``LEAD_MOVE``).
 
 Only the tuning day: the evaluation sets run once, at the end of a round (``scripts/eval_real.py
 --evaluation``), and are never looked at case by case.
@@ -57,7 +58,23 @@ def view_figures(*, source: Path, view: View, work_dir: Path, config: Path | Non
     return {"cases": len(evaluation.cases), "ac1": list(evaluation.accuracy(evaluation.cases, 1)),
             "final": list(overall.final), "la": list(overall.la), "ta": list(overall.ta),
             "lead": evaluation.mean_lead(evaluation.cases),
+            "leads": {case.uuid: round(case.lead, 3) for case in evaluation.cases if case.hits[1] and case.lead is not None},
             "misses": sorted(case.uuid for case in evaluation.misses(k=1))}
+
+
+# A right answer's lead that moved by at least this much is named by ``--compare`` (case by case).
+LEAD_MOVE = 0.05
+
+
+def lead_moves(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per view in both runs: the cases right in both whose lead moved by ``LEAD_MOVE`` or more, (before, after).
+    Runs saved before per-case leads were kept have none."""
+    result = {}
+    for view in after:
+        old, new = before.get(view, {}).get("leads", {}), after[view].get("leads", {})
+        result[view] = {uuid: (old[uuid], new[uuid]) for uuid in sorted(old.keys() & new.keys())
+                        if abs(new[uuid] - old[uuid]) >= LEAD_MOVE}
+    return result
 
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
@@ -102,8 +119,11 @@ def main() -> int:
         for view, change in changes(before, figures).items():
             old_final, new_final = before[view]["final"][0], figures[view]["final"][0]
             lead = f", lead {before[view]['lead']:.3f} -> {figures[view]['lead']:.3f}" if "lead" in before[view] else ""
+            moved = lead_moves(before, figures)[view]
+            moves = (", leads moved: " + ", ".join(f"{uuid} {a:.3f} -> {b:.3f}" for uuid, (a, b) in moved.items())
+                     if moved else "")
             console.print(f"{view}: won {change['won'] or '-'}, lost {change['lost'] or '-'}, "
-                          f"rules final {old_final:.1f} -> {new_final:.1f}{lead}")
+                          f"rules final {old_final:.1f} -> {new_final:.1f}{lead}{moves}")
     if args.save:
         args.save.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.save.with_name(args.save.name + ".tmp")

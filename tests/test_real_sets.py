@@ -47,3 +47,9 @@ def test_changes_name_the_cases_won_and_lost_per_view() -> None:
     after = {"full": {"misses": ["b", "c"]}, "without-traces": {"misses": ["a"]}, "new": {"misses": ["y"]}}
     assert tuning_views.changes(before, after) == {"full": {"won": ["a"], "lost": ["c"]},
                                                   "without-traces": {"won": [], "lost": []}}
+
+
+def test_compare_names_the_right_answers_whose_lead_moved() -> None:
+    before = {"full": {"leads": {"a": 0.50, "b": 0.30, "c": 0.20}}, "old": {}}
+    after = {"full": {"leads": {"a": 0.52, "b": 0.10, "d": 0.90}}, "traces-0.2": {"leads": {"a": 0.5}}}
+    assert tuning_views.lead_moves(before, after) == {"full": {"b": (0.30, 0.10)}, "traces-0.2": {}}
