@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,12 +96,13 @@ def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: 
             uuid=case.uuid, fault_type=truth.fault_type, truth=list(truth.instance), ranking=ranking,
             hits={k: any(c in answers for c in ranking[:k]) for k in KS},
             chance={k: min(1.0, k * right / max(len(universe), 1)) for k in KS},
-            confidence=found.confidence, lead=_lead(found.candidates),
+            confidence=found.confidence, lead=lead_over_rival(found.candidates),
         ))
     return result
 
 
-def _lead(candidates: list[Candidate]) -> float | None:
+def lead_over_rival(candidates: Sequence[Candidate]) -> float | None:
+    """``(first - first rival) / first`` of their scores (``index.confidence.first_rival``); None without a rival."""
     rival = first_rival(candidates)
     if rival is None or candidates[0].score <= 0:
         return None

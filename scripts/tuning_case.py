@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.index_eval import lead_over_rival
 from bench.real_sets import TUNING_SETS, View, prepared_set, set_settings
 from diagnose.cases import load_cases
 from diagnose.service import Diagnoser
@@ -50,9 +51,8 @@ def candidate_lines(candidates: Sequence[Candidate], *, truth: Sequence[str], to
         out.append(f"  the truth is not among the {len(candidates)} candidates")
     elif rank >= top:
         out.append(f"  the truth ranks {rank + 1} ({candidates[rank].component}, {candidates[rank].score:.2f})")
-    rival = first_rival(candidates)
-    if rival is not None and candidates[0].score > 0:
-        lead = (candidates[0].score - rival.score) / candidates[0].score
+    rival, lead = first_rival(candidates), lead_over_rival(candidates)
+    if rival is not None and lead is not None:
         out.append(f"  lead over the first rival ({rival.component}, {rival.score:.2f}): {lead:.3f}")
     return out
 
