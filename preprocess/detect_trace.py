@@ -452,11 +452,13 @@ def stopped_after(
 
 
 def _exact_tail_where_unsure(judged: pl.DataFrame, *, params: TraceParams) -> pl.DataFrame:
-    """Followed shares the Poisson z does not admit (under ``min_expected_calls`` expected, or under
-    ``min_z``): ``z`` from the exact binomial tail and ``expected`` raised to the floor, so that
-    ``_shortfalls`` judges them by it. Shares it admits keep their z."""
+    """Followed shares that fell far enough for ``_shortfalls`` but that the Poisson z does not admit
+    (under ``min_expected_calls`` expected, or under ``min_z``): ``z`` from the exact binomial tail
+    and ``expected`` raised to the floor, so that ``_shortfalls`` judges them by it. Shares it admits
+    keep their z; shares that did not fall that far are left as they are (no tail to compute)."""
     sure = (pl.col("expected") >= params.min_expected_calls) & (pl.col("z") >= params.min_z)
-    unsure = judged.filter(~sure)
+    unsure_mask = ~sure & (pl.col("ratio") <= params.max_dropped_share)
+    unsure = judged.filter(unsure_mask)
     if unsure.is_empty():
         return judged
     tail = [binomial_tail_z(calls=int(row["calls"]), demand=int(row["demand"]),
@@ -464,7 +466,7 @@ def _exact_tail_where_unsure(judged: pl.DataFrame, *, params: TraceParams) -> pl
             for row in unsure.iter_rows(named=True)]
     rejudged = unsure.with_columns(pl.Series("z", tail, dtype=pl.Float64),
                                    pl.max_horizontal("expected", pl.lit(params.min_expected_calls)).alias("expected"))
-    return pl.concat([judged.filter(sure), rejudged]).sort("caller", "callee")
+    return pl.concat([judged.filter(~unsure_mask), rejudged]).sort("caller", "callee")
 
 
 def binomial_tail_z(*, calls: int, demand: int, usual: tuple[int, int]) -> float:

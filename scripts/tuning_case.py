@@ -70,7 +70,8 @@ def case_report(diagnoser: Diagnoser, *, uuids: Sequence[str], truths: dict[str,
     if unknown:
         raise SystemExit(f"{input_file}: no case {', '.join(unknown)} on the tuning day ({SYSTEM} {DAY})")
     out = []
-    for uuid in (u for u in cases if u in set(uuids)):
+    wanted = set(uuids)
+    for uuid in (u for u in cases if u in wanted):
         truth = truths[uuid]
         prepared = diagnoser.prepare(cases[uuid])
         out.append(f"== {uuid}: truth {truth.instance[0]} ({truth.fault_type}); confidence {prepared.confidence}")
