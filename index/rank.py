@@ -548,7 +548,22 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     traced = share_drops.group_by("caller", maintain_order=True).agg(pl.col("callee"), pl.col("z").max(),
                                                                    pl.col("onset").min())
     witnessed: set[str] = set()  # callers whose traces show their calls dropped or stopped
+    # Callers some of whose calls fail (a traced error on the call): a failed call ends its caller's
+    # handler, so their drops may be that failure's echo.
+    failed_callers = {e.caller for items in evidence.values() for e in items
+                      if e.modality == "trace" and e.signal == "errors" and e.caller is not None}
     for caller, callees, z, onset in traced.sort("caller").iter_rows():
+        # The same drop in the callees' own counters, which count every call where the traces keep a
+        # sample: the stronger of the two readings counts. Only callees this caller alone calls (their
+        # fall can be nobody else's), and only for a caller whose calls do not fail and which does not
+        # fail itself: there the drop may be a failure's echo, and the traces' reading stands.
+        if caller not in failed_callers and not _failing(evidence.get(caller, [])):
+            counted = {c: [i for i in lost.get(c, []) if i.evidence.modality == "metric"] for c in callees
+                       if c in graph and set(graph.predecessors(c)) == {caller}}
+            witnesses = sorted((c for c in counted if counted[c]),
+                               key=lambda c: (-max(i.strength for i in counted[c]), c))
+            counted_z = _drop_z(witnesses, counted, count=weights.dropped_callees)
+            z = max(z, counted_z) if counted_z is not None else z
         found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z, onset=onset)))
         starved.update(callees)
         witnessed.add(caller)
@@ -562,9 +577,8 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
         if len(callees) < weights.dropped_callees and not any(
                 _abandoned(c, caller=caller, graph=graph, evidence=evidence) for c in callees):
             continue
-        # Strength of the weakest of the strongest drops: a drop shared by several callees.
-        drops = [max(i.strength for i in lost[c]) for c in callees[:weights.dropped_callees]]
-        z = 4.0 * (math.exp(min(drops)) - 1.0)  # back from strength to the z it stands for
+        z = _drop_z(callees, lost, count=weights.dropped_callees)
+        assert z is not None  # every callee here lost traffic
         onsets = [i.evidence.onset for c in callees for i in lost[c] if i.evidence.onset is not None]
         found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z,
                                                  onset=min(onsets) if onsets else None)))
@@ -582,6 +596,13 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
                     item.explained_by_others(weights.starved_weight)
     _discount_drop_echo(found, witnessed=witnessed, graph=graph, weights=weights)
     return found
+
+
+def _drop_z(callees: Sequence[str], lost: Mapping[str, Sequence[Item]], *, count: int) -> float | None:
+    """The z a drop shared by the first ``count`` of ``callees`` (strongest first) stands for: the
+    weakest of their strongest traffic falls, back from strength to z; None without a callee."""
+    drops = [max(i.strength for i in lost[c]) for c in callees[:count] if lost.get(c)]
+    return 4.0 * (math.exp(min(drops)) - 1.0) if drops else None
 
 
 def _discount_drop_echo(found: list[tuple[str, Item]], *, witnessed: set[str], graph: nx.DiGraph,

@@ -407,6 +407,38 @@ def test_a_callee_only_a_dropping_caller_calls_lost_its_traffic_to_it(fall_z):
     assert _score(candidates, "recommendationservice") < 0.5 * _score(candidates, "frontend")
 
 
+@pytest.mark.parametrize(("counted", "failing"), [(True, False), (False, False), (True, True)])
+def test_a_sampled_drop_is_as_strong_as_its_callees_counters_say(counted, failing):
+    """frontend throws before some of its ad calls (Nezha 2022-08-22, 6531eb07-1) and the tracer keeps
+    a fifth of the traces: they show frontend calling adservice less for its demand, but on few calls
+    (z 4.9). adservice, which only frontend calls, counts every request it gets, and they fell silent
+    (z 42): the same drop, read on every call. The stronger reading is the drop's strength. A callee
+    that others call too (productcatalogservice, also called by recommendationservice) lends nothing,
+    nor does any callee when one of frontend's calls fails (``failing``: its calls to
+    recommendationservice are refused): a failed call ends its caller's handler, and the drop may be
+    that failure's echo."""
+    metric = [_metric("frontend-0", "infra_pod", "pod_network_receive_bytes", "down", 4.6, 0.7),
+              _metric("productcatalogservice-0", "apm_pod", "request", "silent", 45.0, 0.0)]
+    if counted:
+        metric += [_metric("adservice-0", kind, kpi, "silent", 42.0, 0.0)
+                   for kind, kpi in (("apm_pod", "request"), ("infra_pod", "pod_network_receive_bytes"))]
+    trace = [{"caller": "frontend", "callee": "recommendationservice", "callee_pod": "recommendationservice-0",
+              "callee_node": None, "operation": "hipstershop.RecommendationService/ListRecommendations",
+              "signal": "errors", "z": 20.0, "ratio": 0.9, "window_calls": 40, "onset": ONSET,
+              "wait_share": None, "wait_added_us": None}] if failing else []
+    events = _events(metric=metric, trace=trace)
+    events["dropped"] = pl.DataFrame([{"caller": "frontend", "callee": callee, "z": 4.9, "ratio": 0.3,
+                                       "window_calls": 4, "onset": ONSET}
+                                      for callee in ("adservice", "productcatalogservice")],
+                                     schema=DROPPED_EVENT_SCHEMA)
+    candidates = _rank(events, FRONTEND_GRAPH, {f"{s}-0" for s in FRONTEND_GRAPH.nodes})
+    frontend = next(c for c in candidates if service_of(c.component) == "frontend")
+    drop = next(e for e in frontend.evidence if e.signal == "calls_dropped")
+    assert drop.z == (pytest.approx(42.0) if counted and not failing else 4.9)
+    if not failing:
+        assert service_of(candidates[0].component) == "frontend", [(c.component, c.score) for c in candidates]
+
+
 def _echoed_drop_world(*, checkout_stops_after: int) -> dict[str, pl.DataFrame]:
     """checkoutservice throws before its payment and email calls (a real code error, Nezha 2022-08-22):
     its traces show both calls stopped, the callees' requests silent. frontend's handler, failed by
