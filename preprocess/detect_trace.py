@@ -576,9 +576,8 @@ def _edge_anomalies(
         median, scale = robust_location_scale(p95[~in_window], ordered=not from_history, spread_floor=not from_history)
         window_p95 = float(np.median(p95[in_window]))
         latency_z = (window_p95 - median) / scale
-        above_tail = (params.reference_quantile <= 0 or win_calls >= params.min_expected_calls
-                      or window_p95 > float(np.quantile(p95[~in_window], params.reference_quantile)))
-        if latency_z >= params.min_z and median > 0 and window_p95 / median >= params.min_latency_ratio and above_tail:
+        if (latency_z >= params.min_z and median > 0 and window_p95 / median >= params.min_latency_ratio
+                and _beyond_habit(window_p95, reference=p95[~in_window], calls=win_calls, params=params)):
             events.append({**edge, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, p95, in_window, threshold=median + 0.5 * (window_p95 - median),
@@ -596,6 +595,14 @@ def _edge_anomalies(
                                            threshold=base_rate + 0.5 * (win_rate - base_rate),
                                            fallback=first_in_window)})
     return events
+
+
+def _beyond_habit(window_p95: float, *, reference: np.ndarray, calls: float, params: TraceParams) -> bool:
+    """Whether a window's p95 over ``calls`` calls lies beyond what the edge's reference minutes reach
+    now and then (``TraceParams.reference_quantile``); a window of many calls always does."""
+    if params.reference_quantile <= 0 or calls >= params.min_expected_calls:
+        return True
+    return window_p95 > float(np.quantile(reference, params.reference_quantile))
 
 
 def _stop(counts: np.ndarray, times: np.ndarray, *, base_calls: float, baseline_minutes: float,
