@@ -129,6 +129,8 @@ class TraceParams:
     # (calls into it, or for an entry service its own calls) at most this share of its usual
     # one, against at least min_expected_calls expected. A share near 0 is a stop, read as such.
     max_dropped_share: float = 0.6
+    # ... also the calls an edge must have expected for their vanishing to be a stop, and the calls
+    # under which a window's latency must clear the reference's tail (reference_quantile, below).
     min_expected_calls: float = 10.0
     # Whether the caller's handlers went on after a call is a yes or no per call: a binomial
     # share, often near 1, which the Poisson z above (built for counts) judges too timidly on few
@@ -516,7 +518,6 @@ def _edge_anomalies(
     end: datetime,
     baseline_start: datetime,
     params: TraceParams,
-    min_expected_calls: float = 10.0,
     exclude: Sequence[Span] = (),
 ) -> list[dict]:
     """Latency, error and vanished-traffic anomalies of every edge identified by ``key``."""
@@ -565,7 +566,7 @@ def _edge_anomalies(
         counts, errors, p95 = series["count"], series["errors"], series["p95_us"]
         base_calls, win_calls = counts[~in_window].sum(), counts[in_window].sum()
         stop = _stop(counts, times, base_calls=base_calls, baseline_minutes=edge_baseline_minutes,
-                     spans=stop_spans, min_expected_calls=min_expected_calls)
+                     spans=stop_spans, min_expected_calls=params.min_expected_calls)
         if stop is not None:
             events.append({**edge, "signal": "silent", "z": STOPPED_Z, "ratio": stop[0] / base_calls,
                            "window_calls": int(win_calls), "onset": stop[1]})
