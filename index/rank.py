@@ -560,9 +560,7 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
         if caller not in failed_callers and not _failing(evidence.get(caller, [])):
             counted = {c: [i for i in lost.get(c, []) if i.evidence.modality == "metric"] for c in callees
                        if c in graph and set(graph.predecessors(c)) == {caller}}
-            witnesses = sorted((c for c in counted if counted[c]),
-                               key=lambda c: (-max(i.strength for i in counted[c]), c))
-            counted_z = _drop_z(witnesses, counted, count=weights.dropped_callees)
+            counted_z = _drop_z(list(counted), counted, count=weights.dropped_callees)
             z = max(z, counted_z) if counted_z is not None else z
         found.append((caller, dropped_calls_item(caller=caller, callees=callees, z=z, onset=onset)))
         starved.update(callees)
@@ -599,10 +597,10 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
 
 
 def _drop_z(callees: Sequence[str], lost: Mapping[str, Sequence[Item]], *, count: int) -> float | None:
-    """The z a drop shared by the first ``count`` of ``callees`` (strongest first) stands for: the
-    weakest of their strongest traffic falls, back from strength to z; None without a callee."""
-    drops = [max(i.strength for i in lost[c]) for c in callees[:count] if lost.get(c)]
-    return 4.0 * (math.exp(min(drops)) - 1.0) if drops else None
+    """The z a drop shared by the ``count`` of ``callees`` that lost the most traffic stands for: the
+    weakest of their strongest traffic falls, back from strength to z; None without a callee that lost any."""
+    strongest = sorted((max(i.strength for i in lost[c]) for c in callees if lost.get(c)), reverse=True)
+    return 4.0 * (math.exp(min(strongest[:count])) - 1.0) if strongest else None
 
 
 def _discount_drop_echo(found: list[tuple[str, Item]], *, witnessed: set[str], graph: nx.DiGraph,
