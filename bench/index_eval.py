@@ -23,6 +23,7 @@ from index.models import Candidate, Confidence
 from index.params import IndexParams
 from index.query import known_components, query_window
 from judge.groundtruth import load_truth
+from rca.system import SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -89,21 +90,21 @@ def evaluate_index(*, index_dir: Path, input_file: Path, gt_file: Path, params: 
         found = query_window(index_dir, start=case.start, end=case.end, top_k=max(KS), params=params,
                              exclude_windows=others)
         ranking = [c.component for c in found.candidates]
-        universe = known_components(index_dir, start=case.start, end=case.end)
+        universe = known_components(index_dir, start=case.start, end=case.end, system=params.system)
         answers = set(truth.instance)
         right = len(answers & set(universe)) or 1
         result.cases.append(CaseRanking(
             uuid=case.uuid, fault_type=truth.fault_type, truth=list(truth.instance), ranking=ranking,
             hits={k: any(c in answers for c in ranking[:k]) for k in KS},
             chance={k: min(1.0, k * right / max(len(universe), 1)) for k in KS},
-            confidence=found.confidence, lead=lead_over_rival(found.candidates),
+            confidence=found.confidence, lead=lead_over_rival(found.candidates, system=params.system),
         ))
     return result
 
 
-def lead_over_rival(candidates: Sequence[Candidate]) -> float | None:
+def lead_over_rival(candidates: Sequence[Candidate], *, system: SystemSpec) -> float | None:
     """``(first - first rival) / first`` of their scores (``index.confidence.first_rival``); None without a rival."""
-    rival = first_rival(candidates)
+    rival = first_rival(candidates, system=system)
     if rival is None or candidates[0].score <= 0:
         return None
     return (candidates[0].score - rival.score) / candidates[0].score

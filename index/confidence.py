@@ -17,25 +17,26 @@ from collections.abc import Sequence
 
 from index.models import Candidate, Confidence
 from index.params import RankWeights
-from rca.taxonomy import service_of
+from rca.system import SystemSpec
 
 
-def first_rival(candidates: Sequence[Candidate]) -> Candidate | None:
+def first_rival(candidates: Sequence[Candidate], *, system: SystemSpec) -> Candidate | None:
     """The first candidate of another service or node than ``candidates[0]``'s (its own pods are no rivals)."""
     if not candidates:
         return None
-    owner = service_of(candidates[0].component)
-    return next((c for c in candidates[1:] if service_of(c.component) != owner), None)
+    owner = system.service_of(candidates[0].component)
+    return next((c for c in candidates[1:] if system.service_of(c.component) != owner), None)
 
 
-def answer_confidence(candidates: Sequence[Candidate], *, relaxed: bool, weights: RankWeights) -> Confidence | None:
+def answer_confidence(candidates: Sequence[Candidate], *, relaxed: bool, weights: RankWeights,
+                      system: SystemSpec) -> Confidence | None:
     """The confidence of an answer naming ``candidates[0]`` (None: no candidate, no answer to trust)."""
     if not candidates:
         return None
     first = candidates[0]
     if relaxed or first.score < weights.confident_score:
         return "low"
-    rival = first_rival(candidates)
+    rival = first_rival(candidates, system=system)
     if rival is not None and first.score - rival.score < weights.confident_margin:
         return "low"
     return "high"

@@ -19,7 +19,7 @@ from index.models import EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_log import template_keyword
 from preprocess.schema import MESH_CLIENT_PREFIX, MESH_SERVER_PREFIX, POD_CLIENT_LATENCY_PREFIX
-from rca.taxonomy import service_of
+from rca.system import SystemSpec
 
 # An observation is at most this long: the challenge's limit on an answer's observation
 # (data-contract.md; the rule version of change 5 will own it).
@@ -167,7 +167,8 @@ def metric_items(events: pl.DataFrame, *, weights: RankWeights) -> list[tuple[st
 _LOG_SIGNALS = {"silent": "silent", "new": "new_template", "up": "burst", "down": "fell"}
 
 
-def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWeights) -> list[tuple[str, Item]]:
+def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWeights,
+              system: SystemSpec) -> list[tuple[str, Item]]:
     items = []
     for row in events.iter_rows(named=True):
         pod, template = row["component"], row["template"] or ""
@@ -185,7 +186,7 @@ def log_items(events: pl.DataFrame, *, known_services: set[str], weights: RankWe
         items.append((pod, Item(evidence, item_strength, "local" if silent else "symptom")))
         if row["direction"] == "down":
             continue  # a line naming a service that stopped says nothing against that service
-        own_service = service_of(pod)
+        own_service = system.service_of(pod)
         # The line, not Drain's template: where one statement named several services over
         # the day (a caller's failing URL), the template keeps the name as <*>.
         for service in known_services:

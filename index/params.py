@@ -119,12 +119,11 @@ class IndexParams:
     log: LogParams = field(default_factory=LogParams)
     trace: TraceParams = field(default_factory=TraceParams)
     rank: RankWeights = field(default_factory=RankWeights)
-    # (caller, callee) calls the system description declares, which join the call graph the
-    # traces show where both ends are in the data: its storage calls always (traces never show
-    # them), its other calls (``[calls] edges``) for callers the traces show calling nothing (a
-    # system without tracing, an uninstrumented service). Default: the bundled HipsterShop's.
-    storage_calls: tuple[tuple[str, str], ...] = field(default_factory=lambda: bundled_system().storage_calls)
-    calls: tuple[tuple[str, str], ...] = field(default_factory=lambda: bundled_system().calls)
+    # The system the index describes: which components are nodes, which service owns a pod, and
+    # the calls its description declares, which join the call graph the traces show (its storage
+    # calls always, its other calls for callers the traces show calling nothing). Default: the
+    # bundled HipsterShop; ``from_settings`` takes the one the settings name.
+    system: SystemSpec = field(default_factory=bundled_system)
     # The robust z every detector asks for in the second scoring of a window where nothing passed
     # the usual thresholds (``relaxed``): "no candidate" must not happen while telemetry moved.
     relaxed_min_z: float = 2.5
@@ -146,12 +145,16 @@ class IndexParams:
         return {name: getattr(self, name) for name in DETECTORS}
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The knobs, with the system by its name (its description is a file of its own)."""
+        groups = {"metric": dataclasses.asdict(self.metric), "log": dataclasses.asdict(self.log),
+                  "trace": dataclasses.asdict(self.trace), "rank": dataclasses.asdict(self.rank)}
+        knobs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in {*groups, "system"}}
+        return {**knobs, **groups, "system": self.system.name}
 
     @classmethod
     def from_settings(cls, section: IndexSettings, *, system: SystemSpec) -> IndexParams:
-        """Params from the ``[index]`` settings section and the system description (its declared
-        calls); an unknown or ill-typed key names its field."""
+        """Params from the ``[index]`` settings section and the system description; an unknown or
+        ill-typed key names its field."""
         groups: dict[str, Any] = {}
         for name, params_type in (("metric", MetricParams), ("log", LogParams), ("trace", TraceParams),
                                   ("rank", RankWeights)):
@@ -168,5 +171,4 @@ class IndexParams:
                 where = ".".join(str(p) for p in first["loc"])
                 raise SettingsError(f"setting 'index.{name}.{where}': {first['msg']}") from exc
         return cls(baseline_minutes=section.baseline_minutes, max_evidence=section.max_evidence,
-                   brief_window_minutes=section.brief_window_minutes, storage_calls=system.storage_calls,
-                   calls=system.calls, **groups)
+                   brief_window_minutes=section.brief_window_minutes, system=system, **groups)

@@ -28,7 +28,7 @@ from preprocess.detect import make_detectors
 from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.detect_metric import PLACEMENT_SCHEMA, SERIES_SCHEMA
 from preprocess.detect_trace import EDGE_STATS_SCHEMA, call_graph
-from rca.taxonomy import service_of
+from rca.system import SystemSpec
 from rca.timeutil import as_utc
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,8 @@ def rank_or_relax(scored: ScoredWindow, *, top_k: int,
     log.info("window %s..%s: candidates from relaxed thresholds", scored.start.isoformat(), scored.end.isoformat())
     return weak.model_copy(update={"relaxed": True, "parameters": result.parameters,
                                    "confidence": answer_confidence(weak.candidates, relaxed=True,
-                                                                   weights=scored.params.rank)}), weak_scored
+                                                                   weights=scored.params.rank,
+                                                                   system=scored.params.system)}), weak_scored
 
 
 def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
@@ -171,8 +172,7 @@ def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
     candidates = rank_candidates(
         events=events, graph=call_graph(edges), placement=placement,
         known_pods=_known_pods(series, counts, edges, placement), top_k=top_k, max_evidence=params.max_evidence,
-        window_start=start, weights=params.rank, storage_calls=params.storage_calls,
-        declared_calls=params.calls,
+        window_start=start, weights=params.rank, system=params.system,
     )
     data_status = [
         status.model_copy(update={"baseline_minutes": history[status.modality],
@@ -191,7 +191,8 @@ def rank_window(scored: ScoredWindow, *, top_k: int = 10) -> WindowQueryResult:
              ", ".join(f"{frame.height} {kind}" for kind, frame in events.items()), len(candidates))
     return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=data_status,
                              parameters=params.as_dict(), empty_reason=empty_reason,
-                             confidence=answer_confidence(candidates, relaxed=False, weights=params.rank))
+                             confidence=answer_confidence(candidates, relaxed=False, weights=params.rank,
+                                                          system=params.system))
 
 
 def _minutes_between(frame: pl.DataFrame, lo: datetime, hi: datetime) -> pl.DataFrame:
@@ -218,7 +219,7 @@ def _empty_reason(data_status: list[ModalityStatus], events: dict[str, pl.DataFr
     return "anomalies were found but none on an answerable component"
 
 
-def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list[str]:
+def known_components(index_dir: Path, *, start: datetime, end: datetime, system: SystemSpec) -> list[str]:
     """Every answerable component seen in the data around a window: services, pods, worker nodes.
 
     This is the candidate universe a ranking is drawn from (and the denominator of a
@@ -233,12 +234,12 @@ def known_components(index_dir: Path, *, start: datetime, end: datetime) -> list
     placement = store.load_intervals(index_dir, table="metric_placement", start=start, end=end,
                                      schema=PLACEMENT_SCHEMA)
     pods = _known_pods(series, counts, edges, placement)
-    services = {service_of(p) for p in pods} | set(
+    services = {system.service_of(p) for p in pods} | set(
         series.filter(pl.col("kind").is_in(["apm_service", "infra_tidb", "infra_tikv", "infra_pd"]))
         .get_column("component").unique()) | set(edges.get_column("caller").drop_nulls().unique()) | set(
         edges.get_column("callee").drop_nulls().unique())
-    pod_counts = {s: sum(1 for p in pods if service_of(p) == s) for s in services}
-    answerable_pods = {p for p in pods if pod_counts.get(service_of(p), 0) > 1}
+    pod_counts = {s: sum(1 for p in pods if system.service_of(p) == s) for s in services}
+    answerable_pods = {p for p in pods if pod_counts.get(system.service_of(p), 0) > 1}
     nodes = set(placement.get_column("node").drop_nulls().unique()) | set(
         counts.get_column("node").drop_nulls().unique()) | set(edges.get_column("callee_node").drop_nulls().unique())
     return sorted(services | answerable_pods | nodes)

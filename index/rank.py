@@ -68,7 +68,7 @@ from index.evidence import (
 from index.models import Candidate, EvidenceItem
 from index.params import RankWeights
 from preprocess.detect_trace import propagation_scores
-from rca.taxonomy import is_node, service_of
+from rca.system import SystemSpec
 
 # Correlated KPIs move together (error, server_error, error_ratio ...): one family counts once.
 _KPI_FAMILIES: tuple[tuple[str, str], ...] = (
@@ -125,16 +125,16 @@ def rank_candidates(
     max_evidence: int = 6,
     window_start: datetime | None = None,
     weights: RankWeights = RankWeights(),
-    storage_calls: Sequence[tuple[str, str]] = (),
-    declared_calls: Sequence[tuple[str, str]] = (),
+    system: SystemSpec,
 ) -> list[Candidate]:
     """Ranked candidates (service, pod and node level) with evidence and score breakdown.
 
-    The system description's calls join ``graph`` (the calls the traces show) where both ends
-    are in the data: ``storage_calls`` always, as traces never show them (so a TiDB fault is
-    not blamed on its caller); ``declared_calls`` for callers ``graph`` shows calling nothing:
-    without traces they are the only call graph there is, and where traces show a caller's
-    calls they are the better witness of what it called in that window.
+    ``system`` names the components (which are nodes, which service owns a pod) and declares
+    calls, which join ``graph`` (the calls the traces show) where both ends are in the data: its
+    storage calls always, as traces never show them (so a TiDB fault is not blamed on its
+    caller); its other calls for callers ``graph`` shows calling nothing: without traces they
+    are the only call graph there is, and where traces show a caller's calls they are the
+    better witness of what it called in that window.
 
     ``events`` are the detectors' event frames by kind (``metric``, ``log``, ``trace``,
     ``fanout``, ``dropped``). With ``window_start``, evidence whose onset comes
@@ -149,16 +149,17 @@ def rank_candidates(
     propagation = propagation_scores(trace_events)
     pods_by_service: dict[str, set[str]] = defaultdict(set)
     for pod in known_pods:
-        pods_by_service[service_of(pod)].add(pod)
+        pods_by_service[system.service_of(pod)].add(pod)
     known_services = set(pods_by_service) | {n for n in graph.nodes} | {
-        c for c in metric_events.get_column("component").unique() if c not in known_pods and not is_node(c)}
+        c for c in metric_events.get_column("component").unique() if c not in known_pods and not system.is_node(c)}
     traced_calls = set(graph.edges)
     traced_callers = {caller for caller, _ in traced_calls}
     graph = graph.copy()
-    for caller, callee in (*storage_calls, *(c for c in declared_calls if c[0] not in traced_callers)):
+    declared_calls = system.calls
+    for caller, callee in (*system.storage_calls, *(c for c in declared_calls if c[0] not in traced_callers)):
         if caller in known_services and callee in known_services:
             graph.add_edge(caller, callee)
-    fanout_events = _fanout_of_healthy_callees(fanout_events, slow=_slow_by_own_measure(metric_events),
+    fanout_events = _fanout_of_healthy_callees(fanout_events, slow=_slow_by_own_measure(metric_events, system=system),
                                                share=weights.fanout_slow_callee_share,
                                                min_callees=weights.fanout_min_healthy_callees)
     fanout_events = _fanout_of_independent_callees(
@@ -181,29 +182,30 @@ def rank_candidates(
 
     metric = metric_items(metric_events, weights=weights)
     for name, item in (metric
-                       + log_items(log_events, known_services=known_services, weights=weights)
+                       + log_items(log_events, known_services=known_services, weights=weights, system=system)
                        + trace_items(trace_events, propagation=propagation, fanout_callers=fanout_callers,
                                      weights=weights)
                        + wait_items(wait_events, fanout_callers=fanout_callers,
-                                    starved=_starved(metric, min_z=weights.wait_starved_z),
+                                    starved=_starved(metric, min_z=weights.wait_starved_z, system=system),
                                     served_fine=_served_fine(traced_calls, events["trace"]),
                                     own_slowdown=_own_slowdown(trace_events))
                        + fanout_items(fanout_events)):
         add(name, item)
 
-    for name, item in _dropped_calls(components, graph=graph, weights=weights, share_drops=events["dropped"]):
+    for name, item in _dropped_calls(components, graph=graph, weights=weights, share_drops=events["dropped"],
+                                     system=system):
         add(name, item)
     for name, item in _stopped_after(events):
         add(name, item)
-    _discount_lone_caller(components, graph=graph, weights=weights)
-    _discount_starved(components, graph=graph, weights=weights)
-    _discount_log_echo(components, graph=graph, weights=weights)
-    cause = _service_cause(components, pods_by_service)
+    _discount_lone_caller(components, graph=graph, weights=weights, system=system)
+    _discount_starved(components, graph=graph, weights=weights, system=system)
+    _discount_log_echo(components, graph=graph, weights=weights, system=system)
+    cause = _service_cause(components, pods_by_service, system=system)
     factors = _propagation_factors(graph, cause, weights=weights)
 
     scored: list[Candidate] = []
-    for service in sorted(known_services | {service_of(n) for n in components if not is_node(n)}):
-        if is_node(service):
+    for service in sorted(known_services | {system.service_of(n) for n in components if not system.is_node(n)}):
+        if system.is_node(service):
             continue
         pods = sorted(pods_by_service.get(service, set()))
         factor = factors.get(service, 1.0)
@@ -241,25 +243,25 @@ def rank_candidates(
                 breakdown["level"] = -0.4 * sum(breakdown.values())
             scored.append(_candidate(pod, "pod", breakdown, factor, [components[pod]], max_evidence))
 
-    for node in sorted(worker_nodes | {n for n in components if is_node(n)}):
+    for node in sorted(worker_nodes | {n for n in components if system.is_node(n)}):
         if worker_nodes and node not in worker_nodes:
             continue
         breakdown = components[node].modality_scores() if node in components else {}
-        breakdown["co_located"] = _co_located_score(node, placement, components)
+        breakdown["co_located"] = _co_located_score(node, placement, components, system=system)
         if sum(breakdown.values()) <= 0:
             continue
         scored.append(_candidate(node, "node", breakdown, 1.0,
                                  [components[node]] if node in components else [], max_evidence))
 
-    scored = _cap_explained(scored, graph=graph, cause=cause, weights=weights)
+    scored = _cap_explained(scored, graph=graph, cause=cause, weights=weights, system=system)
     scored = _cap_by_node(scored, placement=placement, components=components, pods_by_service=pods_by_service,
                            weights=weights)
     scored = [c for c in scored if c.score > 0]
     scored.sort(key=lambda c: (-c.score, c.component))
-    ranked = _diversify(scored, per_service=weights.max_per_service)
+    ranked = _diversify(scored, per_service=weights.max_per_service, system=system)
     if weights.service_follows_pod:
         called_wrong = {name for name, comp in components.items() if any(i.role == "edge" for i in comp.items)}
-        ranked = _service_follows_pod(ranked, pods=called_wrong)
+        ranked = _service_follows_pod(ranked, pods=called_wrong, system=system)
     return ranked[:top_k]
 
 
@@ -276,7 +278,7 @@ def _own_slowdown(trace_events: pl.DataFrame) -> dict[str, float]:
     return dict(slower.iter_rows())
 
 
-def _slow_by_own_measure(metric_events: pl.DataFrame) -> dict[str, float]:
+def _slow_by_own_measure(metric_events: pl.DataFrame, *, system: SystemSpec) -> dict[str, float]:
     """Services whose inbound calls got slower as they measure them themselves, with the z.
 
     A service's own series, or a mesh series on any of its pods (the mesh measures the workload:
@@ -286,9 +288,9 @@ def _slow_by_own_measure(metric_events: pl.DataFrame) -> dict[str, float]:
     slow: dict[str, float] = {}
     rising = metric_events.filter(pl.col("direction") == "up").select("component", "kpi", "z")
     for component, kpi, z in rising.iter_rows():
-        if is_node(component) or not is_server_side_latency(kpi):
+        if system.is_node(component) or not is_server_side_latency(kpi):
             continue
-        service = service_of(component)
+        service = system.service_of(component)
         if component == service or is_mesh_measure(kpi):
             slow[service] = max(slow.get(service, 0.0), z)
     return slow
@@ -346,7 +348,7 @@ def _fanout_of_independent_callees(fanout_events: pl.DataFrame, *, untraced: nx.
     return pl.DataFrame(rows, schema=fanout_events.schema)
 
 
-def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
+def _diversify(ranked: list[Candidate], *, per_service: int, system: SystemSpec) -> list[Candidate]:
     """Keep at most ``per_service`` pods of one service ahead of other suspects.
 
     A short list that offers a service, its worst pod and then other suspects is more
@@ -359,13 +361,13 @@ def _diversify(ranked: list[Candidate], *, per_service: int) -> list[Candidate]:
         if candidate.level != "pod":  # a service or node entry is never pushed back
             head.append(candidate)
             continue
-        service = service_of(candidate.component)
+        service = system.service_of(candidate.component)
         seen[service] += 1
         (head if seen[service] <= per_service else tail).append(candidate)
     return head + tail
 
 
-def _service_follows_pod(ranked: list[Candidate], *, pods: set[str]) -> list[Candidate]:
+def _service_follows_pod(ranked: list[Candidate], *, pods: set[str], system: SystemSpec) -> list[Candidate]:
     """A service listed below one of ``pods`` (those whose incoming calls went wrong) moves up to just after it.
 
     Whether a fault is a pod's or its whole service's is what a per-pod ranking sees worst:
@@ -385,7 +387,7 @@ def _service_follows_pod(ranked: list[Candidate], *, pods: set[str]) -> list[Can
         result.append(candidate)
         placed.add(candidate.component)
         if candidate.level == "pod" and candidate.component in pods:
-            service = services.get(service_of(candidate.component))
+            service = services.get(system.service_of(candidate.component))
             if service is not None and service.component not in placed:
                 result.append(service)
                 placed.add(service.component)
@@ -393,7 +395,7 @@ def _service_follows_pod(ranked: list[Candidate], *, pods: set[str]) -> list[Can
 
 
 def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[str, float],
-                   weights: RankWeights) -> list[Candidate]:
+                   weights: RankWeights, system: SystemSpec) -> list[Candidate]:
     """A component whose downstream is clearly broken ranks just below that downstream.
 
     Callers feel every downstream fault as errors and latency, often louder than the
@@ -403,11 +405,11 @@ def _cap_explained(scored: list[Candidate], *, graph: nx.DiGraph, cause: dict[st
     best: dict[str, float] = {}
     for candidate in scored:
         if candidate.level != "node":
-            service = service_of(candidate.component)
+            service = system.service_of(candidate.component)
             best[service] = max(best.get(service, 0.0), candidate.score)
     capped: list[Candidate] = []
     for candidate in scored:
-        service = service_of(candidate.component)
+        service = system.service_of(candidate.component)
         if candidate.level == "node" or service not in graph:
             capped.append(candidate)
             continue
@@ -427,7 +429,8 @@ def _capped(candidate: Candidate, cap: float, *, reason: str) -> Candidate:
     return candidate.model_copy(update={"score": round(cap, 4), "score_breakdown": breakdown})
 
 
-def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
+def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights,
+                      system: SystemSpec) -> None:
     """Silence of a component whose every caller stopped is starvation, not death.
 
     Errors travel up the call graph; silence travels down it: when a service dies, the
@@ -438,15 +441,15 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
         return item.evidence.direction == "silent" and (item.evidence.key == "request"
                                                          or item.evidence.modality == "trace")
 
-    dead = {service_of(name) for name, comp in components.items()
-            if not is_node(name) and any(stopped(i) for i in comp.items)}
+    dead = {system.service_of(name) for name, comp in components.items()
+            if not system.is_node(name) and any(stopped(i) for i in comp.items)}
     # An entry service (nobody calls it) whose answers took far longer lost its traffic to its
     # clients waiting (a closed-loop load sends the next request after the last answer): its
     # fall in requests and work is its slowness, which its callees' silence passes down too.
-    slow = {service_of(name) for name, comp in components.items() if not is_node(name) and any(_slower(i) for i in comp.items)}
+    slow = {system.service_of(name) for name, comp in components.items() if not system.is_node(name) and any(_slower(i) for i in comp.items)}
     for name, comp in components.items():
-        service = service_of(name)
-        if not is_node(name) and service in slow and service in graph and not list(graph.predecessors(service)):
+        service = system.service_of(name)
+        if not system.is_node(name) and service in slow and service in graph and not list(graph.predecessors(service)):
             for item in comp.items:
                 if _idled(item):
                     item.explained_by_others(weights.starved_weight)
@@ -457,11 +460,12 @@ def _discount_starved(components: dict[str, _Component], *, graph: nx.DiGraph, w
             if item.evidence.direction != "silent":
                 continue
             # Starved as a whole, or this call edge stopped because its caller did.
-            if (not is_node(name) and service_of(name) in starved) or (item.caller is not None and item.caller in dead):
+            if (not system.is_node(name) and system.service_of(name) in starved) or (item.caller is not None and item.caller in dead):
                 item.explained_by_others(weights.starved_weight)
 
 
-def _discount_log_echo(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
+def _discount_log_echo(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights,
+                       system: SystemSpec) -> None:
     """A caller's log trouble that began no earlier than a callee's errors is their echo.
 
     Errors travel up the call graph: the service that throws logs it, and so does every
@@ -476,23 +480,23 @@ def _discount_log_echo(components: dict[str, _Component], *, graph: nx.DiGraph, 
 
     first_error: dict[str, datetime] = {}  # service -> earliest clear burst or new line of its own
     for name, comp in components.items():
-        if is_node(name):
+        if system.is_node(name):
             continue
         for item in comp.items:
             onset = item.evidence.onset
             if (own_trouble(item) and item.evidence.signal != "fell" and onset is not None
                     and item.strength >= weights.log_echo_min_strength):
-                service = service_of(name)
+                service = system.service_of(name)
                 first_error[service] = min(first_error.get(service, onset), onset)
     discounted: set[int] = set()  # one item is shared by a pod and its service: discount it once
     for name, comp in components.items():
-        if is_node(name) or service_of(name) not in graph:
+        if system.is_node(name) or system.service_of(name) not in graph:
             continue
         items = [i for i in comp.items if own_trouble(i) and i.evidence.onset is not None and id(i) not in discounted]
         if not items:
             continue
         began = min(i.evidence.onset for i in items if i.evidence.onset is not None)
-        below = nx.descendants(graph, service_of(name))
+        below = nx.descendants(graph, system.service_of(name))
         if not any(first_error.get(d) is not None and first_error[d] <= began for d in below):
             continue
         for item in items:
@@ -525,7 +529,7 @@ def _idled(item: Item) -> bool:
 
 
 def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights,
-                   share_drops: pl.DataFrame) -> list[tuple[str, Item]]:
+                   share_drops: pl.DataFrame, system: SystemSpec) -> list[tuple[str, Item]]:
     """Callers whose callees lost traffic together while the callers' own demand held.
 
     Traffic travels down the call graph: when a caller stops making some of its calls (a bad
@@ -540,9 +544,9 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
     lost: dict[str, list[Item]] = defaultdict(list)
     evidence: dict[str, list[EvidenceItem]] = defaultdict(list)  # service -> its own and its pods' evidence
     for name, comp in components.items():
-        if not is_node(name):
-            lost[service_of(name)].extend(i for i in comp.items if _lost_traffic(i))
-            evidence[service_of(name)].extend(i.evidence for i in comp.items)
+        if not system.is_node(name):
+            lost[system.service_of(name)].extend(i for i in comp.items if _lost_traffic(i))
+            evidence[system.service_of(name)].extend(i.evidence for i in comp.items)
     found: list[tuple[str, Item]] = []
     starved: set[str] = set()
     traced = share_drops.group_by("caller", maintain_order=True).agg(pl.col("callee"), pl.col("z").max(),
@@ -588,7 +592,7 @@ def _dropped_calls(components: dict[str, _Component], *, graph: nx.DiGraph, weig
         starved.update(c for c in graph.successors(caller)
                        if c != caller and lost.get(c) and set(graph.predecessors(c)) == {caller})
     for name, comp in components.items():
-        if not is_node(name) and service_of(name) in starved:
+        if not system.is_node(name) and system.service_of(name) in starved:
             for item in comp.items:
                 if _idled(item):
                     item.explained_by_others(weights.starved_weight)
@@ -666,7 +670,8 @@ def _stopped_after(events: Mapping[str, pl.DataFrame]) -> list[tuple[str, Item]]
             for row in stops.iter_rows(named=True) if row["callee"] not in troubled]
 
 
-def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights) -> None:
+def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGraph, weights: RankWeights,
+                          system: SystemSpec) -> None:
     """Calls into a healthy service that went wrong for one caller only, a caller that is itself broken.
 
     A caller's client span holds the time the caller spends too: a CPU-starved caller
@@ -676,18 +681,18 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
     """
     cause: dict[str, float] = defaultdict(float)
     for name, comp in components.items():
-        if not is_node(name):
-            cause[service_of(name)] = max(cause[service_of(name)], _local_score(comp))
+        if not system.is_node(name):
+            cause[system.service_of(name)] = max(cause[system.service_of(name)], _local_score(comp))
     complaints: dict[str, set[str]] = defaultdict(set)
     for name, comp in components.items():
         for item in comp.items:
             if item.role == "edge" and item.caller:
-                complaints[service_of(name)].add(item.caller)
+                complaints[system.service_of(name)].add(item.caller)
     discounted: set[int] = set()  # one item is shared by a pod and its service: discount it once
     for name, comp in components.items():
-        if is_node(name):
+        if system.is_node(name):
             continue
-        service = service_of(name)
+        service = system.service_of(name)
         callers = complaints.get(service, set())
         others = set(graph.predecessors(service)) - callers if service in graph else set()
         if len(callers) != 1 or not others:
@@ -701,10 +706,10 @@ def _discount_lone_caller(components: dict[str, _Component], *, graph: nx.DiGrap
                 discounted.add(id(item))
 
 
-def _starved(metric: list[tuple[str, Item]], *, min_z: float) -> set[str]:
+def _starved(metric: list[tuple[str, Item]], *, min_z: float, system: SystemSpec) -> set[str]:
     """Services whose own CPU rose clearly (z of at least ``min_z``, on the service or any of its pods)."""
-    return {service_of(name) for name, item in metric
-            if not is_node(name) and item.role == "local" and item.evidence.direction == "up"
+    return {system.service_of(name) for name, item in metric
+            if not system.is_node(name) and item.role == "local" and item.evidence.direction == "up"
             and kpi_family(item.evidence.key) == "cpu" and (item.evidence.z or 0.0) >= min_z}
 
 
@@ -762,13 +767,14 @@ def _cap_by_node(scored: list[Candidate], *, placement: pl.DataFrame, components
     return capped
 
 
-def _service_cause(components: dict[str, _Component], pods_by_service: dict[str, set[str]]) -> dict[str, float]:
+def _service_cause(components: dict[str, _Component], pods_by_service: dict[str, set[str]], *,
+                   system: SystemSpec) -> dict[str, float]:
     """Strongest cause evidence (local or edge) of each service or any of its pods."""
     result: dict[str, float] = {service: 0.0 for service in pods_by_service}
     for name, comp in components.items():
-        if is_node(name):
+        if system.is_node(name):
             continue
-        service = service_of(name)
+        service = system.service_of(name)
         result[service] = max(result.get(service, 0.0), comp.cause_score())
     return result
 
@@ -784,7 +790,8 @@ def _propagation_factors(graph: nx.DiGraph, cause: dict[str, float], *, weights:
     return factors
 
 
-def _co_located_score(node: str, placement: pl.DataFrame, components: dict[str, _Component]) -> float:
+def _co_located_score(node: str, placement: pl.DataFrame, components: dict[str, _Component], *,
+                      system: SystemSpec) -> float:
     """Evidence that pods of several services on this node, and only there, suffer together.
 
     A service whose pods on other nodes show the same local trouble has a problem of its
@@ -794,11 +801,11 @@ def _co_located_score(node: str, placement: pl.DataFrame, components: dict[str, 
         return 0.0
     pods_on = placement.filter(pl.col("node") == node).get_column("pod").unique().to_list()
     elsewhere = set(placement.filter(pl.col("node") != node).get_column("pod").unique().to_list()) - set(pods_on)
-    troubled_elsewhere = {service_of(p) for p in elsewhere if _local_metric(components.get(p)) > 0}
+    troubled_elsewhere = {system.service_of(p) for p in elsewhere if _local_metric(components.get(p)) > 0}
     local: dict[str, float] = {}
     for pod in pods_on:
         value = _local_metric(components.get(pod))
-        service = service_of(pod)
+        service = system.service_of(pod)
         if value > 0 and service not in troubled_elsewhere:
             local[service] = max(local.get(service, 0.0), value)
     if len(local) < 2:

@@ -31,11 +31,13 @@ from index.confidence import first_rival
 from index.models import Candidate
 from judge.groundtruth import TruthCase, load_truth
 from knowledge.signatures import SignatureMatch
+from rca.system import SystemSpec, system_from_settings
 
 (SYSTEM, DAY), = TUNING_SETS
 
 
-def candidate_lines(candidates: Sequence[Candidate], *, truth: Sequence[str], top: int, lines: int) -> list[str]:
+def candidate_lines(candidates: Sequence[Candidate], *, truth: Sequence[str], top: int, lines: int,
+                    system: SystemSpec) -> list[str]:
     """The first ``top`` candidates (``*`` marks the truth), each with up to ``lines`` evidence lines,
     then where the truth ranks when it is not among them, and the first candidate's lead."""
     out = []
@@ -51,7 +53,7 @@ def candidate_lines(candidates: Sequence[Candidate], *, truth: Sequence[str], to
         out.append(f"  the truth is not among the {len(candidates)} candidates")
     elif rank >= top:
         out.append(f"  the truth ranks {rank + 1} ({candidates[rank].component}, {candidates[rank].score:.2f})")
-    rival, lead = first_rival(candidates), lead_over_rival(candidates)
+    rival, lead = first_rival(candidates, system=system), lead_over_rival(candidates, system=system)
     if rival is not None and lead is not None:
         out.append(f"  lead over the first rival ({rival.component}, {rival.score:.2f}): {lead:.3f}")
     return out
@@ -63,7 +65,7 @@ def fit_lines(fits: Sequence[SignatureMatch], *, top: int = 3) -> list[str]:
 
 
 def case_report(diagnoser: Diagnoser, *, uuids: Sequence[str], truths: dict[str, TruthCase], input_file: Path,
-                top: int, lines: int) -> list[str]:
+                top: int, lines: int, system: SystemSpec) -> list[str]:
     """The report of each case of ``uuids`` (in the input's order); an unknown uuid is a clear error."""
     cases = {case.uuid: case for case in load_cases(input_file)}
     unknown = [uuid for uuid in uuids if uuid not in cases]
@@ -75,7 +77,7 @@ def case_report(diagnoser: Diagnoser, *, uuids: Sequence[str], truths: dict[str,
         truth = truths[uuid]
         prepared = diagnoser.prepare(cases[uuid])
         out.append(f"== {uuid}: truth {truth.instance[0]} ({truth.fault_type}); confidence {prepared.confidence}")
-        out.extend(candidate_lines(prepared.candidates, truth=truth.instance, top=top, lines=lines))
+        out.extend(candidate_lines(prepared.candidates, truth=truth.instance, top=top, lines=lines, system=system))
         reading = prepared.reading
         out.append(f"  rules' reading: {reading.component} with {reading.fault_type}"
                    f" (next: {reading.alternative_type}, fit gap {reading.fit_gap})")
@@ -104,7 +106,7 @@ def main() -> int:
     truths = {truth.uuid: truth for truth in load_truth(data_dir / "groundtruth.jsonl")}
     with Diagnoser.from_settings(settings) as diagnoser:
         report = case_report(diagnoser, uuids=args.uuids, truths=truths, input_file=data_dir / "input.json",
-                             top=args.top, lines=args.lines)
+                             top=args.top, lines=args.lines, system=system_from_settings(settings))
     sys.stdout.write("\n".join(report) + "\n")
     return 0
 

@@ -19,6 +19,7 @@ from preprocess.detect_log import LogDetector
 from preprocess.detect_metric import SERIES_SCHEMA, score_metric_window
 from preprocess.schema import LOG_SCHEMA, SPAN_SCHEMA
 from rca.llm.base import LLMReply
+from rca.system import SystemSpec, bundled_system
 from rca.taxonomy import FAULT_TYPES
 
 
@@ -72,7 +73,8 @@ class StaticEvidence:
         self.queries.append((start, end))
         candidates = self.candidates[:top_k]
         return WindowQueryResult(start=start, end=end, candidates=candidates, data_status=self.data_status,
-                                 confidence=answer_confidence(candidates, relaxed=False, weights=self.params.rank))
+                                 confidence=answer_confidence(candidates, relaxed=False, weights=self.params.rank,
+                                                              system=self.params.system))
 
 
 class StaticKnowledge:
@@ -153,3 +155,8 @@ def external_agent_package(home: Path, *, package: str, module: str, source: str
     (home / package / "__init__.py").write_text("")
     (home / package / f"{module}.py").write_text(source)
     return home
+
+
+def undeclared_system(*, calls: tuple[tuple[str, str], ...] = ()) -> SystemSpec:
+    """The bundled system declaring only ``calls`` (no storage calls): a ranking test's call graph is its own."""
+    return bundled_system().model_copy(update={"calls": calls, "storage_calls": ()})

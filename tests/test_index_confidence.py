@@ -9,8 +9,10 @@ from bench.index_eval import CaseRanking, IndexEvaluation, confidence_table
 from index.confidence import answer_confidence, first_rival
 from index.models import Candidate
 from index.params import RankWeights
+from rca.system import bundled_system
 
 WEIGHTS = RankWeights()
+SYSTEM = bundled_system()
 
 
 def _candidates(*scores: float) -> list[Candidate]:
@@ -28,7 +30,7 @@ def _candidates(*scores: float) -> list[Candidate]:
     ((9.0,), True, "low"),  # candidates from relaxed thresholds rest on weak evidence, whatever they score
 ], ids=["none", "none-relaxed", "at-threshold", "close-rival", "lead", "just-below", "weak", "relaxed"])
 def test_confidence_follows_the_first_candidates_score_and_the_scoring(scores, relaxed, expected):
-    assert answer_confidence(_candidates(*scores), relaxed=relaxed, weights=WEIGHTS) == expected
+    assert answer_confidence(_candidates(*scores), relaxed=relaxed, weights=WEIGHTS, system=SYSTEM) == expected
 
 
 def test_a_services_own_pods_are_no_rivals():
@@ -37,15 +39,15 @@ def test_a_services_own_pods_are_no_rivals():
     own = [Candidate(component="cartservice", level="service", score=9.0),
            Candidate(component="cartservice-0", level="pod", score=8.9),
            Candidate(component="redis-cart", level="service", score=7.9)]
-    assert answer_confidence(own, relaxed=False, weights=WEIGHTS) == "high"
+    assert answer_confidence(own, relaxed=False, weights=WEIGHTS, system=SYSTEM) == "high"
     rival = [*own[:2], Candidate(component="frontend", level="service", score=8.5)]
-    assert answer_confidence(rival, relaxed=False, weights=WEIGHTS) == "low"
+    assert answer_confidence(rival, relaxed=False, weights=WEIGHTS, system=SYSTEM) == "low"
 
 
 def test_the_threshold_is_a_setting():
     strict = replace(WEIGHTS, confident_score=10.0)
-    assert answer_confidence(_candidates(9.0), relaxed=False, weights=WEIGHTS) == "high"
-    assert answer_confidence(_candidates(9.0), relaxed=False, weights=strict) == "low"
+    assert answer_confidence(_candidates(9.0), relaxed=False, weights=WEIGHTS, system=SYSTEM) == "high"
+    assert answer_confidence(_candidates(9.0), relaxed=False, weights=strict, system=SYSTEM) == "low"
 
 
 def test_the_confidence_table_gives_each_levels_accuracy():
@@ -67,8 +69,8 @@ def test_the_lead_is_over_the_first_rival_and_counts_right_answers_only():
     own = [Candidate(component="cartservice", level="service", score=8.0),
            Candidate(component="cartservice-0", level="pod", score=7.9),
            Candidate(component="frontend", level="service", score=2.0)]
-    assert first_rival(own).component == "frontend"  # its own pod is no rival
-    assert first_rival(own[:2]) is None and first_rival([]) is None
+    assert first_rival(own, system=SYSTEM).component == "frontend"  # its own pod is no rival
+    assert first_rival(own[:2], system=SYSTEM) is None and first_rival([], system=SYSTEM) is None
 
     def case(uuid: str, *, hit: bool, lead):
         return CaseRanking(uuid=uuid, fault_type="cpu stress", truth=["a"], ranking=["a" if hit else "b"],

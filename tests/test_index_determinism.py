@@ -13,6 +13,7 @@ from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
 from preprocess.detect_trace import DROPPED_EVENT_SCHEMA, FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA, Z_CAP
 from preprocess.schema import strongest_first
+from tests.fakes import undeclared_system
 
 ONSET = datetime(2025, 6, 6, 10, 1, tzinfo=UTC)
 
@@ -41,7 +42,8 @@ def test_candidates_and_their_evidence_do_not_depend_on_event_row_order() -> Non
                   "dropped": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA),
                   "stopped_after": pl.DataFrame(schema=DROPPED_EVENT_SCHEMA)}
         candidates = rank_candidates(events=events, graph=nx.DiGraph(), placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
-                                     known_pods={"cartservice-0", "cartservice-1"}, top_k=3, max_evidence=2)
+                                     known_pods={"cartservice-0", "cartservice-1"}, top_k=3, max_evidence=2,
+                                     system=undeclared_system())
         answers.add(tuple((c.component, tuple(i.text for i in c.evidence)) for c in candidates))
     assert len(answers) == 1
     (first, *_), = answers

@@ -7,6 +7,7 @@ from datetime import timedelta
 from bench.index_eval import evaluate_index
 from index.params import IndexParams
 from index.query import known_components
+from rca.system import bundled_system
 from tests.test_index_query import FAULT_END, FAULT_START, T0, build_world, write_world
 
 
@@ -43,7 +44,7 @@ def test_the_universe_of_a_system_without_metrics_comes_from_its_logs_and_traces
     start, end = T0 + timedelta(minutes=FAULT_START), T0 + timedelta(minutes=FAULT_END)
     write_world(tmp_path / "all", world)
     write_world(tmp_path / "no-metrics", {k: v for k, v in world.items() if not k.startswith("metric_")})
-    everything = known_components(tmp_path / "all", start=start, end=end)
-    without = known_components(tmp_path / "no-metrics", start=start, end=end)
+    everything = known_components(tmp_path / "all", start=start, end=end, system=bundled_system())
+    without = known_components(tmp_path / "no-metrics", start=start, end=end, system=bundled_system())
     assert "emailservice" in without and "cartservice-1" in without
     assert set(without) <= set(everything) and len(without) > len(everything) / 2

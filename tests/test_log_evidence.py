@@ -19,6 +19,7 @@ from preprocess.detect_log import (
     template_keyword,
 )
 from rca.challenge import rule_version
+from rca.system import bundled_system
 from tests.fakes import StaticKnowledge
 from tests.test_detect_log import BASELINE_START, WINDOW_END, WINDOW_START, _logs
 
@@ -43,7 +44,7 @@ def _evidence(rows: list[tuple[int, str, str]]) -> tuple[list[EvidenceItem], pl.
     miner = LogTemplateMiner(state_path=None)
     events = score_log_window(log_counts(_logs(rows), miner=miner), miner.templates(), start=WINDOW_START,
                               end=WINDOW_END, baseline_start=BASELINE_START)
-    return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights())], events
+    return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights(), system=bundled_system())], events
 
 
 @pytest.mark.parametrize("fault", sorted(JVM_RULES))
@@ -196,6 +197,6 @@ def test_a_line_naming_a_service_is_evidence_against_it_after_drain_merged_the_n
                               end=WINDOW_END, baseline_start=BASELINE_START)
     assert "ts-basic-service" not in events.item(0, "template"), events.item(0, "template")
     items = log_items(events, known_services={"ts-order-service", "ts-basic-service", "ts-route-service"},
-                      weights=RankWeights())
+                      weights=RankWeights(), system=bundled_system())
     named = {component: item.role for component, item in items}
     assert named == {"ts-order-service-0": "symptom", "ts-basic-service": "edge"}, named

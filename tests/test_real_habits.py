@@ -42,6 +42,7 @@ from preprocess.detect_trace import (
     score_trace_window,
 )
 from rca.taxonomy import service_of
+from tests.fakes import undeclared_system
 
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 WINDOW = 300  # the incident's window opens at T0 + 300 min and lasts 3 minutes (Nezha: inject + 3 min)
@@ -231,7 +232,7 @@ def _rank(events: dict[str, pl.DataFrame], graph: nx.DiGraph, pods: set[str], we
           declared_calls: tuple[tuple[str, str], ...] = ()):
     return rank_candidates(events=events, graph=graph, placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                            known_pods=pods, top_k=10, window_start=START, weights=weights,
-                           declared_calls=declared_calls)
+                           system=undeclared_system(calls=declared_calls))
 
 
 OB_GRAPH = nx.DiGraph([("frontend", "checkoutservice"), ("checkoutservice", "cartservice"),

@@ -32,6 +32,7 @@ from knowledge.signatures import (
 from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA
 from preprocess.detect_trace import FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA
+from rca.system import bundled_system
 from rca.taxonomy import FAULT_TYPES, applicable_fault_types
 
 ONSET = datetime(2025, 6, 5, 16, 30, tzinfo=UTC)
@@ -304,7 +305,7 @@ def _items_a_clue_could_match(clue: Clue) -> list[EvidenceItem]:
         events = (_log_event("", "silent") if clue.pattern == "silent"
                   else _log_event("Charge successfully", "down") if clue.pattern == "fell"
                   else _log_event(f"request error: {clue.pattern} (after 3 tries)", "new"))
-        return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights())]
+        return [item.evidence for _, item in log_items(events, known_services=set(), weights=RankWeights(), system=bundled_system())]
     return _trace_items()
 
 

@@ -30,6 +30,7 @@ from preprocess.detect_trace import (
 )
 from preprocess.schema import SPAN_SCHEMA
 from rca.taxonomy import service_of
+from tests.fakes import undeclared_system
 
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 FAULT_FROM, FAULT_TO = 40, 42  # minutes after T0
@@ -83,7 +84,8 @@ def _ranked(spans: pl.DataFrame) -> list[str]:
               "dropped": dropped_calls(stats, **WINDOW), "stopped_after": stopped_after(stats, **WINDOW)}
     candidates = rank_candidates(events=events, graph=call_graph(stats),
                                  placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
-                                 known_pods={f"{s}-0" for s in PODS}, top_k=10, window_start=WINDOW["start"])
+                                 known_pods={f"{s}-0" for s in PODS}, top_k=10, window_start=WINDOW["start"],
+                                 system=undeclared_system())
     return [service_of(c.component) for c in candidates]
 
 

@@ -32,6 +32,7 @@ from preprocess.detect_trace import (
 )
 from preprocess.schema import SPAN_SCHEMA
 from rca.taxonomy import service_of
+from tests.fakes import undeclared_system
 
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 FAULT_FROM, FAULT_TO = 40, 43  # minutes after T0
@@ -106,7 +107,7 @@ def _ranked(spans: pl.DataFrame, weights: RankWeights = RankWeights()) -> list[s
     graph = call_graph(edge_stats(spans))
     candidates = rank_candidates(events=_events(spans), graph=graph, placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                                  known_pods={f"{s}-0" for s in OWN_MS}, top_k=10, window_start=START,
-                                 weights=weights)
+                                 weights=weights, system=undeclared_system())
     return [service_of(c.component) for c in candidates]
 
 

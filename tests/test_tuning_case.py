@@ -9,6 +9,7 @@ import pytest
 
 from index.models import Candidate, EvidenceItem
 from knowledge.signatures import SignatureMatch
+from rca.system import bundled_system
 from tests.script_modules import SCRIPTS, load_script
 
 tuning_case = load_script("tuning_case")
@@ -24,7 +25,8 @@ def _candidate(component: str, score: float, *, lines: int = 1) -> Candidate:
 
 def test_the_truth_is_marked_and_the_lead_is_over_the_first_rival() -> None:
     ranked = [_candidate("frontend", 2.0, lines=3), _candidate("checkoutservice", 1.5)]
-    out = tuning_case.candidate_lines(ranked, truth=["frontend", "frontend-0"], top=2, lines=2)
+    out = tuning_case.candidate_lines(ranked, truth=["frontend", "frontend-0"], top=2, lines=2,
+                                         system=bundled_system())
     assert out[0].startswith("* frontend")
     assert out[1] == "      trace/stopped_after z=30.0 own=0.50 from 04:19: frontend->x: handlers stopped (0)"
     assert sum("handlers stopped" in line for line in out) == 3  # two of frontend's three lines, one of its rival's
@@ -37,7 +39,7 @@ def test_the_truth_is_marked_and_the_lead_is_over_the_first_rival() -> None:
 ])
 def test_where_the_truth_ranks_when_it_is_not_shown(truth: list[str], said: str) -> None:
     ranked = [_candidate("frontend", 2.0), _candidate("checkoutservice", 1.0), _candidate("emailservice", 0.5)]
-    assert said in tuning_case.candidate_lines(ranked, truth=truth, top=2, lines=0)
+    assert said in tuning_case.candidate_lines(ranked, truth=truth, top=2, lines=0, system=bundled_system())
 
 
 def test_fits_are_listed_best_first() -> None:
