@@ -31,6 +31,7 @@ from index.confidence import first_rival
 from index.models import Candidate
 from judge.groundtruth import TruthCase, load_truth
 from knowledge.signatures import SignatureMatch
+from rca.errors import NoCandidates
 from rca.system import SystemSpec, system_from_settings
 
 (SYSTEM, DAY), = TUNING_SETS
@@ -75,7 +76,12 @@ def case_report(diagnoser: Diagnoser, *, uuids: Sequence[str], truths: dict[str,
     wanted = set(uuids)
     for uuid in (u for u in cases if u in wanted):
         truth = truths[uuid]
-        prepared = diagnoser.prepare(cases[uuid])
+        try:
+            prepared = diagnoser.prepare(cases[uuid])
+        except NoCandidates as exc:  # a view may hold nothing for a window: say so, read the next case
+            out.append(f"== {uuid}: truth {truth.instance[0]} ({truth.fault_type}); no candidates")
+            out.append(f"  {exc}")
+            continue
         out.append(f"== {uuid}: truth {truth.instance[0]} ({truth.fault_type}); confidence {prepared.confidence}")
         out.extend(candidate_lines(prepared.candidates, truth=truth.instance, top=top, lines=lines, system=system))
         reading = prepared.reading
