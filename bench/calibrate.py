@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from bench.problems import CaseTruth
 from diagnose.pipeline import EvidenceSource, one_level_per_service
+from rca.system import SystemSpec
 
 
 @dataclass(frozen=True)
@@ -19,11 +20,12 @@ class Calibration:
     quiet_scores: list[float]
 
 
-def window_scores(truths: list[CaseTruth], *, evidence: EvidenceSource, top_k: int = 12) -> list[tuple[bool, float]]:
+def window_scores(truths: list[CaseTruth], *, evidence: EvidenceSource, system: SystemSpec,
+                  top_k: int = 12) -> list[tuple[bool, float]]:
     out = []
     for t in truths:
         result = evidence.query(start=t.case.start, end=t.case.end, top_k=top_k)
-        ranked = one_level_per_service(result.candidates)
+        ranked = one_level_per_service(result.candidates, system=system)
         out.append((t.fault, ranked[0].score if ranked else 0.0))
     return out
 

@@ -114,13 +114,14 @@ def calibrate_command(
     from index.params import IndexParams
     from rca.system import system_from_settings
 
-    params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
+    system = system_from_settings(settings)
+    params = IndexParams.from_settings(settings.index, system=system)
     scored = []
     try:
         for k, data in enumerate(dataset):
             tuned = prepare_index(settings, dataset=data, out=work / f"tune{k}")
             evidence = IndexEvidence(tuned.paths.index_dir, params=params)
-            scored += window_scores(load_dataset(data), evidence=evidence)
+            scored += window_scores(load_dataset(data), evidence=evidence, system=system)
         result = calibrate_floor(scored)
     except (InputError, ValueError) as exc:
         fail(str(exc))

@@ -17,6 +17,7 @@ from diagnose.tools import Toolbox, case_toolbox
 from knowledge.documents import SopDocument, docs_dir, load_documents
 from rca.errors import InputError
 from rca.settings import Settings
+from rca.system import system_from_settings
 from rca.taxonomy import FAULT_TYPES, canonical_fault_type
 
 DOCS = {
@@ -71,4 +72,5 @@ def case_tools(diagnoser: Diagnoser, case: Case) -> Toolbox:
         raise InputError("the diagnoser was built without raw telemetry; the observation tools need it")
     return case_toolbox(case, telemetry=diagnoser.telemetry, evidence=diagnoser.evidence,
                         knowledge=diagnoser.knowledge,
-                        max_chars=diagnoser.settings.diagnose.observation_chars)
+                        max_chars=diagnoser.settings.diagnose.observation_chars,
+                        system=system_from_settings(diagnoser.settings))

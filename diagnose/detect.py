@@ -66,7 +66,8 @@ def detect_case(case: Case, *, settings: Settings, evidence: EvidenceSource,
     """Fault or not for ``case``'s window (see the module doc); ``model`` opens the backend
     only when the evidence is too close to the floor to decide alone."""
     result = evidence.query(start=case.start, end=case.end, top_k=settings.diagnose.top_candidates * 4)
-    return detect_from_candidates(case, one_level_per_service(result.candidates), settings=settings, model=model)
+    ranked = one_level_per_service(result.candidates, system=system_from_settings(settings))
+    return detect_from_candidates(case, ranked, settings=settings, model=model)
 
 
 def detect_from_candidates(case: Case, candidates: Sequence[Candidate], *, settings: Settings,

@@ -27,6 +27,7 @@ from diagnose.service import Diagnoser
 from index.build import run_nightly
 from rca.logsetup import configure_logging
 from rca.settings import load_settings
+from rca.system import system_from_settings
 from simulate.simulator import SimulationOptions, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,8 @@ def main() -> None:
     record = RunRecord.load(record_path)
     log.info("%s answered %s by %s", case.uuid, record.answer.component if record.answer else None, record.usage.model)
 
-    page = write_case_report(record, scorer=report_scorer(settings), out=work / f"{case.uuid}.html")
+    page = write_case_report(record, scorer=report_scorer(settings), out=work / f"{case.uuid}.html",
+                             system=system_from_settings(settings))
     full = screenshot(page, out=work / f"{case.uuid}.png", width=1280, height=6000)
     with Image.open(full) as image:
         top = image.crop((0, 0, image.width, min(image.height, args.crop_height or image.height)))
