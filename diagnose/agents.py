@@ -40,17 +40,17 @@ from rca.challenge import RuleVersion
 from rca.errors import NoCandidates
 from rca.llm.base import LLMBackend, LLMReply
 from rca.settings import Settings
-from rca.system import SystemSpec, spec_for, system_from_settings
+from rca.system import SystemSpec, system_from_settings
 from rca.timeutil import format_utc
 
 MAX_CHOICES = 8
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*[a-z0-9]")
 
 
-def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3, system: SystemSpec | None = None) -> str:
+def short_catalogue(knowledge: KnowledgeSource, *, metrics: int = 3, system: SystemSpec) -> str:
     """One line per fault type with its first key metrics (the static part of the agents' prompts),
-    less the types that can hit nothing in ``system`` (no JVM, no storage; None: the bundled one)."""
-    possible = set(spec_for(system).possible_fault_types())
+    less the types that can hit nothing in ``system`` (no JVM, no storage)."""
+    possible = set(system.possible_fault_types())
     return "\n".join(f"- {entry.fault_type}: {', '.join(entry.key_metrics[:metrics])}"
                       for entry in knowledge.catalogue() if entry.fault_type in possible)
 
@@ -59,13 +59,13 @@ def window_text(case: Case) -> str:
     return f"{format_utc(case.start)} to {format_utc(case.end)}"
 
 
-def mentioned(texts: Iterable[str], known: Sequence[str], *, system: SystemSpec | None = None) -> list[str]:
+def mentioned(texts: Iterable[str], known: Sequence[str], *, system: SystemSpec) -> list[str]:
     """Components of ``known`` named in ``texts``, in order of first mention.
 
     Names are matched as whole tokens (``frontend->cartservice`` names both); a pod's
-    service (``system``'s pod naming; None: the bundled one) counts as mentioned with it.
+    service (``system``'s pod naming) counts as mentioned with it.
     """
-    spec = spec_for(system)
+    spec = system
     known_set = set(known)
     found: list[str] = []
     for text in texts:
@@ -152,7 +152,7 @@ def open_investigation(case: Case, *, settings: Settings, evidence: EvidenceSour
 
 def final_decision(llm: LLMBackend, *, messages: list[dict[str, str]], choices: Sequence[str],
                    temperature: float, extra: Mapping[str, dict[str, Any]] | None = None,
-                   system: SystemSpec | None = None) -> tuple[DecisionOutcome, Prompt]:
+                   system: SystemSpec) -> tuple[DecisionOutcome, Prompt]:
     """The constrained root-cause decision over ``choices`` (schema, validation and repair of ``decide``;
     ``system`` decides what each choice can suffer)."""
     prompt = Prompt(messages=messages, approx_tokens=sum(approx_tokens(m["content"]) for m in messages),
@@ -173,7 +173,7 @@ def agent_record(
     started: float,
     timings: dict[str, float],
     rules: RuleVersion,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> RunRecord:
     """The answer (trace = the trajectory, then the decision) and the run record of an agent mode."""
     decision = outcome.decision

@@ -89,7 +89,7 @@ def _check_decision(text: str, candidates: Sequence[str], *,
                     extra: Mapping[str, dict[str, Any]] | None = None,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
                     numbers: Mapping[str, int] | None = None,
-                    system: SystemSpec | None = None) -> Decision:
+                    system: SystemSpec) -> Decision:
     """Parse the reply with pydantic and check it against the same rules as the schema.
 
     With ``numbers`` the schema asks for the candidate's number; a reply that names a candidate
@@ -117,7 +117,7 @@ def _check_decision(text: str, candidates: Sequence[str], *,
                     extras=_check_extra(text, extra) if extra else {})
 
 
-def _check_fault_type(text: str, component: str, *, system: SystemSpec | None = None) -> Decision:
+def _check_fault_type(text: str, component: str, *, system: SystemSpec) -> Decision:
     reply = _TypeReply.model_validate_json(text)
     allowed = applicable_fault_types(component, system=system)
     if reply.fault_type not in allowed:
@@ -181,7 +181,7 @@ def _one_decision(
     extra: Mapping[str, dict[str, Any]] | None = None,
     fault_types: Mapping[str, Sequence[str]] | None = None,
     numbers: Mapping[str, int] | None = None,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> tuple[Decision, str]:
     reminder = (f"candidate must be one of: {', '.join(str(numbers[c]) for c in candidates)}" if numbers
                 else f"component must be one of: {', '.join(candidates)}")
@@ -207,7 +207,7 @@ def decide(
     outcome: DecisionOutcome | None = None,
     fault_types: Mapping[str, Sequence[str]] | None = None,
     numbers: Mapping[str, int] | None = None,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> DecisionOutcome:
     """One greedy decision, or ``samples`` sampled decisions with a majority vote.
 
@@ -218,7 +218,7 @@ def decide(
     returned in ``decision.extras``. ``fault_types`` (candidate -> allowed types) narrows the
     types a candidate may be given below all those it can suffer. ``numbers`` (candidate -> its
     number in the prompt) asks for the number instead of the name. ``system`` decides what each
-    candidate can suffer (its level, runtime, storage); None: the bundled description.
+    candidate can suffer (its level, runtime, storage).
     """
     if not candidates:
         raise DecisionError("no candidates to choose from")

@@ -73,9 +73,9 @@ def evidence_summary(candidates: Sequence[Candidate], *, per_candidate: int = 3,
     return "\n".join(lines), list(dict.fromkeys(hints))
 
 
-def one_level_per_service(candidates: Sequence[Candidate], *, system: SystemSpec | None = None) -> list[Candidate]:
+def one_level_per_service(candidates: Sequence[Candidate], *, system: SystemSpec) -> list[Candidate]:
     """Keep, for each service, only its best-ranked entry (the service or one of its pods);
-    ``system`` names pods' services (None: the bundled description)."""
+    ``system`` names pods' services."""
     seen: set[str] = set()
     kept: list[Candidate] = []
     for candidate in candidates:
@@ -87,7 +87,7 @@ def one_level_per_service(candidates: Sequence[Candidate], *, system: SystemSpec
 
 
 def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource, *,
-                    per_candidate: int | None = 2, system: SystemSpec | None = None) -> RunbookMatches:
+                    per_candidate: int | None = 2, system: SystemSpec) -> RunbookMatches:
     """For each candidate, the fault types whose SOP signals its own evidence fits best
     (the best ``per_candidate`` of them; None: every type with a signal seen).
 
@@ -242,7 +242,7 @@ def compose_answer(case: Case, *, candidates: Sequence[Candidate], component: st
 
 
 def reading_of(candidates: Sequence[Candidate], matches: RunbookMatches, settings: Settings, *,
-               system: SystemSpec | None = None) -> RulesReading:
+               system: SystemSpec) -> RulesReading:
     """What the rules alone would answer (the index's first candidate and its best SOP fit) and how sure.
 
     Recorded beside every model answer so benchmarks can measure the model's share of the decision.
@@ -258,7 +258,7 @@ def _reading_params(settings: Settings) -> ReadingParams:
 
 
 def open_choices(candidates: Sequence[Candidate], fits: RunbookMatches, settings: Settings, *,
-                 system: SystemSpec | None = None) -> dict[str, list[str]]:
+                 system: SystemSpec) -> dict[str, list[str]]:
     """The contenders and, for each, its open fault types (from all its SOP ``fits``, best first):
     the part of the decision the rules leave open."""
     params = _reading_params(settings)

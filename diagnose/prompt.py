@@ -24,7 +24,7 @@ from diagnose.templates import render
 from index.models import Candidate, EvidenceItem
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
-from rca.system import SystemSpec, spec_for
+from rca.system import SystemSpec
 from rca.taxonomy import applicable_fault_types
 from rca.timeutil import parse_utc
 
@@ -72,7 +72,7 @@ def catalogue_line(entry: CatalogueEntry) -> str:
     return f"- {entry.fault_type} | {'/'.join(entry.levels)} | {', '.join(entry.key_metrics)} | {entry.reason_template}"
 
 
-def static_system_prompt(catalogue: Sequence[CatalogueEntry], *, system: SystemSpec | None = None) -> str:
+def static_system_prompt(catalogue: Sequence[CatalogueEntry], *, system: SystemSpec) -> str:
     """The system message (``diagnose/prompts/system.md``): the system's paragraph, instructions,
     how a case reads, and the fault catalogue, less the fault types that can hit nothing in this
     system (no JVM, no storage).
@@ -80,10 +80,9 @@ def static_system_prompt(catalogue: Sequence[CatalogueEntry], *, system: SystemS
     It depends on nothing case-specific, so it is byte-identical for every case of a run: the
     prefix the server keeps cached.
     """
-    spec = spec_for(system)
-    possible = set(spec.possible_fault_types())
+    possible = set(system.possible_fault_types())
     return render("system", catalogue="\n".join(catalogue_line(e) for e in catalogue if e.fault_type in possible),
-                  **spec.prompt_values())
+                  **system.prompt_values())
 
 
 def _abnormal_pods(candidate: Candidate) -> list[str]:
@@ -190,7 +189,7 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
     return "\n".join(lines)
 
 
-def _open_types(name: str, types: Sequence[str], *, system: SystemSpec | None = None) -> str:
+def _open_types(name: str, types: Sequence[str], *, system: SystemSpec) -> str:
     """A contender's open fault types; every type it can suffer said in two words instead of listed."""
     if len(types) > 3 and set(types) == set(applicable_fault_types(name, system=system)):
         return "any type"
@@ -219,7 +218,7 @@ def case_prompt_text(
     reading: str | None = None,
     choices: Mapping[str, Sequence[str]] | None = None,
     distinctions: Sequence[str] = (),
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> str:
     """The case part of the prompt; ``uuid`` is not shown (it tells the model nothing), nor the
     window's clock times (each candidate's onset is given against its start)."""
@@ -267,7 +266,7 @@ def build_prompt(
     distinctions: Sequence[str] = (),
     case_tokens: int = CASE_TOKENS,
     sop_chars: int = SOP_CHARS,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> Prompt:
     """Fit the case part into ``case_tokens`` (and the whole prompt into ``max_tokens``): drop
     runbook excerpts, then look-alike notes, then evidence items per candidate.
@@ -316,7 +315,7 @@ def decision_schema(candidates: Sequence[str], *,
                     extra: Mapping[str, dict[str, Any]] | None = None,
                     fault_types: Mapping[str, Sequence[str]] | None = None,
                     numbers: Mapping[str, int] | None = None,
-                    system: SystemSpec | None = None) -> dict[str, Any]:
+                    system: SystemSpec) -> dict[str, Any]:
     """JSON schema of the model's reply: the component (or its number) and its fault type, nothing else.
 
     One branch per candidate: ``component`` is exactly that candidate and ``fault_type``
@@ -329,7 +328,7 @@ def decision_schema(candidates: Sequence[str], *,
     ``numbers`` (candidate -> its number in the prompt): the reply names the ``candidate`` by
     number instead. Why: spelling a name out let the 1.5B model's prior for the name decide (it
     wrote "checkoutservice" for a victim caller whatever the evidence said; docs/real-data.md).
-    ``system``: the system whose runtimes, storage and node names decide what can happen (None: bundled).
+    ``system``: the system whose runtimes, storage and node names decide what can happen.
     """
     key = "candidate" if numbers else "component"
     fields = [key, "fault_type", *(extra or {})]
@@ -350,7 +349,7 @@ def decision_schema(candidates: Sequence[str], *,
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
-def fault_type_schema(component: str, *, system: SystemSpec | None = None) -> dict[str, Any]:
+def fault_type_schema(component: str, *, system: SystemSpec) -> dict[str, Any]:
     """JSON schema of the confirmation turn: the component's fault type and the reason."""
     return {
         "type": "object",

@@ -37,7 +37,7 @@ from diagnose.tools import Toolbox
 from index.models import Candidate
 from rca.challenge import RuleVersion
 from rca.llm.base import LLMBackend
-from rca.system import SystemSpec, spec_for
+from rca.system import SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +74,11 @@ def run_react(
     max_steps: int,
     temperature: float,
     rules: RuleVersion,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> RunRecord:
     """``system``: the system under diagnosis (its prompt paragraph, pods' services, what each
-    component can suffer); None: the bundled description."""
-    spec = spec_for(system)
+    component can suffer)."""
+    spec = system
     started = time.perf_counter()
     trajectory = Trajectory()
     messages = [

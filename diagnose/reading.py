@@ -52,9 +52,9 @@ class RulesReading:
 
 
 def rules_reading(candidates: Sequence[Candidate], fits: Sequence[SignatureMatch], *,
-                  params: ReadingParams, system: SystemSpec | None = None) -> RulesReading:
+                  params: ReadingParams, system: SystemSpec) -> RulesReading:
     """The reading of ``candidates`` (ranked) given the top candidate's SOP ``fits`` (best first);
-    ``system`` says what the top candidate can suffer when no fit is known (None: bundled)."""
+    ``system`` says what the top candidate can suffer when no fit is known."""
     top = candidates[0]
     runner = candidates[1] if len(candidates) > 1 else None
     ratio = top.score / runner.score if runner is not None and runner.score > 0 else None
@@ -112,7 +112,7 @@ def contenders(candidates: Sequence[Candidate], *, params: ReadingParams) -> lis
 
 
 def open_fault_types(component: str, fits: Sequence[SignatureMatch], *, params: ReadingParams,
-                     system: SystemSpec | None = None) -> list[str]:
+                     system: SystemSpec) -> list[str]:
     """The fault types of ``component`` still open: its SOP fits within ``close_fit_gap`` of the best
     (at least ``min_contenders`` of them), or every type it can suffer when no SOP signal fits."""
     if not fits:

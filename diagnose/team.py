@@ -39,7 +39,7 @@ from diagnose.tools import Observation, Toolbox
 from index.models import Candidate
 from rca.challenge import RuleVersion
 from rca.llm.base import LLMBackend
-from rca.system import SystemSpec, spec_for
+from rca.system import SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,9 @@ class Team:
     """One case's team: shared toolbox, trajectory and findings."""
 
     def __init__(self, case: Case, *, toolbox: Toolbox, ranked: Sequence[Candidate], llm: LLMBackend,
-                 knowledge: KnowledgeSource, temperature: float, system: SystemSpec | None = None) -> None:
+                 knowledge: KnowledgeSource, temperature: float, system: SystemSpec) -> None:
         self.case = case
-        self.system = spec_for(system)  # the system under diagnosis: prompt paragraph, pod naming, fault placement
+        self.system = system  # the system under diagnosis: prompt paragraph, pod naming, fault placement
         self.toolbox = toolbox
         self.ranked = list(ranked)
         self.llm = llm
@@ -196,10 +196,10 @@ def run_team(
     max_rounds: int,
     temperature: float,
     rules: RuleVersion,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> RunRecord:
     """``system``: the system under diagnosis (its prompt paragraph, pods' services, what each
-    component can suffer); None: the bundled description."""
+    component can suffer)."""
     started = time.perf_counter()
     team = Team(case, toolbox=toolbox, ranked=ranked, llm=llm, knowledge=knowledge, temperature=temperature,
                 system=system)

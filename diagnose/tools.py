@@ -42,7 +42,7 @@ from preprocess.detect_metric import metric_series
 from preprocess.detect_trace import call_edges
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.errors import RcaError
-from rca.system import SystemSpec, spec_for
+from rca.system import SystemSpec
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
@@ -144,10 +144,10 @@ class Toolbox:
     """Named tools with argument checking; every call returns an observation string."""
 
     def __init__(self, tools: Sequence[Tool] = (), *, components: Callable[[], Sequence[str]] | Sequence[str] = (),
-                 max_chars: int = DEFAULT_MAX_CHARS, system: SystemSpec | None = None) -> None:
+                 max_chars: int = DEFAULT_MAX_CHARS, system: SystemSpec) -> None:
         self._tools: dict[str, Tool] = {}
         self._components = components
-        self.system = spec_for(system)  # names pods' services in the hints of a wrong component
+        self.system = system  # names pods' services in the hints of a wrong component
         self._known: list[str] | None = None
         self.max_chars = max_chars
         for tool in tools:
@@ -345,14 +345,14 @@ class CaseWindow:
     end: datetime
     evidence: EvidenceLike
     telemetry: TelemetrySource
-    system: SystemSpec = field(default_factory=lambda: spec_for(None))  # names pods' services and nodes
+    system: SystemSpec  # names pods' services and nodes
     _cache: dict[str, pl.DataFrame] = field(default_factory=dict)
     _scored: ScoredWindow | None = None
 
     @classmethod
     def of(cls, case: Case, *, telemetry: TelemetrySource, evidence: EvidenceLike,
-           system: SystemSpec | None = None) -> CaseWindow:
-        return cls(start=case.start, end=case.end, evidence=evidence, telemetry=telemetry, system=spec_for(system))
+           system: SystemSpec) -> CaseWindow:
+        return cls(start=case.start, end=case.end, evidence=evidence, telemetry=telemetry, system=system)
 
     @property
     def scored(self) -> ScoredWindow:
@@ -660,12 +660,12 @@ def case_toolbox(
     max_chars: int = DEFAULT_MAX_CHARS,
     sop_k: int = 2,
     ranked: Sequence[Candidate] | None = None,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> Toolbox:
     """The observation tools over one case's window (telemetry read lazily, once).
 
     ``ranked``: the index's candidates when the caller has queried them already. ``system``:
-    the system under diagnosis, which names pods' services and nodes (None: the bundled one).
+    the system under diagnosis, which names pods' services and nodes.
     """
     window = CaseWindow.of(case, telemetry=telemetry, evidence=evidence, system=system)
     candidates = CandidatesTool(window, evidence, ranked=ranked)

@@ -20,6 +20,7 @@ from index.models import Candidate, EvidenceItem
 from rca.challenge import EARLY
 from rca.llm.openai_backend import OpenAIBackend
 from rca.settings import Settings
+from rca.system import bundled_system
 from tests.fakes import START, MemoryTelemetry, RecordedBackend, StaticEvidence, StaticKnowledge
 
 
@@ -57,7 +58,7 @@ def _react(replies: list[str], *, max_steps: int = 4):
     toolbox, ranked = _open()
     backend = RecordedBackend(replies)
     record = run_react(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY,
-                       max_steps=max_steps, temperature=0.0)
+                       max_steps=max_steps, temperature=0.0, system=bundled_system())
     return record, backend, toolbox
 
 
@@ -130,7 +131,7 @@ def _team(replies: list[str], *, max_rounds: int = 2):
     toolbox, ranked = _open()
     backend = RecordedBackend(replies)
     record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY,
-                      max_rounds=max_rounds, temperature=0.0)
+                      max_rounds=max_rounds, temperature=0.0, system=bundled_system())
     return record, backend
 
 
@@ -200,14 +201,14 @@ def test_team_specialist_with_nothing_to_report_costs_no_model_call():
     empty_logs = toolbox._tools["get_logs"]  # a window with no log change at all
     empty_logs.window.scored.core["log"] = empty_logs.window.scored.core["log"].head(0)
     record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(), rules=EARLY, max_rounds=1,
-                      temperature=0.0)
+                      temperature=0.0, system=bundled_system())
     assert len(backend.requests) == 4
     assert record.answer.reasoning_trace[1].observation.startswith("all components: no log lines")
 
 
 def test_mentioned_components_are_whole_names_in_order():
     known = ["cartservice", "cartservice-0", "frontend", "redis-cart", "aiops-k8s-01"]
-    assert mentioned(["frontend->cartservice p95", "pod_cpu_usage on cartservice-0; node aiops-k8s-01"], known) == [
+    assert mentioned(["frontend->cartservice p95", "pod_cpu_usage on cartservice-0; node aiops-k8s-01"], known, system=bundled_system()) == [
         "frontend", "cartservice", "cartservice-0", "aiops-k8s-01"]
 
 
@@ -291,7 +292,7 @@ def test_team_over_a_remote_json_object_endpoint():
     try:
         toolbox, ranked = _open()
         record = run_team(_case(), toolbox=toolbox, ranked=ranked, llm=backend, knowledge=StaticKnowledge(),
-                          max_rounds=2, temperature=0.0, rules=EARLY)
+                          max_rounds=2, temperature=0.0, rules=EARLY, system=bundled_system())
     finally:
         backend.close()
         endpoint.close()

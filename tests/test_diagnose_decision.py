@@ -13,6 +13,7 @@ from diagnose.runner import finished_uuids, run_cases
 from index.models import Candidate, EvidenceItem
 from rca.challenge import EARLY, LATE
 from rca.settings import load_settings
+from rca.system import bundled_system
 from tests.fakes import RecordedBackend, StaticEvidence, StaticKnowledge
 
 T0 = datetime(2025, 6, 5, 16, 10, 2, tzinfo=UTC)
@@ -44,7 +45,7 @@ def _reply(component="emailservice", fault_type="cpu stress", reason="cpu stress
 
 
 def test_schema_allows_exactly_the_candidates_with_their_possible_fault_types() -> None:
-    schema = decision_schema(["adservice", "aiops-k8s-03", "cartservice-1"])
+    schema = decision_schema(["adservice", "aiops-k8s-03", "cartservice-1"], system=bundled_system())
     branches = {b["properties"]["component"]["const"]: b["properties"]["fault_type"]["enum"] for b in schema["anyOf"]}
     assert list(branches) == ["adservice", "aiops-k8s-03", "cartservice-1"]
     assert branches["aiops-k8s-03"] == ["node cpu stress", "node memory stress", "node disk fill"]
@@ -54,16 +55,16 @@ def test_schema_allows_exactly_the_candidates_with_their_possible_fault_types() 
 
 def test_impossible_pair_is_repaired() -> None:
     backend = RecordedBackend([_reply(fault_type="jvm gc"), _reply()])
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
-    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"])
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], system=bundled_system())
     assert outcome.repaired and outcome.decision.fault_type == "cpu stress"
     assert "cannot happen to emailservice" in backend.requests[1]["messages"][-1]["content"]
 
 
 def test_invalid_reply_gets_one_repair_quoting_the_error() -> None:
     backend = RecordedBackend([_reply(component="frontend"), _reply()])
-    prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
-    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"])
+    prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], system=bundled_system())
     assert outcome.decision.component == "emailservice"
     assert outcome.repaired and outcome.calls == 2
     repair_turn = backend.requests[1]["messages"][-1]["content"]
@@ -72,15 +73,15 @@ def test_invalid_reply_gets_one_repair_quoting_the_error() -> None:
 
 def test_still_invalid_after_repair_raises() -> None:
     backend = RecordedBackend(["not json", "{}"])
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
     with pytest.raises(DecisionError):
-        decide(backend, prompt, ["emailservice"])
+        decide(backend, prompt, ["emailservice"], system=bundled_system())
 
 
 def test_self_consistency_majority_vote() -> None:
     backend = RecordedBackend([_reply(component="checkoutservice"), _reply(), _reply()])
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
-    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], samples=3)
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], samples=3, system=bundled_system())
     assert outcome.decision.component == "emailservice"
     assert outcome.votes == {"checkoutservice|cpu stress": 1, "emailservice|cpu stress": 2}
     assert all(r["temperature"] > 0 for r in backend.requests)
@@ -88,10 +89,10 @@ def test_self_consistency_majority_vote() -> None:
 
 def test_prompt_budget_drops_evidence_not_candidates() -> None:
     many = [c.model_copy(update={"evidence": c.evidence * 10}) for c in _candidates()]
-    system_tokens = approx_tokens(static_system_prompt(StaticKnowledge().catalogue()))
+    system_tokens = approx_tokens(static_system_prompt(StaticKnowledge().catalogue(), system=bundled_system()))
     limit = system_tokens + 120
     prompt = build_prompt(catalogue=StaticKnowledge().catalogue(), uuid="u", window="w", candidates=many, sops=[],
-                          max_tokens=limit)
+                          max_tokens=limit, system=bundled_system())
     assert prompt.approx_tokens <= limit
     assert prompt.dropped_evidence > 0
     assert all(c.component in prompt.messages[1]["content"] for c in many)
@@ -99,8 +100,8 @@ def test_prompt_budget_drops_evidence_not_candidates() -> None:
 
 def test_static_prefix_identical_across_cases() -> None:
     cat = StaticKnowledge().catalogue()
-    a = build_prompt(catalogue=cat, uuid="a", window="w1", candidates=_candidates(), sops=[], max_tokens=3000)
-    b = build_prompt(catalogue=cat, uuid="b", window="w2", candidates=_candidates()[1:], sops=[], max_tokens=3000)
+    a = build_prompt(catalogue=cat, uuid="a", window="w1", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
+    b = build_prompt(catalogue=cat, uuid="b", window="w2", candidates=_candidates()[1:], sops=[], max_tokens=3000, system=bundled_system())
     assert a.messages[0] == b.messages[0]
 
 
@@ -211,7 +212,7 @@ def test_one_level_per_service_keeps_the_best_ranked_sibling() -> None:
 
     names = ["cartservice", "cartservice-1", "aiops-k8s-03", "emailservice-2", "emailservice", "paymentservice-0"]
     ranked = [Candidate(component=n, level="service", score=1.0) for n in names]
-    assert [c.component for c in one_level_per_service(ranked)] == ["cartservice", "aiops-k8s-03", "emailservice-2", "paymentservice-0"]
+    assert [c.component for c in one_level_per_service(ranked, system=bundled_system())] == ["cartservice", "aiops-k8s-03", "emailservice-2", "paymentservice-0"]
 
 
 def test_prepare_offers_distinct_services(tmp_path: Path) -> None:
@@ -266,7 +267,7 @@ def test_late_rules_shape_the_answer_the_judge_accepts() -> None:
 
 
 def test_schema_narrows_each_candidate_to_its_open_fault_types() -> None:
-    schema = decision_schema(["adservice", "cartservice-1"], fault_types={"adservice": ["jvm gc", "jvm cpu"]})
+    schema = decision_schema(["adservice", "cartservice-1"], fault_types={"adservice": ["jvm gc", "jvm cpu"]}, system=bundled_system())
     branches = {b["properties"]["component"]["const"]: b["properties"]["fault_type"]["enum"] for b in schema["anyOf"]}
     assert branches["adservice"] == ["jvm gc", "jvm cpu"]
     assert "cpu stress" in branches["cartservice-1"]  # not narrowed: every type it can suffer
@@ -274,9 +275,9 @@ def test_schema_narrows_each_candidate_to_its_open_fault_types() -> None:
 
 def test_a_type_outside_the_open_ones_is_repaired() -> None:
     backend = RecordedBackend([_reply(fault_type="memory stress"), _reply()])
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
     outcome = decide(backend, prompt, ["emailservice", "checkoutservice"],
-                     fault_types={"emailservice": ["cpu stress", "pod failure"]})
+                     fault_types={"emailservice": ["cpu stress", "pod failure"]}, system=bundled_system())
     assert outcome.repaired and outcome.decision.fault_type == "cpu stress"
     assert "choose from cpu stress, pod failure" in backend.requests[1]["messages"][-1]["content"]
 
@@ -321,14 +322,14 @@ def test_the_prompt_shows_a_log_line_even_when_stronger_metrics_would_crowd_it_o
     assert len(shown) == 4 and log in shown
     assert shown == [metrics[0], metrics[1], metrics[2], log]  # the candidate's own order is kept
     assert shown_evidence(candidate, 10) == candidate.evidence
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=[candidate], sops=[], max_tokens=3000)
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=[candidate], sops=[], max_tokens=3000, system=bundled_system())
     assert "name resolver error" in prompt.messages[1]["content"]
 
 
 def test_the_decision_reply_is_component_and_fault_type_only() -> None:
     """Every reply token is a decode step (~90 ms on 2 cores): the schema asks for no free text,
     and the answer's reason is the code-built head from the chosen candidate's evidence."""
-    schema = decision_schema(["emailservice", "checkoutservice"])
+    schema = decision_schema(["emailservice", "checkoutservice"], system=bundled_system())
     assert all(branch["required"] == ["component", "fault_type"] for branch in schema["anyOf"])
     backend = RecordedBackend([_reply(component="emailservice", fault_type="cpu stress", reason="ignored words")])
     record = diagnose_case(_case(), settings=_one_turn_settings(), llm=backend, evidence=StaticEvidence(_candidates()),
@@ -385,8 +386,8 @@ def test_a_numbered_reply_names_the_candidate_shown_under_that_number() -> None:
     numbers = {"emailservice": 1, "checkoutservice": 2, "adservice": 3}
     backend = RecordedBackend([json.dumps({"candidate": 3, "fault_type": "cpu stress"}),
                                json.dumps({"candidate": 2, "fault_type": "cpu stress"})])
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
-    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], numbers=numbers)
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], numbers=numbers, system=bundled_system())
     assert outcome.repaired and outcome.decision.component == "checkoutservice"
     assert "candidate must be one of: 1, 2" in backend.requests[1]["messages"][-1]["content"]
     schema = backend.requests[0]["json_schema"]
@@ -394,7 +395,7 @@ def test_a_numbered_reply_names_the_candidate_shown_under_that_number() -> None:
                                                                       {"type": "integer", "const": 2}]
     # A provider that only reads the schema from the prompt may still name the candidate.
     named = decide(RecordedBackend([_reply(component="emailservice")]), prompt, ["emailservice", "checkoutservice"],
-                   numbers=numbers)
+                   numbers=numbers, system=bundled_system())
     assert named.decision.component == "emailservice" and not named.repaired
 
 
@@ -415,12 +416,12 @@ def test_a_reply_whose_number_and_name_disagree_is_repaired() -> None:
     numbers = {"emailservice": 1, "checkoutservice": 2}
     backend = RecordedBackend([json.dumps({"candidate": 1, "component": "checkoutservice", "fault_type": "cpu stress"}),
                                json.dumps({"candidate": 2, "fault_type": "cpu stress"})])
-    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000)
-    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], numbers=numbers)
+    prompt = build_prompt(catalogue=[], uuid="u", window="w", candidates=_candidates(), sops=[], max_tokens=3000, system=bundled_system())
+    outcome = decide(backend, prompt, ["emailservice", "checkoutservice"], numbers=numbers, system=bundled_system())
     assert outcome.repaired and outcome.decision.component == "checkoutservice"
     assert "candidate: 1 is emailservice, not checkoutservice" in backend.requests[1]["messages"][-1]["content"]
     with pytest.raises(DecisionError, match="adservice have no number"):
-        decide(RecordedBackend([]), prompt, ["emailservice", "adservice"], numbers=numbers)
+        decide(RecordedBackend([]), prompt, ["emailservice", "adservice"], numbers=numbers, system=bundled_system())
 
 
 @pytest.mark.parametrize(("first_score", "model_pick", "expected"), [

@@ -7,6 +7,7 @@ from diagnose.prompt import build_prompt
 from diagnose.reading import ReadingParams, contenders, open_fault_types, reading_text, rules_reading
 from index.models import Candidate
 from knowledge.signatures import SignatureMatch
+from rca.system import bundled_system
 
 PARAMS = ReadingParams(close_score_ratio=1.5, close_fit_gap=0.5)
 
@@ -29,7 +30,7 @@ def _fit(fault_type: str, matched: int, expected: int, against: tuple[str, ...] 
     (6.0, 1.0, [], ["fault type"]),  # no type fits at all
 ])
 def test_close_calls_are_named(top, second, fits, open_questions):
-    reading = rules_reading(_candidates(top, second), fits, params=PARAMS)
+    reading = rules_reading(_candidates(top, second), fits, params=PARAMS, system=bundled_system())
     assert reading.component == "cartservice"
     assert reading.open_questions == open_questions
     text = reading_text(reading)
@@ -40,7 +41,7 @@ def test_close_calls_are_named(top, second, fits, open_questions):
 
 
 def test_reading_names_the_best_fit_and_its_margin():
-    reading = rules_reading(_candidates(6.0, 2.0), [_fit("pod failure", 3, 4), _fit("pod kill", 1, 4)], params=PARAMS)
+    reading = rules_reading(_candidates(6.0, 2.0), [_fit("pod failure", 3, 4), _fit("pod kill", 1, 4)], params=PARAMS, system=bundled_system())
     assert (reading.fault_type, reading.alternative_type, reading.score_ratio) == ("pod failure", "pod kill", 3.0)
     assert reading.fit_gap == pytest.approx(1.0)
     assert reading_text(reading).startswith("Rules' reading (code, not a decision): cartservice with pod failure")
@@ -48,10 +49,10 @@ def test_reading_names_the_best_fit_and_its_margin():
 
 def test_the_prompt_ends_on_the_reading_when_given():
     candidates = _candidates(6.0, 5.0)
-    reading = reading_text(rules_reading(candidates, [_fit("pod failure", 3, 4)], params=PARAMS))
+    reading = reading_text(rules_reading(candidates, [_fit("pod failure", 3, 4)], params=PARAMS, system=bundled_system()))
     with_reading = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000,
-                                reading=reading)
-    without = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000)
+                                reading=reading, system=bundled_system())
+    without = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000, system=bundled_system())
     user = with_reading.messages[-1]["content"]
     assert "Close call on the component" in user and "Close call" not in without.messages[-1]["content"]
     # The reading sits after the candidates and before the closing question.
@@ -83,11 +84,11 @@ def test_contenders_are_the_candidates_the_rules_cannot_separate(scores, expecte
     ([_fit("pod failure", 3, 4)], ["pod failure"]),  # only one type shows any signal
 ])
 def test_open_fault_types_are_the_close_fits(fits, expected):
-    assert open_fault_types("cartservice", fits, params=PARAMS) == expected
+    assert open_fault_types("cartservice", fits, params=PARAMS, system=bundled_system()) == expected
 
 
 def test_with_no_fit_every_type_the_component_can_suffer_is_open():
-    assert open_fault_types("aiops-k8s-01", [], params=PARAMS) == ["node cpu stress", "node memory stress",
+    assert open_fault_types("aiops-k8s-01", [], params=PARAMS, system=bundled_system()) == ["node cpu stress", "node memory stress",
                                                                     "node disk fill"]
 
 
@@ -95,7 +96,7 @@ def test_the_prompt_asks_only_about_the_open_choices():
     candidates = _ranked(6.0, 5.0, 1.0)
     choices = {"cartservice": ["pod failure", "pod kill"], "redis-cart": ["cpu stress", "pod failure"]}
     user = build_prompt(catalogue=[], uuid="u", window="w", candidates=candidates, sops=[], max_tokens=3000,
-                        choices=choices).messages[-1]["content"]
+                        choices=choices, system=bundled_system()).messages[-1]["content"]
     assert user.splitlines()[-1] == "Choose: 1 (pod failure, pod kill) or 2 (cpu stress, pod failure)."
     # The contenders' head lines name them; the candidate out of the question is not shown.
     assert "1. cartservice" in user and "2. redis-cart" in user and "frontend" not in user

@@ -20,6 +20,7 @@ from knowledge.retrieval import RetrievedDoc
 from rca.llm.base import LLMReply, ServerTimings
 from rca.llm.openai_backend import OpenAIBackend
 from rca.settings import load_settings
+from rca.system import bundled_system
 from tests.fakes import StaticEvidence, StaticKnowledge
 from tests.test_diagnose_decision import _candidates as decision_candidates
 
@@ -56,10 +57,10 @@ def test_the_system_prefix_is_byte_identical_across_different_cases() -> None:
     catalogue = StaticKnowledge().catalogue()
     a = build_prompt(catalogue=catalogue, uuid="a", window="2025-06-05T16:10:00Z to 2025-06-05T16:20:00Z",
                      candidates=_candidates(), sops=[_sop("one")], max_tokens=3000,
-                     choices={"emailservice": ["cpu stress", "memory stress"]}, distinctions=["memory rather than cpu"])
+                     choices={"emailservice": ["cpu stress", "memory stress"]}, distinctions=["memory rather than cpu"], system=bundled_system())
     b = build_prompt(catalogue=catalogue, uuid="b", window="2025-06-05T18:10:00Z to 2025-06-05T18:30:00Z",
                      candidates=_candidates(" and more")[1:], sops=[], max_tokens=3000, missing=["no logs"],
-                     choices={"checkoutservice": ["pod failure"], "adservice": ["jvm gc"]})
+                     choices={"checkoutservice": ["pod failure"], "adservice": ["jvm gc"]}, system=bundled_system())
     assert a.messages[0]["role"] == "system" and a.messages[0]["content"].encode() == b.messages[0]["content"].encode()
     case_a, case_b = a.messages[1]["content"], b.messages[1]["content"]
     assert case_a != case_b
@@ -75,7 +76,7 @@ def test_the_case_part_keeps_its_budget_and_compact_form() -> None:
                           window="2025-06-05T16:10:00Z to 2025-06-05T16:20:00Z", candidates=many,
                           sops=[_sop("one"), _sop("two")], max_tokens=3000,
                           choices={"emailservice": ["cpu stress"], "checkoutservice": ["cpu stress"]},
-                          distinctions=["a note " * 20, "another note " * 20], sop_chars=300)
+                          distinctions=["a note " * 20, "another note " * 20], sop_chars=300, system=bundled_system())
     user = prompt.messages[1]["content"]
     assert approx_tokens(user) <= CASE_TOKENS
     assert prompt.dropped_sops == 2 and prompt.dropped_evidence > 0
@@ -93,7 +94,7 @@ def test_onsets_are_minutes_against_the_window_start() -> None:
                                                       for i in c.evidence]})
                    for c, m in zip(_candidates()[:2], (-3, 2), strict=True))
     prompt = build_prompt(catalogue=[], uuid="u", window="2025-06-05T16:10:00Z to 2025-06-05T16:20:00Z",
-                          candidates=[early, late], sops=[], max_tokens=3000)
+                          candidates=[early, late], sops=[], max_tokens=3000, system=bundled_system())
     heads = [line for line in prompt.messages[1]["content"].splitlines() if line[:1].isdigit()]
     assert heads == ["1. emailservice service 6.0, 1 pod, from -3 min", "2. checkoutservice service 5.0, from +2 min"]
 

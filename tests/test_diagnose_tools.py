@@ -12,6 +12,7 @@ from diagnose.tools import FunctionTool, Observation, Param, Toolbox, ToolSpec, 
 from index.models import Candidate, EvidenceItem
 from preprocess.detect_log import LogDetector, template_keyword
 from preprocess.schema import LOG_SCHEMA
+from rca.system import bundled_system
 from tests.fakes import MINUTES, START, MemoryTelemetry, StaticEvidence, StaticKnowledge
 
 END = START + timedelta(minutes=10)
@@ -27,7 +28,7 @@ def _toolbox(**kwargs) -> tuple[Toolbox, MemoryTelemetry]:
         EvidenceItem(modality="metric", key="pod_cpu_usage", component="cartservice-0",
                      text="pod_cpu_usage up 5x (z=40) on cartservice-0", magnitude=40.0, signal="level")])
     toolbox = case_toolbox(_case(), telemetry=telemetry, evidence=StaticEvidence([candidate]), knowledge=StaticKnowledge(),
-                           **kwargs)
+                           **kwargs, system=bundled_system())
     return toolbox, telemetry
 
 
@@ -66,7 +67,7 @@ def test_logs_name_the_templates_of_the_index():
     not templates of its own masked from the raw lines (which kept one line per user)."""
     telemetry = _CartUsersTelemetry()
     evidence = StaticEvidence([], telemetry=telemetry)
-    toolbox = case_toolbox(_case(), telemetry=telemetry, evidence=evidence, knowledge=StaticKnowledge())
+    toolbox = case_toolbox(_case(), telemetry=telemetry, evidence=evidence, knowledge=StaticKnowledge(), system=bundled_system())
     logs = toolbox.invoke("get_logs", {"component": "cartservice"})
     found = [re.match(r"(.*) x(\d+) NEW in window on (.*)$", line) for line in logs.text.splitlines()[:-1]]
     assert all(found), logs.text

@@ -102,7 +102,7 @@ WIDTH = 1280
 @needs_chromium
 def test_case_page_renders_offline_with_every_figure(diagnosed, tmp_path: Path) -> None:
     root, record = diagnosed
-    page = write_case_report(record, scorer=_scorer(root / "index"), out=tmp_path / "case.html")
+    page = write_case_report(record, scorer=_scorer(root / "index"), out=tmp_path / "case.html", system=bundled_system())
 
     # The DOM Chromium built with every host unresolvable and a dead proxy.
     probe = tmp_path / "probe.html"
@@ -152,8 +152,8 @@ def test_a_setting_moves_the_ranking_the_tools_and_the_report_together(diagnosed
             "index_dir": root / "index", "input_file": root / "data" / "input.json", "data_dir": root / "data"}})
         evidence = IndexEvidence.from_settings(settings)
         ranked = evidence.query(start=case.start, end=case.end, top_k=5).candidates
-        tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge())
-        page = load_case_evidence(record, scorer=evidence)
+        tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge(), system=bundled_system())
+        page = load_case_evidence(record, scorer=evidence, system=bundled_system())
         modalities = sorted({item.modality for c in ranked for item in c.evidence})
         return modalities, tools.invoke("get_metrics", {}), tools.invoke("get_traces", {}), page.degraded_edges
 
@@ -174,14 +174,14 @@ def test_the_log_tool_names_the_templates_the_index_holds_for_the_window(diagnos
     root, record = diagnosed
     case = load_cases(root / "data" / "input.json")[0]
     evidence = _scorer(root / "index")
-    tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge())
+    tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge(), system=bundled_system())
     logs = tools.invoke("get_logs", {})
     scored = evidence.score(start=case.start, end=case.end)
     index_keywords = {template_keyword(t, max_chars=60) for t in scored.features["log_templates"].get_column("template")}
     named = [m.group(1) for line in logs.text.splitlines()
              if (m := re.match(r"(.*) x\d+ (?:NEW in window|vs ~\d+ expected) on ", line))]
     assert named and set(named) <= index_keywords, logs.text
-    page = load_case_evidence(record, scorer=evidence)
+    page = load_case_evidence(record, scorer=evidence, system=bundled_system())
     assert {b.template for b in page.logs} <= set(scored.features["log_templates"].get_column("template"))
 
 
@@ -192,7 +192,7 @@ def test_page_tells_what_is_missing(diagnosed, tmp_path: Path) -> None:
     for table in ("trace_edges", "log_counts"):
         for path in index.rglob(f"{table}.parquet"):
             path.unlink()
-    html = render_case_page(record, scorer=_scorer(index))
+    html = render_case_page(record, scorer=_scorer(index), system=bundled_system())
     assert "No trace data in the index for this window" in html
     assert "No bursting or new log templates" in html
     assert "trace_edges" in html and "log_counts" in html  # listed under missing data
@@ -200,7 +200,7 @@ def test_page_tells_what_is_missing(diagnosed, tmp_path: Path) -> None:
 
     failed = record.model_copy(update={"status": "failed", "error": "model reply invalid", "answer": None,
                                        "decision": None, "agreed_with_index": None})
-    html = render_case_page(failed, scorer=_scorer(tmp_path / "no-index"))
+    html = render_case_page(failed, scorer=_scorer(tmp_path / "no-index"), system=bundled_system())
     assert "model reply invalid" in html and "No metric data in the index" in html
 
 

@@ -167,7 +167,7 @@ def test_decision_schema_follows_the_configured_system(trainticket: SystemSpec) 
     assert "jvm gc" in allowed["ts-order-service-5b8c7d9f4-x7k2q"]
     assert allowed["10.0.0.11"] == ["node cpu stress", "node memory stress", "node disk fill"]
     # The bundled HipsterShop knows neither: no JVM outside adservice, an IP is not a node there.
-    bundled = _schema_types(decision_schema(names))
+    bundled = _schema_types(decision_schema(names, system=bundled_system()))
     assert "jvm exception" not in bundled["ts-order-service"] and "node cpu stress" not in bundled["10.0.0.11"]
 
 

@@ -158,5 +158,5 @@ def test_the_system_prompt_names_only_the_users_system(tmp_path: Path) -> None:
     for hipster in ("hipstershop", "tidb", "tikv", "redis-cart", "checkoutservice"):
         assert hipster not in listed.lower()
     assert "- io fault |" not in listed and "- jvm gc |" in listed  # no storage here; Java services are
-    assert "- io fault |" in static_system_prompt(catalogue)  # the bundled HipsterShop keeps all 18
+    assert "- io fault |" in static_system_prompt(catalogue, system=bundled_system())  # the bundled HipsterShop keeps all 18
     assert all("io fault" not in spec.applicable_fault_types(c) for c in spec.components)

@@ -1,9 +1,10 @@
 """The case page: one self-contained HTML file per diagnosed case, and an index page per batch.
 
     scorer = report_scorer(settings)                  # the index, scored as the diagnoser scores it
-    html = render_case_page(record, scorer=scorer)
-    write_case_report(record, scorer=scorer, out=Path("reports/<uuid>.html"))
-    write_batch_report(records, scorer=scorer, out_dir=Path("reports"))
+    system = system_from_settings(settings)           # the system under diagnosis names pods and nodes
+    html = render_case_page(record, scorer=scorer, system=system)
+    write_case_report(record, scorer=scorer, out=Path("reports/<uuid>.html"), system=system)
+    write_batch_report(records, scorer=scorer, out_dir=Path("reports"), system=system)
 
 Pages come from the Jinja templates in ``templates/``; figures are inline PNG data URIs and
 the CSS is inline, so a page opens offline and can be mailed as one file. A modality with
@@ -120,14 +121,14 @@ def report_scorer(settings: Settings) -> WindowScorer:
     return IndexEvidence.from_settings(settings, require=False)
 
 
-def render_case_page(record: RunRecord, *, scorer: WindowScorer, system: SystemSpec | None = None) -> str:
-    """The HTML of one case's page (self-contained); ``system`` names pods' services and nodes (None: bundled)."""
+def render_case_page(record: RunRecord, *, scorer: WindowScorer, system: SystemSpec) -> str:
+    """The HTML of one case's page (self-contained); ``system`` names pods' services and nodes."""
     evidence = load_case_evidence(record, scorer=scorer, system=system)
     figures = case_figures(record, evidence)
     return _environment().get_template("case.html.j2").render(**_page_context(record, evidence, figures))
 
 
-def write_case_report(record: RunRecord, *, scorer: WindowScorer, out: Path, system: SystemSpec | None = None) -> Path:
+def write_case_report(record: RunRecord, *, scorer: WindowScorer, out: Path, system: SystemSpec) -> Path:
     """Render and write one case's page atomically; returns ``out``."""
     html = render_case_page(record, scorer=scorer, system=system)
     write_bytes_atomic(out, html.encode("utf-8"))
@@ -136,7 +137,7 @@ def write_case_report(record: RunRecord, *, scorer: WindowScorer, out: Path, sys
 
 
 def write_batch_report(records: Sequence[RunRecord], *, scorer: WindowScorer, out_dir: Path,
-                       system: SystemSpec | None = None) -> Path:
+                       system: SystemSpec) -> Path:
     """One page per case plus ``index.html`` linking them; returns the index page's path."""
     out_dir = Path(out_dir)
     rows: list[dict[str, Any]] = []

@@ -26,7 +26,7 @@ from preprocess.baseline import window_first_minute
 from preprocess.detect_log import template_keyword
 from preprocess.detect_metric import robust_location_scale
 from preprocess.detect_trace import TraceParams
-from rca.system import SystemSpec, spec_for
+from rca.system import SystemSpec
 from rca.timeutil import as_utc, parse_utc
 
 log = logging.getLogger(__name__)
@@ -85,13 +85,12 @@ def load_case_evidence(
     series_per_component: int = 3,
     series_per_runner_up: int = 2,
     max_templates: int = 5,
-    system: SystemSpec | None = None,
+    system: SystemSpec,
 ) -> CaseEvidence:
     """Series of the chosen component and ``runner_ups`` others, the window's call graph and log bursts.
 
-    ``system`` names pods' services and nodes (None: the bundled description).
+    ``system`` names pods' services and nodes.
     """
-    system = spec_for(system)
     scored = scorer.score(start=parse_utc(record.window["start"]), end=parse_utc(record.window["end"]))
     start, end, baseline_start = scored.start, scored.end, scored.baseline_start
     series, counts, edges = scored.core["metric"], scored.core["log"], scored.core["trace"]
