@@ -1,14 +1,16 @@
 """The [index] settings section -> IndexParams: overrides, field errors, the moved baseline key."""
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 import pytest
 
 from index.params import IndexParams, RankWeights
 from preprocess.detect import LogParams, MetricParams
 from rca.settings import SettingsError, load_settings
-from rca.system import bundled_system
+from rca.system import bundled_system, load_system
 
 
 def _settings(tmp_path, text: str, environ: dict[str, str] | None = None):
@@ -31,6 +33,15 @@ def test_overrides_reach_the_params_and_the_record(tmp_path):
     assert params.metric == MetricParams(min_z=5.0) and params.log == LogParams(depth=5)
     assert params.as_dict()["rank"]["late_onset_weight"] == 1.0
     assert params.detector_params()["metric"] is params.metric
+
+
+def test_the_params_carry_the_system_the_settings_name(tmp_path):
+    """The ranker names components by it (tests/test_rank_names.py); the record names it, no more."""
+    trainticket = load_system(Path(__file__).parent / "data" / "trainticket_system.toml")
+    params = IndexParams.from_settings(_settings(tmp_path, "").index, system=trainticket)
+    assert params.system is trainticket and params.system.is_node("10.0.0.11")
+    assert params.as_dict()["system"] == "TrainTicket"
+    json.dumps(params.as_dict())  # a run record's parameters stay plain data
 
 
 def test_unknown_or_ill_typed_knob_names_its_field(tmp_path):
