@@ -34,10 +34,14 @@ TELEMETRY = ("mesh", "traces", "metrics")  # what a view may leave out (``rca im
 
 @dataclass(frozen=True)
 class View:
-    """How a set is imported: the telemetry left out, and the share of whole traces kept."""
+    """How a set is imported: the telemetry left out, TraStrainer's trace minutes added, and the share
+    of whole traces kept."""
 
     without: tuple[str, ...] = ()
     keep_traces: float = 1.0
+    # TraStrainer's trace minutes of the same day join Nezha's (``rca import nezha --more-traces``):
+    # the day as a deployment that traces every minute records it, not only after each injection.
+    more_traces: bool = False
 
     def __post_init__(self) -> None:
         unknown = [w for w in self.without if w not in TELEMETRY]
@@ -49,7 +53,7 @@ class View:
     @property
     def suffix(self) -> str:
         """The folder suffix: ``-without-traces``, ``-traces-0.2``."""
-        return "".join(f"-without-{w}" for w in self.without) + (
+        return "".join(f"-without-{w}" for w in self.without) + ("-more-traces" if self.more_traces else "") + (
             f"-traces-{self.keep_traces:g}" if self.keep_traces < 1.0 else "")
 
     @property
@@ -62,10 +66,12 @@ class View:
         """The view a ``name`` says (``View.name``); a clear error for anything else."""
         if name == "full":
             return cls()
-        rest, without, keep = name, [], 1.0
+        rest, without, keep, more = name, [], 1.0, False
         while rest.startswith("without-"):
             head, _, rest = rest.removeprefix("without-").partition("-")
             without.append(head)
+        if rest.startswith("more-traces"):
+            more, rest = True, rest.removeprefix("more-traces").removeprefix("-")
         if rest.startswith("traces-"):
             try:
                 keep = float(rest.removeprefix("traces-"))
@@ -73,13 +79,15 @@ class View:
                 raise ValueError(f"view {name!r}: traces-SHARE needs a number, e.g. traces-0.2") from None
             rest = ""
         if rest:
-            raise ValueError(f"view {name!r}: expected 'full' or without-mesh|traces|metrics parts and an "
-                             "optional traces-SHARE, e.g. without-metrics-traces-0.2")
-        return cls(without=tuple(without), keep_traces=keep)
+            raise ValueError(f"view {name!r}: expected 'full' or without-mesh|traces|metrics parts, an optional "
+                             "more-traces and an optional traces-SHARE, e.g. without-metrics-traces-0.2")
+        return cls(without=tuple(without), keep_traces=keep, more_traces=more)
 
     @property
     def label(self) -> str:
         parts = [f"without {w}" for w in self.without]
+        if self.more_traces:
+            parts.append("with TraStrainer's trace minutes")
         if self.keep_traces < 1.0:
             parts.append(f"with {self.keep_traces:g} of its traces")
         return ", ".join(parts) or "full"
@@ -96,15 +104,20 @@ def _run(command: list[str]) -> None:
         raise SystemExit(f"{' '.join(command)} failed with status {done.returncode}")
 
 
-def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, view: View = View()) -> tuple[Path, Path]:
-    """Import (once; reruns reuse it) and index one real set under ``work_dir``: its data and index folders."""
+def prepared_set(*, source: Path, system: str, days: list[str], work_dir: Path, view: View = View(),
+                 trastrainer: Path | None = None) -> tuple[Path, Path]:
+    """Import (once; reruns reuse it) and index one real set under ``work_dir``: its data and index folders.
+    ``trastrainer``: a snapshot of TraStrainer's repository, which a ``more_traces`` view needs."""
+    if view.more_traces and trastrainer is None:
+        raise ValueError(f"view {view.name!r}: needs a snapshot of TraStrainer's repository (--trastrainer)")
     name = f"{system}-{'_'.join(days) or 'all'}{view.suffix}"
     data_dir, index_dir = work_dir / name / "data", work_dir / name / "index"
     rca = str(Path(sys.executable).with_name("rca"))
     if not (data_dir / "groundtruth.jsonl").exists():
         _run([rca, "-q", "import", "nezha", str(source), "--out", str(data_dir), "--system", system,
               *(arg for day in days for arg in ("--day", day)), *(f"--without-{w}" for w in view.without),
-              *(("--keep-traces", f"{view.keep_traces:g}") if view.keep_traces < 1.0 else ())])
+              *(("--keep-traces", f"{view.keep_traces:g}") if view.keep_traces < 1.0 else ()),
+              *(("--more-traces", str(trastrainer)) if view.more_traces else ())])
     # Always: the nightly job is incremental (a partition it already holds costs a fingerprint),
     # and it rebuilds an index an older schema wrote.
     _run([rca, "-q", "preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"])

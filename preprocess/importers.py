@@ -74,6 +74,10 @@ def import_nezha(
     keep_traces: float = typer.Option(1.0, "--keep-traces", min=0.0, max=1.0,
                                       help="Keep this share of whole traces, chosen by trace id as a sampling "
                                            "tracer would (e.g. 0.2), for ablations."),
+    more_traces: Path | None = typer.Option(None, "--more-traces",
+                                            help="A clone or bare git snapshot of github.com/IntelligentDDS/TraStrainer: "
+                                                 "its trace minutes of the same days join Nezha's (every minute of "
+                                                 "its batches, not only those after an injection)."),
 ) -> None:
     """Nezha's fault datasets (ESEC/FSE 2023): telemetry, cases (input.json) and ground truth."""
     if system not in nezha.SYSTEMS:
@@ -81,6 +85,7 @@ def import_nezha(
     try:
         src = nezha.Source(source)
         available = nezha.days_of(src, system=system)
+        extra = nezha.Source(more_traces) if more_traces is not None else None
     except RcaError as exc:
         fail(str(exc))
     chosen = sorted(set(days)) if days else available
@@ -91,8 +96,12 @@ def import_nezha(
     for number, day in enumerate(chosen, start=1):
         typer.echo(f"[{number}/{len(chosen)}] {nezha.SYSTEMS[system]} {day}: reading", err=True)
         try:
+            more: list[tuple[nezha.Source, str]] = []
+            if extra is not None:
+                more = [(extra, folder) for folder in nezha.trastrainer_trace_folders(extra, system=system, day=day)]
+                typer.echo(f"  {more_traces}: {', '.join(f for _, f in more) or 'no batch of that day'}", err=True)
             read = nezha.read_day(src, day=day, mesh=not without_mesh, traces=not without_traces,
-                                  metrics=not without_metrics)
+                                  metrics=not without_metrics, more_traces=more)
             spans = sampled_traces(read.spans, share=keep_traces)
         except RcaError as exc:
             fail(str(exc))

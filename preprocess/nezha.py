@@ -21,6 +21,14 @@ what this reader does with each, are in docs/datasets/nezha.md:
 - ``<day>-fault_list.json``: the injections (time, pod, ChaosBlade type), grouped by hour;
 - files named in the tree but absent from a snapshot (large blobs) are listed as missing,
   never fatal; a malformed file is an issue naming the file, and costs that file only.
+
+TraStrainer (github.com/IntelligentDDS/TraStrainer, by Nezha's authors; its repository has no licence
+file, so nothing of it is vendored here: the importer reads a user's snapshot) publishes trace
+minutes of the same experiments in the same file format, and more of them: every minute of a
+batch (``data/dataset/<hipster|train_ticket>/batches/<batch>/trace/`` and ``.../test/trace/``), not
+only the minutes after an injection. A batch names its day only in its ``label.json`` (Nezha's
+fault list format). ``trastrainer_trace_folders`` finds a day's folders; ``read_day``'s
+``more_traces`` adds their spans to the day's (a span in both counts once).
 """
 from __future__ import annotations
 
@@ -32,7 +40,7 @@ import logging
 import math
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -147,14 +155,15 @@ class Source:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        if (self.root / "rca_data").is_dir():
-            self.git_dir: Path | None = None
+        if (self.root / "rca_data").is_dir() or (self.root / "data" / "dataset").is_dir():
+            self.git_dir: Path | None = None  # a Nezha or a TraStrainer work tree
         elif (self.root / "HEAD").is_file() and (self.root / "objects").is_dir():
             self.git_dir = self.root
         elif (self.root / ".git").is_dir():
             self.git_dir = self.root / ".git"
         else:
-            raise NezhaError(f"{self.root}: neither a Nezha clone (no rca_data/) nor a git snapshot")
+            raise NezhaError(f"{self.root}: neither a Nezha clone (no rca_data/), a TraStrainer clone (no "
+                             "data/dataset/) nor a git snapshot")
         self._tree: dict[str, list[str]] | None = None
 
     def _git(self, *args: str) -> bytes:
@@ -489,6 +498,24 @@ def days_of(source: Source, *, system: str) -> list[str]:
     return days
 
 
+# TraStrainer's folder of each system Nezha holds.
+TRASTRAINER_SYSTEMS: dict[str, str] = {"onlineboutique": "hipster", "trainticket": "train_ticket"}
+
+
+def trastrainer_trace_folders(source: Source, *, system: str, day: str) -> list[str]:
+    """The trace folders of TraStrainer's batches of ``system`` whose injections fall on ``day``."""
+    base = f"data/dataset/{TRASTRAINER_SYSTEMS[system]}"
+    folders = []
+    for batch in [f"{base}/batches/{name}" for name in _subdirs(source, f"{base}/batches")] + [f"{base}/test"]:
+        raw = source.read(f"{batch}/label.json")
+        if raw is None:
+            continue
+        faults = _faults(raw, path=f"{batch}/label.json")
+        if faults and faults[0]["inject_time"][:10] == day:
+            folders.append(f"{batch}/trace")
+    return folders
+
+
 def _subdirs(source: Source, folder: str) -> list[str]:
     if source.git_dir is None:
         path = source.root / folder
@@ -536,14 +563,16 @@ def _read_each(source: Source, folder: str, read: Callable[[bytes], pl.DataFrame
     return parts
 
 
-def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True, metrics: bool = True) -> NezhaDay:
+def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True, metrics: bool = True,
+             more_traces: Sequence[tuple[Source, str]] = ()) -> NezhaDay:
     """Every telemetry file of one day, as canonical frames; absent and bad files become issues.
 
     Ablations, the day as a system with less telemetry would show it: ``mesh=False`` leaves
     the service mesh's edge latency files out (TrainTicket's days have none); ``traces=False``
     leaves the spans out (metrics and logs only, as from Prometheus and Loki); ``metrics=False``
     leaves every metric file out, the mesh's included (traces and logs only, as from an
-    OpenTelemetry collector with no metrics pipeline).
+    OpenTelemetry collector with no metrics pipeline). ``more_traces``: (source, folder) pairs of
+    trace minutes of the same day from elsewhere (``trastrainer_trace_folders``), read as the day's own.
     """
     issues: list[Issue] = []
     fault_path = f"rca_data/{day}/{day}-fault_list.json"
@@ -590,6 +619,8 @@ def read_day(source: Source, *, day: str, mesh: bool = True, traces: bool = True
         if traces:
             span_parts += _read_each(source, f"{folder}/trace", _read_trace_file, issues)
         log_parts += _read_each(source, f"{folder}/log", _read_log_file, issues)
+    for extra, folder in more_traces if traces else ():
+        span_parts += _read_each(extra, folder, _read_trace_file, issues)
 
     apm_pods = pl.concat(apm_parts) if apm_parts else empty_frame(APM_SCHEMA)
     return NezhaDay(

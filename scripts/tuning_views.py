@@ -45,12 +45,17 @@ log = logging.getLogger("tuning_views")
 VIEWS: tuple[str, ...] = ("full", "without-mesh", "without-traces", "without-mesh-without-traces",
                           "without-metrics", "traces-0.2", "without-metrics-traces-0.2",
                           "without-mesh-traces-0.2", "without-mesh-traces-0.1", "traces-0.05")
+# With --trastrainer (round 29): TraStrainer keeps the tuning day's trace minutes between injections
+# too (127 minutes present in its snapshot, Nezha's 43), as a deployment that traces every minute.
+MORE_TRACES_VIEW = "more-traces"
 (SYSTEM, DAY), = TUNING_SETS
 
 
-def view_figures(*, source: Path, view: View, work_dir: Path, config: Path | None) -> dict[str, Any]:
+def view_figures(*, source: Path, view: View, work_dir: Path, config: Path | None,
+                 trastrainer: Path | None = None) -> dict[str, Any]:
     """One view's figures: AC@1 (value, low, high), rules final/LA/TA (value, low, high), top-1 misses."""
-    data_dir, index_dir = prepared_set(source=source, system=SYSTEM, days=[DAY], work_dir=work_dir, view=view)
+    data_dir, index_dir = prepared_set(source=source, system=SYSTEM, days=[DAY], work_dir=work_dir, view=view,
+                                       trastrainer=trastrainer)
     settings = set_settings(data_dir=data_dir, index_dir=index_dir, system=SYSTEM, work_dir=work_dir, config=config)
     evaluation = evaluate_index(index_dir=index_dir, input_file=data_dir / "input.json",
                                 gt_file=data_dir / "groundtruth.jsonl", exclude_other_windows=True,
@@ -95,6 +100,9 @@ def main() -> int:
     parser.add_argument("--nezha", type=Path, required=True, help="clone or bare git snapshot of the Nezha repository")
     parser.add_argument("--view", action="append", default=[], metavar="NAME",
                         help=f"a view (repeatable; default all: {', '.join(VIEWS)})")
+    parser.add_argument("--trastrainer", type=Path, default=None,
+                        help="clone or bare git snapshot of github.com/IntelligentDDS/TraStrainer: adds the view "
+                             f"{MORE_TRACES_VIEW} (the day's trace minutes between injections too)")
     parser.add_argument("--work-dir", type=Path, default=Path("work/real"))
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--save", type=Path, default=None, help="write this run's figures and misses (JSON)")
@@ -102,13 +110,17 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        views = [View.parse(name) for name in (args.view or VIEWS)]
+        default = [*VIEWS, MORE_TRACES_VIEW] if args.trastrainer else VIEWS
+        views = [View.parse(name) for name in (args.view or default)]
     except ValueError as exc:
         parser.error(str(exc))
     before = json.loads(args.compare.read_text(encoding="utf-8")) if args.compare else None
 
-    figures = {view.name: view_figures(source=args.nezha, view=view, work_dir=args.work_dir, config=args.config)
-               for view in views}
+    try:
+        figures = {view.name: view_figures(source=args.nezha, view=view, work_dir=args.work_dir, config=args.config,
+                                           trastrainer=args.trastrainer) for view in views}
+    except ValueError as exc:
+        parser.error(str(exc))
     table = Table(title=f"{SYSTEM} {DAY} (tuning) in every view: index and rules (no model), 95% intervals")
     for column in ("view", "cases", "index AC@1", "lead", "rules final", "LA", "TA", "top-1 misses"):
         table.add_column(column)

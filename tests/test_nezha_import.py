@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -499,3 +500,56 @@ def test_log_lines_without_a_unix_time_keep_their_timestamp(imported):
         found = logs.filter((pl.col("pod") == row["PodName"]) & (pl.col("message") == line))
         assert found.get_column("time").to_list() == [at]
     assert not [p.name for p in imported.iterdir() if p.name < "2000"]  # nothing filed under 1754
+
+
+# --------------------------------------------------------------------------- TraStrainer's trace minutes
+
+
+def _trastrainer(tmp_path: Path, *, day: str = OB_DAY) -> Path:
+    """A TraStrainer tree whose one hipster batch holds, for ``day``'s injections, a minute Nezha kept
+    (05:19, the same spans) and a minute it did not (05:29: 05:19's spans ten minutes later, new ids)."""
+    batch = tmp_path / "trastrainer" / "data" / "dataset" / "hipster" / "batches" / "batch1"
+    (batch / "trace").mkdir(parents=True)
+    labels = (SLICE / "rca_data" / OB_DAY / f"{OB_DAY}-fault_list.json").read_text(encoding="utf-8")
+    (batch / "label.json").write_text(labels.replace(OB_DAY, day), encoding="utf-8")
+    kept = SLICE / "rca_data" / OB_DAY / "trace" / "05_19_trace.csv"
+    shutil.copy(kept, batch / "trace" / "05_19_trace.csv")
+    rows = list(csv.DictReader(kept.open(encoding="utf-8")))
+    with (batch / "trace" / "05_29_trace.csv").open("w", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            shift = 600 * 10**9
+            writer.writerow({**row, "TraceID": row["TraceID"] + "-later",
+                             "StartTimeUnixNano": int(row["StartTimeUnixNano"]) + shift,
+                             "EndTimeUnixNano": int(row["EndTimeUnixNano"]) + shift})
+    return tmp_path / "trastrainer"
+
+
+def _span_minutes(out: Path) -> dict[str, int]:
+    spans = read_traces(out, start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    return dict(spans.group_by(pl.col("start").dt.strftime("%H:%M")).len().iter_rows())
+
+
+def test_trastrainer_adds_the_trace_minutes_nezha_did_not_keep(tmp_path):
+    plain, more = tmp_path / "plain", tmp_path / "more"
+    assert _import(SLICE, plain, "--day", OB_DAY).exit_code == 0
+    extra = bare_snapshot(tmp_path, source=_trastrainer(tmp_path), name="trastrainer.git")
+    result = _import(SLICE, more, "--day", OB_DAY, "--more-traces", str(extra))
+    assert result.exit_code == 0, result.output
+    assert "data/dataset/hipster/batches/batch1/trace" in result.output
+    before, after = _span_minutes(plain), _span_minutes(more)
+    added = {m: n for m, n in after.items() if after[m] != before.get(m)}
+    # every span of the later minute file is new, and 05:19's file again adds nothing (a span counts once)
+    assert set(added) <= {"05:28", "05:29"} and not set(before) & set(added)
+    assert sum(added.values()) == len(_source_rows(OB_DAY, "trace/05_19_trace.csv"))
+    assert _truths(more) == _truths(plain)  # the cases are Nezha's
+
+
+def test_a_trastrainer_batch_of_another_day_adds_nothing(tmp_path):
+    plain, more = tmp_path / "plain", tmp_path / "more"
+    assert _import(SLICE, plain, "--day", OB_DAY).exit_code == 0
+    result = _import(SLICE, more, "--day", OB_DAY, "--more-traces", str(_trastrainer(tmp_path, day="2022-08-23")))
+    assert result.exit_code == 0, result.output
+    assert "no batch of that day" in result.output
+    assert _span_minutes(more) == _span_minutes(plain)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.real_sets import View, is_tuning
+from bench.real_sets import View, is_tuning, prepared_set
 from tests.script_modules import load_script
 
 tuning_views = load_script("tuning_views")
@@ -16,6 +16,9 @@ tuning_views = load_script("tuning_views")
     (View(without=("metrics",), keep_traces=0.2), "without-metrics-traces-0.2",
      "without metrics, with 0.2 of its traces"),
     (View(keep_traces=0.2), "traces-0.2", "with 0.2 of its traces"),
+    (View(more_traces=True), "more-traces", "with TraStrainer's trace minutes"),
+    (View(without=("mesh",), more_traces=True, keep_traces=0.1), "without-mesh-more-traces-traces-0.1",
+     "without mesh, with TraStrainer's trace minutes, with 0.1 of its traces"),
 ])
 def test_a_view_is_named_and_read_back(view: View, name: str, label: str) -> None:
     assert view.name == name
@@ -32,6 +35,13 @@ def test_every_default_view_of_the_tuning_script_parses() -> None:
 def test_a_bad_view_name_is_a_clear_error(name: str) -> None:
     with pytest.raises(ValueError, match="view"):
         View.parse(name)
+
+
+def test_the_more_traces_view_parses_and_needs_trastrainer(tmp_path) -> None:
+    assert View.parse(tuning_views.MORE_TRACES_VIEW).more_traces
+    with pytest.raises(ValueError, match="TraStrainer"):
+        prepared_set(source=tmp_path, system="onlineboutique", days=["2022-08-22"], work_dir=tmp_path,
+                     view=View(more_traces=True))
 
 
 def test_only_the_tuning_day_is_a_tuning_set() -> None:
