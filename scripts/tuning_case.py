@@ -96,6 +96,8 @@ def main() -> int:
     parser.add_argument("uuids", nargs="+", metavar="UUID", help="cases of the tuning day")
     parser.add_argument("--nezha", type=Path, required=True, help="clone or bare git snapshot of the Nezha repository")
     parser.add_argument("--view", default="full", help="how the day is imported (scripts/tuning_views.py's names)")
+    parser.add_argument("--trastrainer", type=Path, default=None,
+                        help="clone or bare git snapshot of TraStrainer's repository (the view more-traces needs it)")
     parser.add_argument("--work-dir", type=Path, default=Path("work/real"))
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--top", type=int, default=3, help="candidates shown (default 3)")
@@ -106,7 +108,11 @@ def main() -> int:
         view = View.parse(args.view)
     except ValueError as exc:
         parser.error(str(exc))
-    data_dir, index_dir = prepared_set(source=args.nezha, system=SYSTEM, days=[DAY], work_dir=args.work_dir, view=view)
+    try:
+        data_dir, index_dir = prepared_set(source=args.nezha, system=SYSTEM, days=[DAY], work_dir=args.work_dir,
+                                           view=view, trastrainer=args.trastrainer)
+    except ValueError as exc:
+        parser.error(str(exc))
     settings = set_settings(data_dir=data_dir, index_dir=index_dir, system=SYSTEM, work_dir=args.work_dir,
                             config=args.config)
     truths = {truth.uuid: truth for truth in load_truth(data_dir / "groundtruth.jsonl")}
