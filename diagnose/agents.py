@@ -65,12 +65,11 @@ def mentioned(texts: Iterable[str], known: Sequence[str], *, system: SystemSpec)
     Names are matched as whole tokens (``frontend->cartservice`` names both); a pod's
     service (``system``'s pod naming) counts as mentioned with it.
     """
-    spec = system
     known_set = set(known)
     found: list[str] = []
     for text in texts:
         for token in _NAME.findall(text.lower()):
-            for name in (token, spec.service_of(token) if not spec.is_node(token) else token):
+            for name in (token, system.service_of(token) if not system.is_node(token) else token):
                 if name in known_set and name not in found:
                     found.append(name)
     return found

@@ -78,13 +78,12 @@ def run_react(
 ) -> RunRecord:
     """``system``: the system under diagnosis (its prompt paragraph, pods' services, what each
     component can suffer)."""
-    spec = system
     started = time.perf_counter()
     trajectory = Trajectory()
     messages = [
         {"role": "system", "content": render("react_system", tools=toolbox.describe(), max_steps=max_steps,
-                                             catalogue=short_catalogue(knowledge, system=spec),
-                                             **spec.prompt_values())},
+                                             catalogue=short_catalogue(knowledge, system=system),
+                                             **system.prompt_values())},
         {"role": "user", "content": render("react_case", uuid=case.uuid, window=window_text(case))},
     ]
     seen: dict[str, int] = {}
@@ -134,14 +133,14 @@ def run_react(
     if not finished:
         log.info("%s: react stopped at the step limit (%d)", case.uuid, max_steps)
 
-    choices = choice_set(ranked=ranked, named=mentioned(texts, toolbox.components, system=spec), known=toolbox.components)
+    choices = choice_set(ranked=ranked, named=mentioned(texts, toolbox.components, system=system), known=toolbox.components)
     _user_turn(messages, render("react_final", choices=", ".join(choices)))
     t_decide = time.perf_counter()
-    outcome, prompt = final_decision(llm, messages=messages, choices=choices, temperature=temperature, system=spec)
+    outcome, prompt = final_decision(llm, messages=messages, choices=choices, temperature=temperature, system=system)
     timings = {"agents_s": round(t_decide - started, 3), "decision_s": round(time.perf_counter() - t_decide, 3)}
     record = agent_record(case=case, mode="react", outcome=outcome, prompt=prompt, trajectory=trajectory, ranked=ranked,
                           knowledge=knowledge, decision_action="decision: final answer after the investigation",
-                          started=started, timings=timings, rules=rules, system=spec)
+                          started=started, timings=timings, rules=rules, system=system)
     log.info("%s -> %s (react, %d model calls, %s)", case.uuid, record.final_answer().component, len(outcome.replies),
              "finished" if finished else "step limit")
     return record

@@ -155,15 +155,14 @@ def rank_candidates(
     traced_calls = set(graph.edges)
     traced_callers = {caller for caller, _ in traced_calls}
     graph = graph.copy()
-    declared_calls = system.calls
-    for caller, callee in (*system.storage_calls, *(c for c in declared_calls if c[0] not in traced_callers)):
+    for caller, callee in (*system.storage_calls, *(c for c in system.calls if c[0] not in traced_callers)):
         if caller in known_services and callee in known_services:
             graph.add_edge(caller, callee)
     fanout_events = _fanout_of_healthy_callees(fanout_events, slow=_slow_by_own_measure(metric_events, system=system),
                                                share=weights.fanout_slow_callee_share,
                                                min_callees=weights.fanout_min_healthy_callees)
     fanout_events = _fanout_of_independent_callees(
-        fanout_events, untraced=nx.DiGraph([c for c in declared_calls if c not in traced_calls]),
+        fanout_events, untraced=nx.DiGraph([c for c in system.calls if c not in traced_calls]),
         min_callees=weights.fanout_min_healthy_callees)
     fanout_callers = {(c, s) for c, s in fanout_events.select("caller", "signal").iter_rows()}
     # Nodes that host application pods: control-plane nodes never do, so they never compete.
