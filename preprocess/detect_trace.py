@@ -129,8 +129,8 @@ class TraceParams:
     # (calls into it, or for an entry service its own calls) at most this share of its usual
     # one, against at least min_expected_calls expected. A share near 0 is a stop, read as such.
     max_dropped_share: float = 0.6
-    # ... also the calls an edge must have expected for their vanishing to be a stop, and the calls
-    # under which a window's latency must clear the reference's tail (reference_quantile, below).
+    # ... also the calls an edge must have expected for their vanishing to be a stop, and the calls a
+    # window minute under which its latency must clear the reference's tail (reference_quantile, below).
     min_expected_calls: float = 10.0
     # Whether the caller's handlers went on after a call is a yes or no per call: a binomial
     # share, often near 1, which the Poisson z above (built for counts) judges too timidly on few
@@ -140,11 +140,13 @@ class TraceParams:
     # minutes' calls (``binomial_tail_z``): 0 of 4 of a share always kept is a clear stop, 0 of 4
     # of one kept 80% of the time is not.
     exact_tail: bool = True
-    # A window with fewer than min_expected_calls calls must also lift its p95 above this quantile
-    # of the reference minutes' p95: a few sampled calls a minute make a minute's p95 the slowest of
-    # a handful, and a callee with a slow path now and then (emailservice's odd 60 ms answer) shows
-    # it in a fifth of the minutes, a tail the MAD does not see. Chosen on the real tuning day's
-    # sampled views (0.8, 0.9 and 0.95 won 1, 3 and 4 cases, none lost). 0 turns the check off.
+    # A window with fewer than min_expected_calls calls a minute must also lift its p95 above this
+    # quantile of the reference minutes' p95: a few sampled calls a minute make a minute's p95 the
+    # slowest of a handful, and a callee with a slow path now and then (emailservice's odd 60 ms
+    # answer) shows it in a fifth of the minutes, a tail the MAD does not see. Chosen on the real
+    # tuning day's sampled views (0.8, 0.9 and 0.95 won 1, 3 and 4 cases, none lost). Its wait
+    # between the spans must clear the same quantile of the reference's waits to tell where the
+    # time went. 0 turns the check off.
     reference_quantile: float = 0.95
 
 
@@ -577,13 +579,16 @@ def _edge_anomalies(
         median, scale = robust_location_scale(p95[~in_window], ordered=not from_history, spread_floor=not from_history)
         window_p95 = float(np.median(p95[in_window]))
         latency_z = (window_p95 - median) / scale
+        # A window's measures are medians of per-minute ones: their raggedness is that of a minute's calls.
+        minute_calls = win_calls / int(in_window.sum())
         if (latency_z >= params.min_z and median > 0 and window_p95 / median >= params.min_latency_ratio
-                and _beyond_habit(window_p95, reference=p95[~in_window], calls=win_calls, params=params)):
+                and _beyond_habit(window_p95, reference=p95[~in_window], calls=minute_calls, params=params)):
             events.append({**edge, "signal": "latency", "z": min(latency_z, Z_CAP), "ratio": window_p95 / median,
                            "window_calls": int(win_calls),
                            "onset": _onset(times, p95, in_window, threshold=median + 0.5 * (window_p95 - median),
                                            fallback=first_in_window),
-                           **_wait_rise(series["mean_us"], series["wait_mean_us"], in_window)})
+                           **_wait_rise(series["mean_us"], series["wait_mean_us"], in_window,
+                                        calls=minute_calls, params=params)})
         base_rate = errors[~in_window].sum() / max(base_calls, 1.0)
         win_errors = errors[in_window].sum()
         expected = base_rate * win_calls
@@ -598,12 +603,13 @@ def _edge_anomalies(
     return events
 
 
-def _beyond_habit(window_p95: float, *, reference: np.ndarray, calls: float, params: TraceParams) -> bool:
-    """Whether a window's p95 over ``calls`` calls lies beyond what the edge's reference minutes reach
-    now and then (``TraceParams.reference_quantile``); a window of many calls always does."""
+def _beyond_habit(window_value: float, *, reference: np.ndarray, calls: float, params: TraceParams) -> bool:
+    """Whether a window's per-minute measure (p95, mean wait) over ``calls`` calls a minute lies beyond what the
+    edge's reference minutes reach now and then (``TraceParams.reference_quantile``); a window of many
+    calls always does."""
     if params.reference_quantile <= 0 or calls >= params.min_expected_calls:
         return True
-    return window_p95 > float(np.quantile(reference, params.reference_quantile))
+    return window_value > float(np.quantile(reference, params.reference_quantile))
 
 
 def _stop(counts: np.ndarray, times: np.ndarray, *, base_calls: float, baseline_minutes: float,
@@ -637,16 +643,24 @@ def _series_lists() -> list[pl.Expr]:
     return [pl.col(name).cast(pl.Float64).fill_null(float("nan")) for name in _SERIES]
 
 
-def _wait_rise(mean: np.ndarray, wait: np.ndarray, in_window: np.ndarray) -> dict[str, float | None]:
-    """``wait_share`` and ``wait_added_us`` of a slow edge (None: the spans do not tell).
+def _wait_rise(mean: np.ndarray, wait: np.ndarray, in_window: np.ndarray, *, calls: float,
+               params: TraceParams) -> dict[str, float | None]:
+    """``wait_share`` and ``wait_added_us`` of a slow edge with ``calls`` calls a window minute (None: the spans do not tell).
 
     Medians of the per-minute means before and in the window; the wait is the client span
-    less its server child, so mean latency less mean wait is the callee's own time.
+    less its server child, so mean latency less mean wait is the callee's own time. A window of
+    few calls must lift its wait beyond the reference minutes' habit, as its p95 (``_beyond_habit``):
+    a few calls' mean wait is as ragged as their p95, and a wait the fault-free minutes reach now
+    and then does not tell where the time went.
     """
     rise = float(np.nanmedian(mean[in_window]) - np.nanmedian(mean[~in_window]))
-    if not np.isfinite(wait[in_window]).any() or not np.isfinite(wait[~in_window]).any() or not rise > 0:
+    reference = wait[~in_window][np.isfinite(wait[~in_window])]
+    if not np.isfinite(wait[in_window]).any() or reference.size == 0 or not rise > 0:
         return {"wait_share": None, "wait_added_us": None}
-    added = float(np.nanmedian(wait[in_window]) - np.nanmedian(wait[~in_window]))
+    window_wait = float(np.nanmedian(wait[in_window]))
+    if not _beyond_habit(window_wait, reference=reference, calls=calls, params=params):
+        return {"wait_share": None, "wait_added_us": None}
+    added = window_wait - float(np.median(reference))
     return {"wait_share": min(1.0, max(0.0, added / rise)), "wait_added_us": added}
 
 
