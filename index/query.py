@@ -104,7 +104,7 @@ def score_window(
                 features[table.name] = pl.concat(parts) if len(parts) > 1 else parts[0]
                 continue
             missing.setdefault(name, []).extend(absent)
-        events.update(detector.score(features, **window, exclude=[*spans, *later]))
+        events.update(detector.score(features, **window, system=params.system, exclude=[*spans, *later]))
 
     core = {name: _minutes_between(features[table], baseline_start, scored_end)
             for name, table in (("metric", "metric_series"), ("log", "log_counts"), ("trace", "trace_edges"))}

@@ -27,6 +27,7 @@ from preprocess.detect_log import LogDetector, LogParams
 from preprocess.detect_metric import MetricDetector, MetricParams
 from preprocess.detect_trace import TraceDetector, TraceParams
 from preprocess.schema import FeatureTable, RawInput, Schema
+from rca.system import SystemSpec
 
 __all__ = ["DETECTORS", "Detector", "FeatureTable", "LogParams", "MetricParams", "RawInput", "TraceParams",
            "make_detectors"]
@@ -82,10 +83,13 @@ class Detector(Protocol):
         ...
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, system: SystemSpec, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         """Events of the window [start, end] against [baseline_start, start), one frame per event kind.
 
         Rows inside ``exclude`` spans (other incidents' windows, before this one) are not baseline.
+        ``system`` is the description of the system the telemetry comes from, for what its
+        component names mean (the metric detector compares a pod without history with the other
+        pods of its service); a detector that reads names only as recorded ignores it.
         """
         ...
 

@@ -46,6 +46,7 @@ from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, s
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
+from rca.system import SystemSpec
 
 log = logging.getLogger(__name__)
 A = TypeVar("A")
@@ -672,7 +673,7 @@ class LogDetector:
                  end + timedelta(minutes=self.params.after_minutes))]
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, system: SystemSpec, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         events = score_log_window(features["log_counts"], features["log_templates"], start=start, end=end,
                                   baseline_start=baseline_start, params=self.params, exclude=exclude)
         return {"log": events}

@@ -26,7 +26,7 @@ import polars as pl
 
 from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before, window_first_minute
 from preprocess.schema import APM_KPIS, TIME, FeatureTable, RawInput, strongest_first
-from rca.taxonomy import service_of
+from rca.system import SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -379,10 +379,12 @@ def score_metric_window(
     start: datetime,
     end: datetime,
     baseline_start: datetime,
+    system: SystemSpec,
     params: MetricParams = MetricParams(),
     exclude: Sequence[Span] = (),
 ) -> pl.DataFrame:
     """One event per series whose window [start, end] deviates from [baseline_start, start).
+    ``system`` names which pods belong to one service (peers, where a series has no history).
 
     The window level is the median of the window for a sustained change, or the
     second most extreme minute for short faults (a pod kill lasts a minute or two),
@@ -516,7 +518,7 @@ def score_metric_window(
             "baseline": median, "window_value": level,
             "onset": onset, "reference": reference,
         })
-    events += _peer_events(no_history, params=params)
+    events += _peer_events(no_history, system=system, params=params)
     if not events:
         return pl.DataFrame(schema=METRIC_EVENT_SCHEMA)
     return strongest_first(pl.DataFrame(events, schema=METRIC_EVENT_SCHEMA), "component", "kind", "kpi", "direction")
@@ -619,22 +621,23 @@ def _contaminated(base: np.ndarray, older: np.ndarray, params: MetricParams) -> 
     return shift / older_scale >= params.contaminated_z and relative >= params.contaminated_relative
 
 
-def _peer_group(component: str, kind: str) -> str | None:
+def _peer_group(component: str, kind: str, *, system: SystemSpec) -> str | None:
     """Which components a series is comparable with when there is no history: pods of one service, nodes."""
     if kind in ("apm_pod", "infra_pod"):
-        return f"service:{service_of(component)}"
+        return f"service:{system.service_of(component)}"
     if kind == "infra_node":
         return "nodes"
     return None
 
 
-def _peer_events(rows: list[tuple[dict, np.ndarray, int, bool]], *, params: MetricParams) -> list[dict]:
+def _peer_events(rows: list[tuple[dict, np.ndarray, int, bool]], *, system: SystemSpec,
+                 params: MetricParams) -> list[dict]:
     """Series without a baseline and without an event yet, each against its peers' window levels (pooled
     minutes, robust). A fault that outlasts its window looks normal against the minutes after it; its
     peers still tell."""
     groups: dict[tuple[str, str, str], list[tuple[dict, np.ndarray, int, bool]]] = {}
     for member in rows:
-        group = _peer_group(member[0]["component"], member[0]["kind"])
+        group = _peer_group(member[0]["component"], member[0]["kind"], system=system)
         if group is not None:
             groups.setdefault((group, member[0]["kind"], member[0]["kpi"]), []).append(member)
     events: list[dict] = []
@@ -792,7 +795,7 @@ class MetricDetector:
         return context_spans(start=start, end=end, baseline_start=baseline_start, params=self.params)
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, system: SystemSpec, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         events = score_metric_window(features["metric_series"], start=start, end=end, baseline_start=baseline_start,
-                                     params=self.params, exclude=exclude)
+                                     system=system, params=self.params, exclude=exclude)
         return {"metric": events}

@@ -37,6 +37,7 @@ from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, s
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
 from preprocess.prefetch import read_ahead
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
+from rca.system import SystemSpec
 
 log = logging.getLogger(__name__)
 
@@ -739,7 +740,7 @@ class TraceDetector:
                  end + timedelta(minutes=self.params.after_minutes))]
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
-              baseline_start: datetime, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
+              baseline_start: datetime, system: SystemSpec, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
         edges = features["trace_edges"]
         return {
             "trace": score_trace_window(edges, start=start, end=end, baseline_start=baseline_start,

@@ -63,7 +63,7 @@ class StaticEvidence:
         telemetry = self.telemetry or MemoryTelemetry()
         series = telemetry.metric_series(start=baseline_start, end=end)
         events = {"metric": score_metric_window(series, start=start, end=end, baseline_start=baseline_start,
-                                                params=self.params.metric)}
+                                                system=self.params.system, params=self.params.metric)}
         logs = LogDetector(self.params.log).build([{"log": telemetry.logs(start=baseline_start, end=end)}])
         return ScoredWindow(start=start, end=end, scored_end=end, baseline_start=baseline_start, excluded=[],
                             params=self.params, features=logs, core={"metric": series, "log": logs["log_counts"]},

@@ -14,8 +14,11 @@ import pytest
 
 from preprocess.detect import DETECTORS, Detector, make_detectors
 from preprocess.schema import INFRA_SCHEMA
+from rca.system import bundled_system
 from tests.test_detect_log import _day
 from tests.test_detect_trace import BASELINE_START, T0, WINDOW_END, WINDOW_START, synthetic_spans
+
+SYSTEM = bundled_system()
 
 STEP_AT = T0 + timedelta(minutes=35)  # WINDOW_START: every synthetic fault below starts here
 
@@ -42,7 +45,7 @@ def raw_chunks(name: str, *, step: bool, seed: int) -> list[dict[str, pl.DataFra
 
 def _events(detector: Detector, chunks) -> dict[str, pl.DataFrame]:
     features = detector.build(chunks, state_dir=None)
-    return detector.score(features, start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    return detector.score(features, system=SYSTEM, start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
 
 
 @pytest.fixture(params=sorted(DETECTORS))
@@ -61,7 +64,7 @@ def test_empty_input_gives_empty_frames_of_the_declared_schemas(detector):
     for table in detector.feature_tables:
         assert features[table.name].height == 0
         assert dict(features[table.name].schema) == table.schema, table.name
-    events = detector.score(features, start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    events = detector.score(features, system=SYSTEM, start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
     assert set(events) == set(detector.event_schemas)
     for kind, frame in events.items():
         assert frame.height == 0 and dict(frame.schema) == detector.event_schemas[kind], kind

@@ -9,6 +9,9 @@ import pytest
 
 from preprocess.detect_metric import SERIES_SCHEMA, MetricParams, metric_series, score_metric_window
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA
+from rca.system import bundled_system, spec_from_toml
+
+SYSTEM = bundled_system()
 
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 WINDOW_START, WINDOW_END = T0 + timedelta(minutes=35), T0 + timedelta(minutes=50)
@@ -51,7 +54,7 @@ def _zeros(v: np.ndarray) -> list[float]:
 ])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_detects_injected_change(shape, direction, seed):
-    events = score_metric_window(_series(shape(_noise(seed))), start=WINDOW_START, end=WINDOW_END,
+    events = score_metric_window(_series(shape(_noise(seed))), system=SYSTEM, start=WINDOW_START, end=WINDOW_END,
                                  baseline_start=BASELINE_START)
     assert events.height == 1
     event = events.row(0, named=True)
@@ -71,7 +74,7 @@ def test_onset_is_near_the_window_by_the_clock_when_the_baseline_skips_an_incide
     values = _noise(seed)
     values[17:20] *= 3
     values[35:51] *= 4
-    events = score_metric_window(_series(list(values)), start=WINDOW_START, end=WINDOW_END,
+    events = score_metric_window(_series(list(values)), system=SYSTEM, start=WINDOW_START, end=WINDOW_END,
                                  baseline_start=BASELINE_START,
                                  exclude=[(T0 + timedelta(minutes=20), T0 + timedelta(minutes=34, seconds=59))])
     assert events.height == 1 and events.item(0, "direction") == "up"
@@ -80,7 +83,7 @@ def test_onset_is_near_the_window_by_the_clock_when_the_baseline_skips_an_incide
 
 @pytest.mark.parametrize("seed", range(10))
 def test_noise_only_gives_no_event(seed):
-    events = score_metric_window(_series(list(_noise(seed))), start=WINDOW_START, end=WINDOW_END,
+    events = score_metric_window(_series(list(_noise(seed))), system=SYSTEM, start=WINDOW_START, end=WINDOW_END,
                                  baseline_start=BASELINE_START)
     assert events.height == 0
 
@@ -89,11 +92,11 @@ def test_zero_baseline_counter_rising_is_an_event_but_single_blip_is_not():
     errors = [0.0] * 60
     for i in range(36, 50):
         errors[i] = 12.0
-    assert score_metric_window(_series(errors, kpi="error"), start=WINDOW_START, end=WINDOW_END,
+    assert score_metric_window(_series(errors, kpi="error"), system=SYSTEM, start=WINDOW_START, end=WINDOW_END,
                                baseline_start=BASELINE_START).height == 1
     blip = [0.0] * 60
     blip[40] = 1.0
-    assert score_metric_window(_series(blip, kpi="error"), start=WINDOW_START, end=WINDOW_END,
+    assert score_metric_window(_series(blip, kpi="error"), system=SYSTEM, start=WINDOW_START, end=WINDOW_END,
                                baseline_start=BASELINE_START).height == 0
 
 
@@ -188,7 +191,7 @@ BRIEF_END = BRIEF_START + timedelta(minutes=3)
 def test_brief_window_reads_a_restart_gap_as_silence(seed):
     values: list[float | None] = list(_noise(seed))
     values[36] = values[37] = None  # the pod restarts: two scrapes missing, then back to normal
-    events = score_metric_window(_series(values), start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
+    events = score_metric_window(_series(values), system=SYSTEM, start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
     assert events.height == 1 and events.row(0, named=True)["direction"] == "silent"
 
 
@@ -199,7 +202,7 @@ def test_brief_window_without_a_gap_or_past_the_data_is_quiet(seed):
     sparse = [float(v) for v in np.random.default_rng(seed).choice([132.0, 264.0, 396.0, 528.0], 60)]
     sparse[37] = 0.0  # a sparse count hits zero by chance
     for series in (_series(values), _series(cut), _series(sparse, kpi="request")):
-        events = score_metric_window(series, start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
+        events = score_metric_window(series, system=SYSTEM, start=BRIEF_START, end=BRIEF_END, baseline_start=BASELINE_START)
         assert events.height == 0, events
 
 
@@ -217,11 +220,11 @@ def _recording_starts_with_the_incident(seed: int) -> tuple[pl.DataFrame, list[t
 def test_the_minutes_after_skip_the_fault_tail_and_the_next_incident(seed):
     series, later = _recording_starts_with_the_incident(seed)
     window = {"start": T0 + timedelta(minutes=1), "end": T0 + timedelta(minutes=3), "baseline_start": T0}
-    events = score_metric_window(series, **window, exclude=later)
+    events = score_metric_window(series, system=SYSTEM, **window, exclude=later)
     assert events.height == 1 and events.item(0, "reference") == "after"
     assert events.item(0, "direction") == "up" and events.item(0, "baseline") == pytest.approx(25.0, rel=0.1)
     # Read with the tail and the next incident in it, the same window is a weaker event, if any.
-    blind = score_metric_window(series, **window, params=MetricParams(after_skip_minutes=0))
+    blind = score_metric_window(series, system=SYSTEM, **window, params=MetricParams(after_skip_minutes=0))
     assert blind.height == 0 or blind.item(0, "z") < events.item(0, "z")
 
 
@@ -237,13 +240,13 @@ def test_a_window_pinned_at_a_ceiling_is_an_event_though_its_rise_is_small(seed)
     # only ~3 noise units above its median (z below min_z), but real load never holds that still.
     pinned = [78.0, 101.05, 101.34, 101.43]
     start, end = T0 + timedelta(minutes=35), T0 + timedelta(minutes=38)
-    events = score_metric_window(_series(_utilisation(seed, window=pinned)), start=start, end=end,
+    events = score_metric_window(_series(_utilisation(seed, window=pinned)), system=SYSTEM, start=start, end=end,
                                  baseline_start=BASELINE_START)
     assert events.height == 1
     event = events.row(0, named=True)
     assert event["direction"] == "up" and event["z"] >= MetricParams().min_z
     assert event["window_value"] == pytest.approx(101.34)  # the level it is held at
-    off = score_metric_window(_series(_utilisation(seed, window=pinned)), start=start, end=end,
+    off = score_metric_window(_series(_utilisation(seed, window=pinned)), system=SYSTEM, start=start, end=end,
                               baseline_start=BASELINE_START, params=MetricParams(ceiling_spread=0.0))
     assert off.height == 0
 
@@ -254,7 +257,7 @@ def test_a_window_pinned_at_a_ceiling_is_an_event_though_its_rise_is_small(seed)
     ([70.0, 75.0, 75.2, 75.1], "held, but not above the baseline"),
 ])
 def test_no_ceiling_without_a_still_window_above_every_baseline_minute(window, why):
-    events = score_metric_window(_series(_utilisation(1, window=window)), start=T0 + timedelta(minutes=35),
+    events = score_metric_window(_series(_utilisation(1, window=window)), system=SYSTEM, start=T0 + timedelta(minutes=35),
                                  end=T0 + timedelta(minutes=38), baseline_start=BASELINE_START)
     assert events.filter(pl.col("direction") == "up").height == 0, why
 
@@ -264,7 +267,7 @@ def test_no_ceiling_without_a_still_window_above_every_baseline_minute(window, w
     ([2.0, 3.0] * 17 + [2.0], [4.0, 4.0, 4.0, 4.0], "a count repeats a whole number by nature"),
 ])
 def test_no_ceiling_for_counts(baseline, window, why):
-    events = score_metric_window(_series(baseline + window, kpi="error"), start=T0 + timedelta(minutes=35),
+    events = score_metric_window(_series(baseline + window, kpi="error"), system=SYSTEM, start=T0 + timedelta(minutes=35),
                                  end=T0 + timedelta(minutes=38), baseline_start=BASELINE_START)
     assert events.filter(pl.col("z") == MetricParams().min_z).height == 0, why
 
@@ -279,7 +282,7 @@ def test_an_earlier_incident_running_into_the_window_takes_none_of_its_minutes(s
     start = WINDOW_START + timedelta(seconds=window_seconds)
     end = start + timedelta(minutes=3)
     earlier = (start - timedelta(minutes=7), start + timedelta(minutes=1))
-    events = score_metric_window(_series(list(_noise(seed))), start=start, end=end,
+    events = score_metric_window(_series(list(_noise(seed))), system=SYSTEM, start=start, end=end,
                                  baseline_start=BASELINE_START, exclude=[earlier])
     assert events.height == 0, events.to_dicts()
 
@@ -299,7 +302,7 @@ def test_a_sparse_counts_empty_minute_is_no_silence_against_a_scattered_baseline
     say it is the series' habit."""
     start, end = WINDOW_START, WINDOW_START + timedelta(minutes=3)
     others = [(T0 + timedelta(minutes=8), T0 + timedelta(minutes=9)), (T0 + timedelta(minutes=12), start)]
-    events = score_metric_window(_series(_sparse_count(seed)), start=start, end=end, baseline_start=BASELINE_START,
+    events = score_metric_window(_series(_sparse_count(seed)), system=SYSTEM, start=start, end=end, baseline_start=BASELINE_START,
                                  exclude=others, params=MetricParams(silence_habit_alpha=alpha))
     assert (events.filter(pl.col("direction") == "silent").height == 1) is silent, events.to_dicts()
 
@@ -309,7 +312,7 @@ def test_a_silence_the_series_rarely_had_stands(seed):
     """One empty minute long before the window (a blip) does not make a whole silent window a habit."""
     values = _zeros(_noise(seed))
     values[2] = 0.0
-    events = score_metric_window(_series(values), start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
+    events = score_metric_window(_series(values), system=SYSTEM, start=WINDOW_START, end=WINDOW_END, baseline_start=BASELINE_START)
     assert events.row(0, named=True)["direction"] == "silent"
 
 
@@ -326,6 +329,26 @@ def test_minutes_nothing_was_recorded_in_are_not_a_sparse_series(seed, unrecorde
     values: list[float | None] = [None if i in unrecorded else float(v) for i, v in enumerate(counts)]
     values[36:39] = [0.0, 0.0, 0.0]
     start, end = T0 + timedelta(minutes=35, seconds=50), T0 + timedelta(minutes=38, seconds=50)
-    events = score_metric_window(_series(values, kpi="request"), start=start, end=end, baseline_start=BASELINE_START)
+    events = score_metric_window(_series(values, kpi="request"), system=SYSTEM, start=start, end=end, baseline_start=BASELINE_START)
     assert events.height == 1 and events.item(0, "direction") == "silent", events.to_dicts()
     assert events.item(0, "baseline") == pytest.approx(16.0, abs=3.0)
+
+
+# A system whose pods are named <service>_<replica>, not as Kubernetes names a Deployment's pods.
+UNDERSCORE_PODS = spec_from_toml({"services": {"app": ["cart"]}, "pods": {"patterns": ["^(?P<service>[a-z]+)_\\d+$"]}},
+                                 source="test")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_pod_without_history_is_judged_against_its_services_pods_as_the_system_names_them(seed):
+    # Recording starts with the window: no minute before or after it, no earlier day. Of three
+    # replicas of cart, cart_0 runs at four times its peers' CPU; which pods are peers is the
+    # system's naming rule, not the default one (under which cart_0 is a service of its own).
+    def replica(pod: str, level: float) -> pl.DataFrame:
+        values = [None] * 35 + list(_noise(seed, level=level)[35:51])
+        return _series(values, component=pod)
+    series = pl.concat([replica("cart_0", 40.0), replica("cart_1", 10.0), replica("cart_2", 10.0)])
+    window = {"start": WINDOW_START, "end": WINDOW_END, "baseline_start": BASELINE_START}
+    events = score_metric_window(series, system=UNDERSCORE_PODS, **window)
+    assert events.select("component", "direction", "reference").rows() == [("cart_0", "up", "peers")]
+    assert score_metric_window(series, system=SYSTEM, **window).height == 0

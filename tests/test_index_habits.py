@@ -20,6 +20,9 @@ from preprocess.detect_metric import SERIES_SCHEMA, metric_series, score_metric_
 from preprocess.detect_trace import EDGE_STATS_SCHEMA
 from preprocess.readers import read_apm, read_infra
 from preprocess.schema import APM_SCHEMA
+from rca.system import bundled_system
+
+SYSTEM = bundled_system()
 
 DAY = "2025-06-06"  # CST day: UTC 2025-06-05 16:00 .. 2025-06-06 16:00
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
@@ -221,7 +224,7 @@ def test_a_column_null_in_the_window_is_not_a_silent_component():
         rows.append((_t(m), "emailservice-1", "apm_pod", "request", rng.normal(100, 5)))
         rows.append((_t(m), "emailservice-1", "apm_pod", "error", float(rng.poisson(2)) if m < 35 else None))
     frame = metric_series_frame(rows)
-    events = score_metric_window(frame, start=_t(35), end=_t(50), baseline_start=_t(5))
+    events = score_metric_window(frame, system=SYSTEM, start=_t(35), end=_t(50), baseline_start=_t(5))
     assert events.height == 0, events
 
 

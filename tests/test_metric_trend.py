@@ -8,6 +8,9 @@ import polars as pl
 import pytest
 
 from preprocess.detect_metric import SERIES_SCHEMA, MetricParams, score_metric_window
+from rca.system import bundled_system
+
+SYSTEM = bundled_system()
 
 START = datetime(2025, 6, 5, 12, 0, tzinfo=UTC)
 BASELINE_START = START - timedelta(minutes=30)
@@ -20,7 +23,7 @@ def _series(values: np.ndarray) -> pl.DataFrame:
 
 
 def _events(values: np.ndarray, *, trend_check: bool) -> pl.DataFrame:
-    return score_metric_window(_series(values), start=START, end=START + timedelta(minutes=4),
+    return score_metric_window(_series(values), system=SYSTEM, start=START, end=START + timedelta(minutes=4),
                                baseline_start=BASELINE_START, params=MetricParams(trend_check=trend_check))
 
 
