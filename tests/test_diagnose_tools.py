@@ -73,7 +73,7 @@ def test_logs_name_the_templates_of_the_index():
     assert all(found), logs.text
     scored = evidence.score(start=START, end=END)
     events = LogDetector(scored.params.log).score(scored.features, start=START, end=END,
-                                                  baseline_start=scored.baseline_start)["log"]
+                                                  baseline_start=scored.baseline_start, system=bundled_system())["log"]
     shown = events.filter(pl.col("component") == "cartservice-0").get_column("template").to_list()
     assert [m.group(1) for m in found] == [template_keyword(t, max_chars=60) for t in shown]
     assert set(shown) <= set(scored.features["log_templates"].get_column("template"))
