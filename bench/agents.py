@@ -28,7 +28,8 @@ from diagnose.record import RunRecord
 from diagnose.service import Diagnoser
 from rca.llm.base import LLMBackend, LLMError
 from rca.settings import DiagnoseMode
-from rca.taxonomy import APP_SERVICES, FAULT_TYPES, STATEFUL_SERVICES, applicable_fault_types, is_node, service_of
+from rca.system import bundled_system
+from rca.taxonomy import APP_SERVICES, FAULT_TYPES, STATEFUL_SERVICES
 from simulate.topology import APM_PODS, WORKER_NODES
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -60,15 +61,16 @@ def _fits(param: str | None, component: str) -> dict[str, Any] | None:
     """Arguments that point ``param`` at ``component`` (None when it cannot)."""
     if param is None:
         return {"minutes": 1}
+    system = bundled_system()  # the simulated cloud is the bundled HipsterShop
     if param == "node":
-        return {"node": component} if is_node(component) else None
+        return {"node": component} if system.is_node(component) else None
     if param == "component":
-        return {"component": service_of(component)} if is_tidb(component) else None
-    if is_node(component) or is_tidb(component):
+        return {"component": system.service_of(component)} if is_tidb(component) else None
+    if system.is_node(component) or is_tidb(component):
         return None
     if param == "pod":
-        return {"pod": component} if component != service_of(component) else None
-    return {"service": service_of(component)}
+        return {"pod": component} if component != system.service_of(component) else None
+    return {"service": system.service_of(component)}
 
 
 def default_action(component: str) -> str:
@@ -185,7 +187,7 @@ class IndexAgent(ScriptedAgent):
         if task == "localisation":
             return [call("submit", {"components": ranked[:3]})]
         if task == "analysis":
-            guess = fault_type or (applicable_fault_types(top) or list(FAULT_TYPES))[0]
+            guess = fault_type or (bundled_system().applicable_fault_types(top) or list(FAULT_TYPES))[0]
             return [call("submit", {"component": top, "level": answer_level(top), "fault_type": guess,
                                     "reason": f"{guess} on {top}"})]
         action = sop_action(top, self._mitigation(fault_type)) if fault_type else default_action(top)

@@ -29,8 +29,8 @@ import numpy as np
 
 from bench.problems import is_tidb
 from rca.errors import InputError
+from rca.system import SystemSpec, bundled_system
 from rca.taxonomy import TIDB_COMPONENTS as TIDB_FAMILIES
-from rca.taxonomy import service_of
 from rca.timeutil import cst_day_and_hour, cst_day_bounds_utc, format_utc
 from simulate.effects import POD_ID, POD_KILL_OUTAGE_S, CallEffect, edge_effects, server_effects
 from simulate.metrics import build_day_metrics, stable_seed
@@ -46,13 +46,17 @@ ERROR_LIMIT = 0.02  # share of failed calls on an edge
 LATENCY_LIMIT = 1.3  # callee processing time factor
 ADDED_LATENCY_LIMIT_US = 5_000
 KPI_LIMIT = 0.25  # relative KPI deviation from the fault-free baseline
-APP_SERVICES_WITH_PODS = sorted({service_of(p) for p in ALL_PODS if not is_tidb(p)})
 TIDB_COMPONENTS: tuple[str, ...] = tuple(TIDB_FAMILIES.values())
 # Faults a pod restart clears on the restarted pods (the chaos lives in the container).
 POD_SCOPED = frozenset({"cpu stress", "memory stress", "jvm cpu", "jvm gc", "jvm exception", "jvm latency",
                         "dns error", "pod failure"})
 NETWORK = frozenset({"network delay", "network loss", "network corrupt"})
 NODE = frozenset({"node cpu stress", "node memory stress", "node disk fill"})
+
+
+def app_services_with_pods(system: SystemSpec) -> list[str]:
+    """The application services (TiDB aside) that have pods, sorted."""
+    return sorted({system.service_of(p) for p in ALL_PODS if not is_tidb(p)})
 
 
 class ActionError(InputError):
@@ -103,6 +107,7 @@ class SimCloud:
     """The world of one mitigation problem, stepped by actions."""
 
     def __init__(self, *, record: dict[str, Any], seed: int, strength: float = 1.0) -> None:
+        self.system = bundled_system()  # the simulator's world is the bundled HipsterShop
         injected = fault_from_record(record, where=f"mitigation problem {record.get('uuid')}")
         if injected.fault_type != "pod kill":
             injected = dataclasses.replace(injected, end=injected.start + PERSIST)
@@ -114,7 +119,7 @@ class SimCloud:
         self.placement: Placement = place_pods(rng=np.random.default_rng([seed & 0xFFFFFFFF, stable_seed(day)]), day=day)
         self.node_of: dict[str, str] = dict(self.placement.node_of)
         self.cordoned: set[str] = set()
-        self.replicas: dict[str, int] = {s: len(pods_of(s)) for s in APP_SERVICES_WITH_PODS}
+        self.replicas: dict[str, int] = {s: len(pods_of(s)) for s in app_services_with_pods(self.system)}
         self.faults: list[Fault] = [injected]
         # Pods whose restart removes a fault's chaos (network chaos sits on the source's pods).
         self.pending: dict[str, set[str]] = {}
@@ -162,7 +167,7 @@ class SimCloud:
                                    for f in self.faults]
         for pod in pods:
             self._count += 1
-            self.faults.append(Fault(f"action-{self._count}", "pod kill", "pod", service_of(pod), (pod,), "",
+            self.faults.append(Fault(f"action-{self._count}", "pod kill", "pod", self.system.service_of(pod), (pod,), "",
                                      "", "", self.now, self.now + timedelta(seconds=POD_KILL_OUTAGE_S), {}))
 
     # ----- actions -----------------------------------------------------------------------
@@ -179,7 +184,7 @@ class SimCloud:
     def rollback_deployment(self, *, service: str) -> str:
         self._check_service(service)
         for fault in self._active():
-            if fault.fault_type == "code error" and service in (fault.service, *[service_of(p) for p in fault.pods]):
+            if fault.fault_type == "code error" and service in (fault.service, *[self.system.service_of(p) for p in fault.pods]):
                 self._end(fault)
         self._restart(pods_of(service))
         return self._after(f"deployment {service} rolled back to its previous revision (pods replaced)")
@@ -187,7 +192,7 @@ class SimCloud:
     def fix_target_port(self, *, service: str) -> str:
         self._check_service(service)
         fixed = [f for f in self._active() if f.fault_type == "target port misconfig" and
-                 (f.service == service or any(service_of(p) == service for p in f.pods))]
+                 (f.service == service or any(self.system.service_of(p) == service for p in f.pods))]
         for fault in fixed:
             self._end(fault)
         note = "targetPort corrected" if fixed else "targetPort already matched the container port; nothing changed"

@@ -26,7 +26,6 @@ from bench.cloud import ActionError, SimCloud
 from diagnose.tools import FunctionTool, Observation, Param, ToolSpec, bound  # one tool contract, one clipping rule
 from diagnose.tools import Toolbox as DiagnoseToolbox
 from rca.errors import InputError
-from rca.system import bundled_system
 
 MAX_OBSERVATION_CHARS = 4000  # an agent must never receive megabytes
 
@@ -138,7 +137,7 @@ class CloudTools:
                     _text("component", "a TiDB component")),
             _action("wait", 'wait({"minutes": 2}) - let time pass (1-10 minutes).', c.wait,
                     Param(name="minutes", description="minutes to wait", kind="integer", maximum=10)),
-        ], max_chars=MAX_OBSERVATION_CHARS, system=bundled_system())  # SimCloud's world is the bundled HipsterShop
+        ], max_chars=MAX_OBSERVATION_CHARS, system=c.system)
 
     @property
     def names(self) -> list[str]:

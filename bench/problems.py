@@ -18,7 +18,8 @@ from typing import Any
 from diagnose.cases import Case, load_cases
 from judge.groundtruth import TruthCase, load_truth
 from rca.errors import InputError
-from rca.taxonomy import FAULT_TYPES, LEVELS, TIDB_COMPONENTS, canonical_fault_type, is_node, level_of, service_of
+from rca.system import bundled_system
+from rca.taxonomy import FAULT_TYPES, LEVELS, TIDB_COMPONENTS, canonical_fault_type
 from rca.timeutil import format_utc, parse_utc
 
 NO_FAULT_FILE = "nofault.jsonl"
@@ -75,15 +76,17 @@ class CaseTruth:
 
 def is_tidb(component: str) -> bool:
     """A TiDB component or one of its pods (the components are named in ``rca/system.toml``)."""
-    return service_of(component) in TIDB_COMPONENTS.values()
+    return bundled_system().service_of(component) in TIDB_COMPONENTS.values()
 
 
 def answer_level(component: str) -> str:
-    if is_node(component):
+    """The analysis task's level of a component of the simulated (bundled HipsterShop) system."""
+    system = bundled_system()
+    if system.is_node(component):
         return "node"
     if is_tidb(component):
         return TIDB_LEVEL
-    return level_of(component)
+    return system.level_of(component)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from diagnose.prompt import Prompt, decision_schema, fault_type_schema
 from rca.errors import RcaError
 from rca.llm.base import LLMBackend, LLMReply
 from rca.system import SystemSpec
-from rca.taxonomy import applicable_fault_types
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,7 @@ def _check_decision(text: str, candidates: Sequence[str], *,
     if component not in candidates:
         raise ValueError(f"component: '{component}' is not one of the candidates")
     narrowed = (fault_types or {}).get(component)
-    allowed = list(narrowed or applicable_fault_types(component, system=system))
+    allowed = list(narrowed or system.applicable_fault_types(component))
     if reply.fault_type not in allowed:
         why = "is not among the open types of" if narrowed else "cannot happen to"
         raise ValueError(f"fault_type: '{reply.fault_type}' {why} {component}; choose from {', '.join(allowed)}")
@@ -119,7 +118,7 @@ def _check_decision(text: str, candidates: Sequence[str], *,
 
 def _check_fault_type(text: str, component: str, *, system: SystemSpec) -> Decision:
     reply = _TypeReply.model_validate_json(text)
-    allowed = applicable_fault_types(component, system=system)
+    allowed = system.applicable_fault_types(component)
     if reply.fault_type not in allowed:
         raise ValueError(f"fault_type: '{reply.fault_type}' cannot happen to {component}; choose from {', '.join(allowed)}")
     return Decision(component=component, fault_type=reply.fault_type, reason=reply.reason)
@@ -251,7 +250,7 @@ def decide(
         decision, _ = _ask(
             llm, messages, schema=fault_type_schema(decision.component, system=system), schema_name="fault_type",
             check=lambda text: _check_fault_type(text, decision.component, system=system),
-            reminder=f"fault_type must be one of: {', '.join(applicable_fault_types(decision.component, system=system))}",
+            reminder=f"fault_type must be one of: {', '.join(system.applicable_fault_types(decision.component))}",
             outcome=outcome, temperature=temperature, seed=None,
         )
     outcome.decision = decision

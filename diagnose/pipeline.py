@@ -33,7 +33,7 @@ from rca.errors import BackendError, NoCandidates, RcaError
 from rca.llm.base import LLMBackend, ServerTimings
 from rca.settings import Settings
 from rca.system import SystemSpec, system_from_settings
-from rca.taxonomy import applicable_fault_types, fault_types_named, service_of
+from rca.taxonomy import fault_types_named
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def one_level_per_service(candidates: Sequence[Candidate], *, system: SystemSpec
     seen: set[str] = set()
     kept: list[Candidate] = []
     for candidate in candidates:
-        family = service_of(candidate.component, system=system)
+        family = system.service_of(candidate.component)
         if family not in seen:
             seen.add(family)
             kept.append(candidate)
@@ -96,7 +96,7 @@ def runbook_matches(candidates: Sequence[Candidate], knowledge: KnowledgeSource,
     """
     return {
         candidate.component: knowledge.signature_matches(
-            candidate.evidence, fault_types=applicable_fault_types(candidate.component, system=system))[:per_candidate]
+            candidate.evidence, fault_types=system.applicable_fault_types(candidate.component))[:per_candidate]
         for candidate in candidates
     }
 
@@ -382,7 +382,7 @@ def diagnose_case(
         def confirm(component: str) -> str:
             candidate = next(c for c in candidates if c.component == component)
             matches = knowledge.signature_matches(candidate.evidence,
-                                                  fault_types=applicable_fault_types(component, system=system))
+                                                  fault_types=system.applicable_fault_types(component))
             return fault_type_turn_text(candidate, matches[:4])
     outcome = DecisionOutcome()
     try:

@@ -25,7 +25,6 @@ from index.models import Candidate, EvidenceItem
 from knowledge.retrieval import CatalogueEntry, RetrievedDoc
 from knowledge.signatures import SignatureMatch
 from rca.system import SystemSpec
-from rca.taxonomy import applicable_fault_types
 from rca.timeutil import parse_utc
 
 # Characters per token of a case part with Qwen's tokenizer (measured 2.9 on real and simulated
@@ -191,7 +190,7 @@ def _candidate_block(rank: int, candidate: Candidate, max_items: int, matches: S
 
 def _open_types(name: str, types: Sequence[str], *, system: SystemSpec) -> str:
     """A contender's open fault types; every type it can suffer said in two words instead of listed."""
-    if len(types) > 3 and set(types) == set(applicable_fault_types(name, system=system)):
+    if len(types) > 3 and set(types) == set(system.applicable_fault_types(name)):
         return "any type"
     return ", ".join(types)
 
@@ -338,7 +337,7 @@ def decision_schema(candidates: Sequence[str], *,
             "properties": {
                 key: {"type": "integer", "const": numbers[name]} if numbers else {"type": "string", "const": name},
                 "fault_type": {"type": "string", "enum": list((fault_types or {}).get(name)
-                                                                  or applicable_fault_types(name, system=system))},
+                                                                  or system.applicable_fault_types(name))},
                 **(extra or {}),
             },
             "required": fields,
@@ -354,7 +353,7 @@ def fault_type_schema(component: str, *, system: SystemSpec) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "fault_type": {"type": "string", "enum": applicable_fault_types(component, system=system)},
+            "fault_type": {"type": "string", "enum": system.applicable_fault_types(component)},
             "reason": {"type": "string", "minLength": 5, "maxLength": 160},
         },
         "required": ["fault_type", "reason"],

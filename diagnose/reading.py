@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from index.models import Candidate
 from knowledge.signatures import SignatureMatch
 from rca.system import SystemSpec
-from rca.taxonomy import applicable_fault_types
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def rules_reading(candidates: Sequence[Candidate], fits: Sequence[SignatureMatch
     gap = best.score - second.score if best is not None and second is not None else None
     return RulesReading(
         component=top.component,
-        fault_type=best.fault_type if best else applicable_fault_types(top.component, system=system)[0],
+        fault_type=best.fault_type if best else system.applicable_fault_types(top.component)[0],
         runner_up=runner.component if runner else None,
         score_ratio=round(ratio, 2) if ratio is not None else None,
         alternative_type=second.fault_type if second else None,
@@ -116,7 +115,7 @@ def open_fault_types(component: str, fits: Sequence[SignatureMatch], *, params: 
     """The fault types of ``component`` still open: its SOP fits within ``close_fit_gap`` of the best
     (at least ``min_contenders`` of them), or every type it can suffer when no SOP signal fits."""
     if not fits:
-        return applicable_fault_types(component, system=system)
+        return system.applicable_fault_types(component)
     best = fits[0].score
     close = [f.fault_type for f in fits if f.score >= best - params.close_fit_gap]
     ranked = [f.fault_type for f in fits]

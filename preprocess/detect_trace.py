@@ -605,9 +605,9 @@ def _edge_anomalies(
 
 
 def _beyond_habit(window_value: float, *, reference: np.ndarray, calls: float, params: TraceParams) -> bool:
-    """Whether a window's per-minute measure (p95, mean wait) over ``calls`` calls a minute lies beyond what the
-    edge's reference minutes reach now and then (``TraceParams.reference_quantile``); a window of many
-    calls always does."""
+    """Whether a window's per-minute measure (p95, mean wait), over ``calls`` calls a minute, lies
+    beyond what the edge's reference minutes reach now and then (``TraceParams.reference_quantile``);
+    a window of many calls a minute always does."""
     if params.reference_quantile <= 0 or calls >= params.min_expected_calls:
         return True
     return window_value > float(np.quantile(reference, params.reference_quantile))
@@ -646,7 +646,8 @@ def _series_lists() -> list[pl.Expr]:
 
 def _wait_rise(mean: np.ndarray, wait: np.ndarray, in_window: np.ndarray, *, calls: float,
                params: TraceParams) -> dict[str, float | None]:
-    """``wait_share`` and ``wait_added_us`` of a slow edge with ``calls`` calls a window minute (None: the spans do not tell).
+    """``wait_share`` and ``wait_added_us`` of a slow edge with ``calls`` calls a window minute
+    (None: the spans do not tell).
 
     Medians of the per-minute means before and in the window; the wait is the client span
     less its server child, so mean latency less mean wait is the callee's own time. A window of

@@ -10,7 +10,8 @@ type can happen. The bundled file ``rca/system.toml`` describes the challenge's 
 data; docs/system.md says how to write it).
 
 The spec is built at the command-line edge (``system_from_settings``) and passed down like
-Settings; ``bundled_system()`` is the cached default for callers that have none. The fault
+Settings; nothing falls back to a default. ``bundled_system()`` is the cached bundled
+description, asked for by name where HipsterShop is meant (the simulator, bench/). The fault
 *vocabulary* (types, categories, aliases) is the challenge's and stays in ``rca.taxonomy``.
 """
 from __future__ import annotations
@@ -389,9 +390,4 @@ def load_system(path: Path | None = None) -> SystemSpec:
 def system_from_settings(settings: Settings) -> SystemSpec:
     """The description ``[system] file`` names, or the bundled one."""
     return load_system(settings.system.file)
-
-
-def spec_for(system: SystemSpec | None) -> SystemSpec:
-    """``system`` or, for callers that were given none, the bundled description."""
-    return bundled_system() if system is None else system
 

@@ -6,17 +6,18 @@ always decided from telemetry by the LLM.
 
 The facts about the system itself (services, runtimes, storage calls, metric-family
 components, node and pod names, where each fault type can happen) are a ``SystemSpec``
-(``rca/system.py``): the helpers below take one as ``system=`` and default to the bundled
-HipsterShop description (``rca/system.toml``), read on first use, never at import.
+(``rca/system.py``): ask the one you were given (``system.service_of(name)``,
+``system.level_of``, ``system.is_node``, ``system.applicable_fault_types``); there is no default.
+The old module constants below are views of the bundled HipsterShop description
+(``rca/system.toml``), read on first access, never at import.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from rca.system import LEVELS, SystemSpec, bundled_system, spec_for
+from rca.system import LEVELS, bundled_system
 
-__all__ = ["FAULT_TYPES", "FAULT_TYPE_ALIASES", "LEVELS", "applicable_fault_types", "canonical_fault_type",
-           "fault_types_named", "is_node", "level_of", "service_of"]
+__all__ = ["FAULT_TYPES", "FAULT_TYPE_ALIASES", "LEVELS", "canonical_fault_type", "fault_types_named"]
 
 # fault_type -> fault_category, as spelled in the released ground truth.
 FAULT_TYPES: dict[str, str] = {
@@ -84,26 +85,3 @@ def fault_types_named(text: str) -> list[str]:
             rest = rest.replace(name, " " * len(name))
     return sorted(found, key=found.__getitem__)
 
-
-def is_node(name: str, *, system: SystemSpec | None = None) -> bool:
-    return spec_for(system).is_node(name)
-
-
-def service_of(component: str, *, system: SystemSpec | None = None) -> str:
-    """Service owning a pod (``cartservice-1``, ``ts-order-service-5b8c7d9f4-x7k2q``); services map to themselves."""
-    return spec_for(system).service_of(component)
-
-
-def level_of(component: str, *, system: SystemSpec | None = None) -> str:
-    """``node``, ``pod`` or ``service`` for a component name."""
-    return spec_for(system).level_of(component)
-
-
-def applicable_fault_types(component: str, *, system: SystemSpec | None = None) -> list[str]:
-    """Fault types that can physically happen to ``component`` (in taxonomy order).
-
-    The component's level must be one of the fault type's levels (the system's ``[faults]``);
-    JVM faults need a Java service; I/O faults need a stateful component. This filters
-    impossible pairs; it says nothing about which type occurred.
-    """
-    return spec_for(system).applicable_fault_types(component)

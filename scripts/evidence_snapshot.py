@@ -24,7 +24,6 @@ from knowledge.retrieval import fault_signatures
 from knowledge.signatures import rank_signatures
 from rca.settings import load_settings
 from rca.system import system_from_settings
-from rca.taxonomy import applicable_fault_types
 
 
 def main() -> int:
@@ -36,7 +35,8 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings()
-    params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
+    system = system_from_settings(settings)
+    params = IndexParams.from_settings(settings.index, system=system)
     signatures = fault_signatures(load_documents(docs_dir(settings.knowledge)))
     with args.out.open("w", encoding="utf-8") as out:
         cases = load_cases(args.input)
@@ -49,7 +49,7 @@ def main() -> int:
             candidates = []
             for candidate in result.candidates:
                 fits = rank_signatures(signatures, candidate.evidence,
-                                       fault_types=applicable_fault_types(candidate.component))
+                                       fault_types=system.applicable_fault_types(candidate.component))
                 candidates.append({
                     "component": candidate.component, "level": candidate.level, "score": candidate.score,
                     "evidence": [f"{item.modality}: {item.text}" for item in candidate.evidence],

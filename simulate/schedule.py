@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from rca.errors import InputError
-from rca.taxonomy import canonical_fault_type, is_node, level_of, service_of
+from rca.system import bundled_system
+from rca.taxonomy import canonical_fault_type
 from rca.timeutil import UTC, format_utc, parse_utc
 from simulate.catalogue import FaultSpec, load_catalogue
 from simulate.topology import pods_of
@@ -66,7 +67,7 @@ def _uuid(rng: np.random.Generator, number: int) -> str:
 
 
 def fault_from_record(record: dict[str, Any], *, where: str) -> Fault:
-    """Resolve a real-format ground-truth record into concrete components."""
+    """Resolve a real-format ground-truth record into concrete components (of the bundled HipsterShop)."""
     try:
         fault_type = canonical_fault_type(str(record["fault_type"]))
         start = parse_utc(str(record["start_time"]))
@@ -77,20 +78,21 @@ def fault_from_record(record: dict[str, Any], *, where: str) -> Fault:
         raise ScheduleError(f"{where}: bad ground-truth record: {exc}") from exc
     if fault_type not in load_catalogue():
         raise ScheduleError(f"{where}: unknown fault_type {record['fault_type']!r}")
+    system = bundled_system()  # the simulated world is the bundled HipsterShop
     names = [instance] if isinstance(instance, str) else [str(x) for x in instance]
     source, destination = str(record.get("source") or ""), str(record.get("destination") or "")
     if fault_type.startswith("network") and not (source and destination) and len(names) >= 2:
-        source, destination = names[0], service_of(names[1])
+        source, destination = names[0], system.service_of(names[1])
     if source and destination:
-        destination = service_of(destination)
+        destination = system.service_of(destination)
         return Fault(uuid, fault_type, "service", "", (), "", source, destination, start, end, record)
     if len(names) == 0 or not names[0]:
         raise ScheduleError(f"{where}: empty instance")
     first = names[0]
-    if is_node(first):
+    if system.is_node(first):
         return Fault(uuid, fault_type, "node", "", (), first, "", "", start, end, record)
-    if level_of(first) == "pod":
-        return Fault(uuid, fault_type, "pod", service_of(first), (first,), "", "", "", start, end, record)
+    if system.level_of(first) == "pod":
+        return Fault(uuid, fault_type, "pod", system.service_of(first), (first,), "", "", "", start, end, record)
     return Fault(uuid, fault_type, "service", first, pods_of(first), "", "", "", start, end, record)
 
 
@@ -120,7 +122,7 @@ def _record(spec: FaultSpec, *, uuid: str, instance_type: str, instance: Any, st
         "fault_category": spec.fault_category,
         "fault_type": spec.fault_type,
         "instance_type": instance_type,
-        "service": "" if network or instance_type == "node" else service_of(first),
+        "service": "" if network or instance_type == "node" else bundled_system().service_of(first),
         "instance": instance,
         "source": instance[0] if network else "",
         "destination": instance[1] if network else "",

@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rca.errors import InputError
-from rca.taxonomy import service_of
+from rca.system import bundled_system
 from rca.timeutil import UTC, cst_day_and_hour, cst_day_bounds_utc, format_utc
 from simulate import writer
 from simulate.apm import ApmDay
@@ -118,7 +118,7 @@ def plan(options: SimulationOptions) -> tuple[list[Fault], list[datetime]]:
 
 
 def _blip(kind: str, *, start: datetime, minutes: int, pods: tuple[str, ...] = (), node: str = "") -> Fault:
-    service = service_of(pods[0]) if pods else ""
+    service = bundled_system().service_of(pods[0]) if pods else ""
     return Fault(f"blip-{kind}", kind, "pod" if pods else "node", service, pods, node, "", "", start,
                  start + timedelta(minutes=minutes), {})
 
@@ -128,6 +128,7 @@ def draw_blips(*, faults: list[Fault], hours: list[datetime], rng: np.random.Gen
     """Benign blips every hour, plus one unrelated confounder near every case."""
     blips: list[Fault] = []
     kinds = ("blip latency", "blip pod cpu", "blip node cpu", "blip errors")
+    service_of = bundled_system().service_of  # the simulated world is the bundled HipsterShop
 
     def one(start: datetime, avoid_pods: tuple[str, ...], avoid_node: str) -> Fault:
         kind = kinds[int(rng.integers(len(kinds)))]

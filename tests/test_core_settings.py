@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from rca.settings import SettingsError, load_settings
-from rca.taxonomy import FAULT_TYPES, canonical_fault_type, level_of, service_of
+from rca.system import bundled_system
+from rca.taxonomy import FAULT_TYPES, canonical_fault_type
 from rca.timeutil import cst_day_and_hour, cst_hours_between, parse_utc
 
 
@@ -59,6 +60,7 @@ def test_parse_utc_variants_agree() -> None:
 def test_taxonomy_names() -> None:
     assert len(FAULT_TYPES) == 18
     assert canonical_fault_type("Node CPU") == "node cpu stress"
-    assert service_of("redis-cart-0") == "redis-cart"
-    assert service_of("tidb-tikv") == "tidb-tikv"
-    assert [level_of(x) for x in ("cartservice", "cartservice-1", "aiops-k8s-03")] == ["service", "pod", "node"]
+    system = bundled_system()
+    assert system.service_of("redis-cart-0") == "redis-cart"
+    assert system.service_of("tidb-tikv") == "tidb-tikv"
+    assert [system.level_of(x) for x in ("cartservice", "cartservice-1", "aiops-k8s-03")] == ["service", "pod", "node"]

@@ -19,6 +19,7 @@ import bench
 import simulate
 from rca import taxonomy
 from rca.errors import RcaError
+from rca.system import bundled_system
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +56,7 @@ def test_system_facts_come_from_one_place() -> None:
     from bench.problems import ANSWER_LEVELS, answer_level
     from simulate.topology import WORKER_NODES
 
-    assert [c for c in ALL_COMPONENTS if taxonomy.is_node(c)] == list(WORKER_NODES)
+    assert [c for c in ALL_COMPONENTS if bundled_system().is_node(c)] == list(WORKER_NODES)
     assert set(TIDB_COMPONENTS) == set(taxonomy.TIDB_COMPONENTS.values())
     assert ANSWER_LEVELS[: len(taxonomy.LEVELS)] == tuple(taxonomy.LEVELS)
     assert {answer_level(c) for c in TIDB_COMPONENTS} == {"tidb"}

@@ -1,6 +1,6 @@
 """Pod name -> service: one rule (rca.pods), and every place that applies it gives the same answer.
 
-The places: ``SystemSpec.service_of`` (and ``rca.taxonomy.service_of`` over it), the parquet log
+The places: ``SystemSpec.service_of``, the parquet log
 reader's ``service`` column (polars), the telemetry format converters (``preprocess.formats.rows``)
 and the Nezha importer.
 """
@@ -18,7 +18,6 @@ from preprocess import nezha, readers
 from preprocess.dataset_writer import write_frames
 from preprocess.formats import rows
 from preprocess.schema import LOG_SCHEMA
-from rca import taxonomy
 from rca.pods import POD_NAME, POD_PATTERNS, pod_service
 from rca.system import bundled_system
 from tests.nezha_fixtures import SLICE
@@ -58,7 +57,6 @@ def _reader(name: str) -> str:
 def test_every_place_gives_the_same_service(name: str, service: str) -> None:
     answers = {
         "SystemSpec.service_of": bundled_system().service_of(name),
-        "taxonomy.service_of": taxonomy.service_of(name),
         "readers (polars)": _reader(name),
         "formats.rows.service_of_pod": rows.service_of_pod(name),
         "nezha.service_of_pod": nezha.service_of_pod(name),

@@ -41,9 +41,10 @@ from preprocess.detect_trace import (
     caller_fanout,
     score_trace_window,
 )
-from rca.taxonomy import service_of
+from rca.system import bundled_system
 from tests.fakes import undeclared_system
 
+SYSTEM = bundled_system()  # names a candidate's service
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 WINDOW = 300  # the incident's window opens at T0 + 300 min and lasts 3 minutes (Nezha: inject + 3 min)
 START, END = T0 + timedelta(minutes=WINDOW, seconds=9), T0 + timedelta(minutes=WINDOW + 3, seconds=9)
@@ -382,7 +383,7 @@ def _abandoned_callee_world(*, state: str = "abandoned") -> dict[str, pl.DataFra
 
 def test_a_callee_its_only_caller_stopped_calling_points_at_the_caller():
     candidates = _rank(_abandoned_callee_world(), OB_GRAPH, OB_PODS)
-    assert service_of(candidates[0].component) == "checkoutservice", [(c.component, c.score) for c in candidates]
+    assert SYSTEM.service_of(candidates[0].component) == "checkoutservice", [(c.component, c.score) for c in candidates]
     dropped = [e for e in candidates[0].evidence if e.signal == "calls_dropped"]
     assert dropped and dropped[0].caller == "checkoutservice" and dropped[0].callee == "emailservice"
 
@@ -404,7 +405,7 @@ def test_a_callee_only_a_dropping_caller_calls_lost_its_traffic_to_it(fall_z):
     events["dropped"] = pl.DataFrame([{"caller": "frontend", "callee": "adservice", "z": 6.0, "ratio": 0.3,
                                        "window_calls": 20, "onset": ONSET}], schema=DROPPED_EVENT_SCHEMA)
     candidates = _rank(events, FRONTEND_GRAPH, {f"{s}-0" for s in FRONTEND_GRAPH.nodes})
-    assert service_of(candidates[0].component) == "frontend", [(c.component, c.score) for c in candidates]
+    assert SYSTEM.service_of(candidates[0].component) == "frontend", [(c.component, c.score) for c in candidates]
     assert _score(candidates, "recommendationservice") < 0.5 * _score(candidates, "frontend")
 
 
@@ -433,11 +434,11 @@ def test_a_sampled_drop_is_as_strong_as_its_callees_counters_say(counted, failin
                                       for callee in ("adservice", "productcatalogservice")],
                                      schema=DROPPED_EVENT_SCHEMA)
     candidates = _rank(events, FRONTEND_GRAPH, {f"{s}-0" for s in FRONTEND_GRAPH.nodes})
-    frontend = next(c for c in candidates if service_of(c.component) == "frontend")
+    frontend = next(c for c in candidates if SYSTEM.service_of(c.component) == "frontend")
     drop = next(e for e in frontend.evidence if e.signal == "calls_dropped")
     assert drop.z == (pytest.approx(42.0) if counted and not failing else 4.9)
     if not failing:
-        assert service_of(candidates[0].component) == "frontend", [(c.component, c.score) for c in candidates]
+        assert SYSTEM.service_of(candidates[0].component) == "frontend", [(c.component, c.score) for c in candidates]
 
 
 def _echoed_drop_world(*, checkout_stops_after: int) -> dict[str, pl.DataFrame]:
@@ -463,7 +464,7 @@ def _echoed_drop_world(*, checkout_stops_after: int) -> dict[str, pl.DataFrame]:
 
 def test_a_callers_drop_after_a_callee_below_stopped_its_own_is_their_echo():
     candidates = _rank(_echoed_drop_world(checkout_stops_after=1), OB_GRAPH, OB_PODS)
-    assert service_of(candidates[0].component) == "checkoutservice", [(c.component, c.score) for c in candidates]
+    assert SYSTEM.service_of(candidates[0].component) == "checkoutservice", [(c.component, c.score) for c in candidates]
     (drop,) = [e for c in candidates if c.component == "frontend" for e in c.evidence if e.signal == "calls_dropped"]
     assert drop.own_share is not None and drop.own_share <= 0.5
     # A drop that began before the one below it is no echo of it.
@@ -478,7 +479,7 @@ def test_a_dead_failing_or_unreachable_callee_or_one_with_other_callers_keeps_it
     # caller's calls to it fail. The caller calls on; it did not stop.
     broken = _rank(_abandoned_callee_world(state=state), OB_GRAPH, OB_PODS)
     if state == "dead" or state == "failing":  # unreachable: the caller's errors make it a suspect too, rightly
-        assert service_of(broken[0].component) == "emailservice", [(c.component, c.score) for c in broken]
+        assert SYSTEM.service_of(broken[0].component) == "emailservice", [(c.component, c.score) for c in broken]
     assert all(e.signal != "calls_dropped" for c in broken for e in c.evidence)
     # Two callers (frontend and checkoutservice call cartservice): no single caller stopped it.
     events = _abandoned_callee_world()
@@ -502,7 +503,7 @@ def _lone_caller_world(edge_z: float) -> dict[str, pl.DataFrame]:
 def test_an_edge_slow_for_one_starved_caller_is_the_callers(edge_z):
     events = _lone_caller_world(edge_z)
     candidates = _rank(events, OB_GRAPH, OB_PODS)
-    services = [service_of(c.component) for c in candidates]
+    services = [SYSTEM.service_of(c.component) for c in candidates]
     assert services.index("frontend") < services.index("productcatalogservice"), \
         [(c.component, c.score) for c in candidates]
     # RankWeights(fanout_victim_weight=1.0) keeps the lone caller's edge at full strength: the callee
@@ -570,7 +571,7 @@ def test_a_latency_fanout_to_a_callee_slow_by_its_own_measure_is_no_fanout():
     assert all(e.signal != "fanout" for c in candidates for e in c.evidence)
     # RankWeights(fanout_slow_callee_share=inf) counts every callee as fine: the caller pod wins again.
     old = _rank(events, ONE_POD_GRAPH, ONE_POD_PODS, weights=replace(RankWeights(), fanout_slow_callee_share=np.inf))
-    assert service_of(old[0].component) == "frontend", [(c.component, c.score) for c in old]
+    assert SYSTEM.service_of(old[0].component) == "frontend", [(c.component, c.score) for c in old]
 
 
 def test_the_meshs_callee_side_on_a_pod_makes_its_service_slow():
@@ -613,7 +614,7 @@ def _delayed_callee_world() -> dict[str, pl.DataFrame]:
 def test_a_pods_client_latency_is_its_callees_time_not_its_own():
     pods = {f"{s}-0" for s in CURRENCY_GRAPH.nodes}
     candidates = _rank(_delayed_callee_world(), CURRENCY_GRAPH, pods)
-    assert service_of(candidates[0].component) == "currencyservice", [(c.component, c.score) for c in candidates]
+    assert SYSTEM.service_of(candidates[0].component) == "currencyservice", [(c.component, c.score) for c in candidates]
     # At full strength (client_latency_weight=1.0) the loudest caller's own calls outrank the callee.
     old = _rank(_delayed_callee_world(), CURRENCY_GRAPH, pods, weights=replace(RankWeights(), client_latency_weight=1.0))
-    assert service_of(old[0].component) == "checkoutservice", [(c.component, c.score) for c in old]
+    assert SYSTEM.service_of(old[0].component) == "checkoutservice", [(c.component, c.score) for c in old]

@@ -33,7 +33,6 @@ from index.params import IndexParams
 from preprocess.detect_log import template_keyword
 from rca.settings import load_settings
 from rca.system import bundled_system
-from rca.taxonomy import applicable_fault_types
 from simulate.simulator import SimulationOptions, simulate
 from tests.fakes import RecordedBackend, StaticKnowledge
 
@@ -55,7 +54,7 @@ def diagnosed(tmp_path_factory) -> tuple[Path, RunRecord]:
     reply = RecordedBackend([])
     diagnoser = Diagnoser(settings=settings, evidence=evidence, knowledge=StaticKnowledge(), llm=reply)
     top = diagnoser.prepare(case).candidates[0].component
-    fault_type = applicable_fault_types(top)[0]
+    fault_type = bundled_system().applicable_fault_types(top)[0]
     reply.replies.append(json.dumps({"component": top, "fault_type": fault_type,
                                      "reason": f"{fault_type}: latency and errors start on {top}"}))
     diagnoser.diagnose_adhoc(case)

@@ -33,7 +33,7 @@ from preprocess.detect_log import LOG_EVENT_SCHEMA
 from preprocess.detect_metric import METRIC_EVENT_SCHEMA
 from preprocess.detect_trace import FANOUT_EVENT_SCHEMA, TRACE_EVENT_SCHEMA
 from rca.system import bundled_system
-from rca.taxonomy import FAULT_TYPES, applicable_fault_types
+from rca.taxonomy import FAULT_TYPES
 
 ONSET = datetime(2025, 6, 5, 16, 30, tzinfo=UTC)
 
@@ -232,7 +232,7 @@ SHIPPED_CASES = [
                          ids=[f"{c[0]}@{c[1]}" for c in SHIPPED_CASES])
 def test_shipped_signatures_rank_the_textbook_type_first(fault_type, component, evidence):
     signatures = fault_signatures(load_documents(SHIPPED_DOCS_DIR))
-    ranked = rank_signatures(signatures, evidence, fault_types=applicable_fault_types(component))
+    ranked = rank_signatures(signatures, evidence, fault_types=bundled_system().applicable_fault_types(component))
     assert ranked[0].fault_type == fault_type, [m.render() for m in ranked[:3]]
 
 

@@ -29,9 +29,10 @@ from preprocess.detect_trace import (
     stopped_after,
 )
 from preprocess.schema import SPAN_SCHEMA
-from rca.taxonomy import service_of
+from rca.system import bundled_system
 from tests.fakes import undeclared_system
 
+SYSTEM = bundled_system()  # names a candidate's service
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 FAULT_FROM, FAULT_TO = 40, 42  # minutes after T0
 WINDOW = {"start": T0 + timedelta(minutes=FAULT_FROM), "end": T0 + timedelta(minutes=FAULT_TO),
@@ -86,7 +87,7 @@ def _ranked(spans: pl.DataFrame) -> list[str]:
                                  placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                                  known_pods={f"{s}-0" for s in PODS}, top_k=10, window_start=WINDOW["start"],
                                  system=undeclared_system())
-    return [service_of(c.component) for c in candidates]
+    return [SYSTEM.service_of(c.component) for c in candidates]
 
 
 def test_a_call_is_followed_when_its_handler_makes_another_call_after_it_returned():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge.documents import SHIPPED_DOCS_DIR, load_documents
+from rca.system import bundled_system
 from rca.taxonomy import (
     APP_SERVICES,
     FAULT_LEVELS,
@@ -11,11 +12,9 @@ from rca.taxonomy import (
     SERVICE_RUNTIME,
     STATEFUL_SERVICES,
     STORAGE_CALLS,
-    applicable_fault_types,
-    is_node,
-    level_of,
 )
 
+SYSTEM = bundled_system()
 FAULT_DOCS = [d for d in load_documents(SHIPPED_DOCS_DIR) if d.meta.kind == "fault"]
 
 
@@ -24,7 +23,7 @@ def test_the_system_file_covers_the_vocabulary() -> None:
     assert set(SERVICE_RUNTIME) == set(APP_SERVICES)
     components = set(APP_SERVICES) | set(STATEFUL_SERVICES)
     assert all(caller in components and callee in components for caller, callee in STORAGE_CALLS)
-    assert is_node("aiops-k8s-03") and is_node("k8s-master1") and not is_node("aiops-k8s")
+    assert SYSTEM.is_node("aiops-k8s-03") and SYSTEM.is_node("k8s-master1") and not SYSTEM.is_node("aiops-k8s")
 
 
 @pytest.mark.parametrize("document", FAULT_DOCS, ids=[d.id for d in FAULT_DOCS])
@@ -38,8 +37,8 @@ def test_sop_levels_are_levels_the_fault_can_hit(document) -> None:
     ("checkoutservice", "checkoutservice"), ("pod", "checkoutservice-1"), ("node", "aiops-k8s-04"),
 ])
 def test_schema_offers_exactly_the_fault_types_of_a_level(component: str, example: str) -> None:
-    level = level_of(example)
-    offered = set(applicable_fault_types(example))
+    level = SYSTEM.level_of(example)
+    offered = set(SYSTEM.applicable_fault_types(example))
     possible = {f for f, levels in FAULT_LEVELS.items() if level in levels}
     assert offered <= possible
     # Only the runtime and storage requirements remove more (checkoutservice is Go and stateless).

@@ -1,4 +1,4 @@
-"""SystemSpec: a system description the user owns (rca/system.py), and the taxonomy helpers over it."""
+"""SystemSpec: a system description the user owns (rca/system.py), and the name and fault helpers on it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from rca.settings import load_settings
 from rca.system import SystemSpecError, bundled_system, load_system, system_from_settings
-from rca.taxonomy import FAULT_TYPES, applicable_fault_types, is_node, level_of, service_of
+from rca.taxonomy import FAULT_TYPES
 
 TRAINTICKET = '''
 [system]
@@ -59,9 +59,9 @@ def trainticket(tmp_path: Path):
     ("aiops-k8s-03", "aiops-k8s-03", "node"),
 ])
 def test_default_pod_rules_know_statefulset_and_deployment_names(name: str, service: str, level: str) -> None:
-    # The bundled spec's rule is the generic one, so Deployment pods work through the old helpers too.
-    assert service_of(name) == service
-    assert level_of(name) == level
+    # The bundled spec's rule is the generic one, so Deployment pods work with it too.
+    assert bundled_system().service_of(name) == service
+    assert bundled_system().level_of(name) == level
 
 
 def test_bundled_spec_keeps_the_challenge_facts() -> None:
@@ -76,11 +76,11 @@ def test_bundled_spec_keeps_the_challenge_facts() -> None:
 
 def test_a_users_spec_drives_the_helpers(trainticket) -> None:
     assert trainticket.service_of("ts-order-service-5b8c7d9f4-x7k2q") == "ts-order-service"
-    assert is_node("node-3", system=trainticket) and not is_node("aiops-k8s-03", system=trainticket)
-    assert "jvm gc" in applicable_fault_types("ts-order-service", system=trainticket)
-    assert "jvm gc" not in applicable_fault_types("ts-ui-dashboard", system=trainticket)
-    assert "io fault" in applicable_fault_types("ts-mysql", system=trainticket)
-    assert applicable_fault_types("node-2", system=trainticket) == ["node cpu stress", "node memory stress", "node disk fill"]
+    assert trainticket.is_node("node-3") and not trainticket.is_node("aiops-k8s-03")
+    assert "jvm gc" in trainticket.applicable_fault_types("ts-order-service")
+    assert "jvm gc" not in trainticket.applicable_fault_types("ts-ui-dashboard")
+    assert "io fault" in trainticket.applicable_fault_types("ts-mysql")
+    assert trainticket.applicable_fault_types("node-2") == ["node cpu stress", "node memory stress", "node disk fill"]
     # [faults] omitted: the bundled placements apply.
     assert trainticket.faults == bundled_system().faults
 

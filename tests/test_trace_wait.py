@@ -31,9 +31,10 @@ from preprocess.detect_trace import (
     stopped_after,
 )
 from preprocess.schema import SPAN_SCHEMA
-from rca.taxonomy import service_of
+from rca.system import bundled_system
 from tests.fakes import undeclared_system
 
+SYSTEM = bundled_system()  # names a candidate's service
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 FAULT_FROM, FAULT_TO = 40, 43  # minutes after T0
 START, END = T0 + timedelta(minutes=FAULT_FROM), T0 + timedelta(minutes=FAULT_TO)
@@ -108,7 +109,7 @@ def _ranked(spans: pl.DataFrame, weights: RankWeights = RankWeights()) -> list[s
     candidates = rank_candidates(events=_events(spans), graph=graph, placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                                  known_pods={f"{s}-0" for s in OWN_MS}, top_k=10, window_start=START,
                                  weights=weights, system=undeclared_system())
-    return [service_of(c.component) for c in candidates]
+    return [SYSTEM.service_of(c.component) for c in candidates]
 
 
 def test_the_wait_of_a_call_is_its_client_span_less_its_server_span():
