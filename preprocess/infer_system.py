@@ -63,6 +63,10 @@ class InferredSystem:
     runtimes: dict[str, str] = field(default_factory=dict)
     runtime_evidence: dict[str, str] = field(default_factory=dict)
     days: list[str] = field(default_factory=list)
+    # Pod-name rules learned from spans that name both a pod and its service, where the given
+    # rules name the pod otherwise (``cart_0`` of ``cart``); they go before the given ones.
+    pod_patterns: list[str] = field(default_factory=list)
+    unnamed_pods: dict[str, str] = field(default_factory=dict)  # pod -> its spans' service, no rule names it
 
 
 def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> InferredSystem:
@@ -119,11 +123,51 @@ def _runtime_from_logs(logs: pl.DataFrame, spec: SystemSpec) -> dict[str, tuple[
     return found
 
 
+def learned_pod_patterns(recorded: dict[str, str], *, spec: SystemSpec) -> tuple[list[str], dict[str, str]]:
+    """Pod-name rules for the pods whose service, as their spans record it, ``spec``'s rules miss;
+    and the pods (with their services) that no rule can name.
+
+    A rule is ``^(?P<service>a|b)<separator><suffix>$``: the services whose pods are named by one
+    separator (``_``, ``.``, ...) and one suffix shape (an ordinal, or anything). A rule that would
+    name a service seen in the spans, or a pod they record, otherwise than they do (``cart_db``
+    beside ``cart``'s pods ``cart_0``, ``cart_1``: ``^(?P<service>cart)_.+$``) is not kept.
+    """
+    missed = {pod: service for pod, service in recorded.items() if spec.service_of(pod) != service}
+    shapes: dict[tuple[str, str], set[str]] = {}
+    for pod, service in missed.items():
+        rest = pod[len(service):] if pod.startswith(service) else ""
+        if len(rest) >= 2 and not rest[0].isalnum():
+            suffix = r"\d+" if rest[1:].isdigit() else ".+"
+            shapes.setdefault((re.escape(rest[0]), suffix), set()).add(service)
+    expected = {**{service: service for service in recorded.values()}, **recorded}
+    patterns = []
+    for (separator, suffix), owners in sorted(shapes.items()):
+        alternatives = "|".join(re.escape(name) for name in sorted(owners, key=lambda name: (-len(name), name)))
+        pattern = f"^(?P<service>{alternatives}){separator}{suffix}$"
+        compiled = re.compile(pattern)
+        if all((match := compiled.match(name)) is None or match.group("service") == want
+               for name, want in expected.items()):
+            patterns.append(pattern)
+    compiled_rules = [re.compile(p) for p in patterns]
+
+    def named(pod: str) -> str | None:
+        return next((m.group("service") for rule in compiled_rules if (m := rule.match(pod))), None)
+    unnamed = {pod: service for pod, service in missed.items() if named(pod) != service}
+    return patterns, unnamed
+
+
+def _with_pod_patterns(spec: SystemSpec, patterns: list[str]) -> SystemSpec:
+    """``spec`` with ``patterns`` tried before its own pod-name rules."""
+    return SystemSpec.model_validate({**spec.model_dump(), "pod_patterns": (*patterns, *spec.pod_patterns)})
+
+
 def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemSpec | None = None) -> InferredSystem:
     """Learn a system's shape from the days of ``data_dir`` (all present by default).
 
     ``spec`` supplies only the pod-name rules used to group pods into services (default: the
-    bundled generic rules, which know StatefulSet and Deployment names).
+    bundled generic rules, which know StatefulSet and Deployment names). Where spans name a pod's
+    service and those rules name it otherwise, rules learned from the spans go first
+    (``learned_pod_patterns``), for the logs and metrics read after them and in the written file.
     """
     data_dir = Path(data_dir)
     spec = spec or bundled_system()
@@ -144,12 +188,21 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
     if spans is not None:
         services.update(dict(spans.group_by("service").len().drop_nulls().iter_rows()))
         serving = set(spans.filter(pl.col("span_kind") != "client")["service"].drop_nulls().to_list())
+        recorded: dict[str, str] = {}
         for pod, service, node in spans.select("pod", "service", "node").unique().drop_nulls(["pod"]).iter_rows():
             pods.setdefault(pod, service or spec.service_of(pod))
+            if service:
+                recorded.setdefault(pod, service)
             if node:
                 placement.setdefault(pod, set()).add(node)
                 nodes.add(node)
         calls = _call_edges(spans)
+        out.pod_patterns, out.unnamed_pods = learned_pod_patterns(recorded, spec=spec)
+        if out.pod_patterns:
+            spec = _with_pod_patterns(spec, out.pod_patterns)
+        if out.unnamed_pods:
+            log.warning("%d pod(s) whose service no pod-name rule names (e.g. %s of %s): add a [pods] pattern",
+                        len(out.unnamed_pods), *next(iter(out.unnamed_pods.items())))
 
     logs = _frames(data_dir, chosen, "log")
     from_logs: dict[str, tuple[str, str]] = {}
@@ -319,7 +372,13 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
     ]
     lines += [f"#   {pod} -> {service} on {', '.join(inferred.placement.get(pod, [])) or '?'}"
               for pod, service in inferred.pods.items()]
-    lines.append("patterns = [" + ", ".join(f"'{p}'" for p in bundled_system().pod_patterns) + "]")
+    if inferred.pod_patterns:
+        lines.append("# The first pattern(s): learned from the spans, which name these pods' services.")
+    if inferred.unnamed_pods:
+        lines.append("# No pattern names these pods as their spans do (pod -> service): write one.")
+        lines += [f"#   {pod} -> {service}" for pod, service in sorted(inferred.unnamed_pods.items())]
+    patterns = [*inferred.pod_patterns, *bundled_system().pod_patterns]
+    lines.append("patterns = [" + ", ".join(f"'{p}'" for p in patterns) + "]")
     lines += [
         "",
         "# [traces] tells the readers how a client span names its peer (rpc_service / operation",
