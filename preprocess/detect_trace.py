@@ -656,7 +656,8 @@ def _wait_rise(mean: np.ndarray, wait: np.ndarray, in_window: np.ndarray, *, cal
     and then does not tell where the time went.
     """
     rise = float(np.nanmedian(mean[in_window]) - np.nanmedian(mean[~in_window]))
-    reference = wait[~in_window][np.isfinite(wait[~in_window])]
+    before = wait[~in_window]
+    reference = before[np.isfinite(before)]
     if not np.isfinite(wait[in_window]).any() or reference.size == 0 or not rise > 0:
         return {"wait_share": None, "wait_added_us": None}
     window_wait = float(np.nanmedian(wait[in_window]))

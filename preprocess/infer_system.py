@@ -25,6 +25,7 @@ import polars as pl
 from preprocess import layout
 from preprocess.readers import read_day
 from rca.errors import DataError
+from rca.pods import pod_service
 from rca.system import SystemSpec, bundled_system
 
 log = logging.getLogger(__name__)
@@ -144,15 +145,11 @@ def learned_pod_patterns(recorded: dict[str, str], *, spec: SystemSpec) -> tuple
     for (separator, suffix), owners in sorted(shapes.items()):
         alternatives = "|".join(re.escape(name) for name in sorted(owners, key=lambda name: (-len(name), name)))
         pattern = f"^(?P<service>{alternatives}){separator}{suffix}$"
-        compiled = re.compile(pattern)
-        if all((match := compiled.match(name)) is None or match.group("service") == want
-               for name, want in expected.items()):
+        rule = [re.compile(pattern)]
+        if all(pod_service(name, rule) in (None, want) for name, want in expected.items()):
             patterns.append(pattern)
-    compiled_rules = [re.compile(p) for p in patterns]
-
-    def named(pod: str) -> str | None:
-        return next((m.group("service") for rule in compiled_rules if (m := rule.match(pod))), None)
-    unnamed = {pod: service for pod, service in missed.items() if named(pod) != service}
+    rules = [re.compile(pattern) for pattern in patterns]
+    unnamed = {pod: service for pod, service in missed.items() if pod_service(pod, rules) != service}
     return patterns, unnamed
 
 
