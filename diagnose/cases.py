@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from rca import timeutil
 from rca.errors import InputError
 from rca.timeutil import as_utc
 
@@ -206,8 +207,6 @@ def input_case_windows(path: Path | None) -> list[tuple[datetime, datetime]]:
 
 # --------------------------------------------------------------------------- cases as an SRE has them
 
-_DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
-
 
 def _one_instant(text: str, *, where: str) -> datetime:
     matches = list(_INSTANT.finditer(text.strip()))
@@ -245,15 +244,11 @@ def case_from_window(text: str, *, uuid: str | None = None) -> Case:
 
 
 def parse_duration(text: str) -> timedelta:
-    """``15m``, ``2h``, ``1h30m``, ``90s``, ``1d`` as a positive timedelta."""
-    match = _DURATION.match(text.strip().lower())
-    if not text.strip() or match is None or not any(match.groupdict().values()):
-        raise CaseError(f"--since {text!r}: expected a duration such as 15m, 2h, 1h30m or 90s")
-    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
-    span = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
-    if span <= timedelta(0):
-        raise CaseError(f"--since {text!r}: the duration must be positive")
-    return span
+    """``15m``, ``2h``, ``1h30m``, ``90s``, ``1d`` as a positive timedelta (``rca.timeutil``'s rule)."""
+    try:
+        return timeutil.parse_duration(text)
+    except ValueError as exc:
+        raise CaseError(f"--since {exc}") from exc
 
 
 def case_since(duration: str, *, until: datetime) -> Case:

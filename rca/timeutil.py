@@ -7,6 +7,7 @@ is Beijing time, CST, UTC+8, the default here) while their contents are UTC.
 """
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 UTC = UTC
@@ -24,6 +25,24 @@ def parse_utc(text: str) -> datetime:
     """Parse an ISO-8601 instant (``Z``, ``+00:00`` or naive, all UTC) into aware UTC."""
     cleaned = text.strip().replace("Z", "+00:00")
     return as_utc(datetime.fromisoformat(cleaned))
+
+
+_DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``15m``, ``2h``, ``1h30m``, ``90s``, ``1d`` as a positive timedelta; ValueError otherwise.
+
+    One spelling for every ``--since`` (``rca diagnose``, ``rca import --url``).
+    """
+    match = _DURATION.match(text.strip().lower())
+    if not text.strip() or match is None or not any(match.groupdict().values()):
+        raise ValueError(f"{text!r} is not a duration such as 15m, 2h, 1h30m, 90s or 1d")
+    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
+    span = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+    if span <= timedelta(0):
+        raise ValueError(f"{text!r}: a duration must be positive")
+    return span
 
 
 def format_utc(value: datetime) -> str:

@@ -1,0 +1,351 @@
+"""``rca import prometheus|loki|jaeger --url``: fetch a time range from a live server's query API.
+
+One function per API. Each cuts the range into the requests the server will answer in full,
+saves every answer under ``DIR/.pulled/<format>/`` (``pull_store``: atomic, named after the
+request, reused by a rerun) and returns the saved files, which ``rca import`` then reads with
+the format's own reader, exactly as it reads exports saved by hand:
+
+- Prometheus ``/api/v1/query_range`` refuses a range of more than 11,000 steps per series: the
+  range is cut into chunks of at most that many steps, on the grid ``start + k * step`` of the
+  whole range, so the chunks' points are exactly the one query's, none twice;
+- Loki ``/loki/api/v1/query_range`` answers at most ``limit`` lines: pages are read forward,
+  each from the last timestamp of the one before, and the lines of that timestamp already
+  read are dropped (several lines may share it, and the limit may have cut between them);
+- Jaeger ``/api/traces`` answers at most ``limit`` traces and says nothing when it cut: a time
+  chunk that comes back full is halved, down to ``min_chunk``, so no trace is silently left out.
+
+What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger chunk
+still full at the smallest size) is returned in ``PullResult.losses``; the command exits 3.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from preprocess.formats.pull_http import PullClient, PullError, redacted
+from preprocess.formats.pull_store import PageKey, PulledPages, meta_of
+from rca.timeutil import as_utc, format_utc
+
+log = logging.getLogger(__name__)
+
+PROMETHEUS_QUERY_RANGE = "/api/v1/query_range"
+LOKI_QUERY_RANGE = "/loki/api/v1/query_range"
+JAEGER_SERVICES = "/api/services"
+JAEGER_TRACES = "/api/traces"
+
+PROMETHEUS_MAX_STEPS = 11_000  # Prometheus refuses (end - start) / step above this ("exceeded maximum resolution")
+LOKI_LIMIT = 5000  # Loki's default max_entries_limit_per_query: a larger limit is refused
+JAEGER_LIMIT = 1000
+JAEGER_CHUNK = timedelta(hours=1)
+JAEGER_MIN_CHUNK = timedelta(seconds=1)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class PageDone:
+    """One chunk or page of a pull, fetched or found on disk (what the progress line shows)."""
+
+    fmt: str
+    what: str  # "query 1/2 chunk 3/10", "query 1/1 page 4", "service frontend"
+    start: datetime
+    end: datetime
+    items: int
+    unit: str  # points, lines, traces
+    reused: bool  # read from DIR/.pulled (a rerun) rather than fetched
+    note: str = ""  # "split", "limit reached"
+
+    def __str__(self) -> str:
+        how = "on disk" if self.reused else "fetched"
+        note = f", {self.note}" if self.note else ""
+        return f"{self.fmt}: {self.what} {_shown(self.start)}..{_shown(self.end)}: {self.items} {self.unit} ({how}{note})"
+
+
+def _shown(instant: datetime) -> str:
+    """Whole seconds as ``...:SSZ``; a Loki page's cursor keeps its fraction (pages may start within a second)."""
+    return format_utc(instant) if not instant.microsecond else as_utc(instant).isoformat(timespec="microseconds")
+
+
+@dataclass
+class PullResult:
+    """The saved files to import, in time order per query, and what the pull could not get in full."""
+
+    files: list[Path] = field(default_factory=list)
+    fetched: int = 0
+    reused: int = 0
+    losses: list[str] = field(default_factory=list)
+
+
+OnPage = Callable[[PageDone], None]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ignore(_: PageDone) -> None:
+    return None
+
+
+def _micros(instant: datetime) -> int:
+    return (as_utc(instant) - _EPOCH) // timedelta(microseconds=1)
+
+
+def _instant(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def _done(result: PullResult, page: PageDone, on_page: OnPage) -> None:
+    if page.reused:
+        result.reused += 1
+    else:
+        result.fetched += 1
+    log.info("%s", page)
+    on_page(page)
+
+
+def _checked(document: Any, *, client: PullClient, path: str, result_types: tuple[str, ...]) -> dict[str, Any]:
+    """A Prometheus / Loki answer with ``status: success`` and ``data.result`` of an expected type."""
+    where = f"GET {redacted(client.url(path))}"
+    if not isinstance(document, dict) or document.get("status") != "success":
+        status = document.get("status") if isinstance(document, dict) else type(document).__name__
+        raise PullError(f"{where}: the answer's status is {status!r}, not 'success'")
+    data = document.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+        raise PullError(f"{where}: the answer has no data.result list")
+    if data.get("resultType") not in result_types:
+        raise PullError(f"{where}: resultType {data.get('resultType')!r}, expected {' or '.join(result_types)}"
+                        + (" (a log query, not a metric query such as rate(), is what imports as logs)"
+                           if "streams" in result_types else ""))
+    for warning in document.get("warnings") or []:
+        log.warning("%s: the server warns: %s", where, warning)
+    return document
+
+
+# --------------------------------------------------------------------------- Prometheus
+
+
+def prometheus_chunks(*, start_ms: int, end_ms: int, step_ms: int,
+                      max_steps: int = PROMETHEUS_MAX_STEPS) -> list[tuple[int, int]]:
+    """``[(start, end)]`` in ms covering ``[start_ms, end_ms]``, each at most ``max_steps`` steps long.
+
+    Every chunk starts on the whole range's grid (``start_ms + k * step_ms``) and the next one a
+    step after the last point of the one before, so the points are those of one query, once each.
+    """
+    if step_ms <= 0:
+        raise ValueError(f"step {step_ms} ms must be positive")
+    if end_ms < start_ms:
+        raise ValueError("the range ends before it starts")
+    span = max_steps * step_ms
+    chunks, at = [], start_ms
+    while at <= end_ms:
+        last = min(at + span, end_ms)
+        chunks.append((at, last))
+        at += span + step_ms
+    return chunks
+
+
+def _seconds(ms: int) -> str:
+    """Milliseconds as the decimal seconds Prometheus reads exactly (it keeps milliseconds)."""
+    return f"{ms // 1000}.{ms % 1000:03d}"
+
+
+def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence[str], start: datetime,
+                    end: datetime, step: timedelta, on_page: OnPage = _ignore, clock: Clock = _now) -> PullResult:
+    """Every query's ``query_range`` over ``[start, end]`` at ``step``, in chunks Prometheus accepts."""
+    step_ms = step // timedelta(milliseconds=1)
+    if step_ms <= 0:
+        raise PullError(f"--step {step}: must be at least a millisecond")
+    start_ms, end_ms = _micros(start) // 1000, _micros(end) // 1000
+    chunks = prometheus_chunks(start_ms=start_ms, end_ms=end_ms, step_ms=step_ms)
+    result = PullResult()
+    for qi, query in enumerate(queries, start=1):
+        for ci, (first, last) in enumerate(chunks, start=1):
+            params = {"query": query, "start": _seconds(first), "end": _seconds(last), "step": _seconds(step_ms)}
+            key = PageKey.of(url=redacted(client.base_url), path=PROMETHEUS_QUERY_RANGE, params=params,
+                             start=_instant(first * 1000), end=_instant(last * 1000))
+            document = pages.load(key)
+            reused = document is not None
+            if document is None:
+                document = _checked(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
+                                    path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
+                pages.save(key, document, fetched_at=clock())
+            result.files.append(pages.path(key))
+            series = document["data"]["result"]
+            points = sum(len(s.get("values") or []) for s in series if isinstance(s, dict))
+            _done(result, PageDone("prometheus", f"query {qi}/{len(queries)} chunk {ci}/{len(chunks)}",
+                                   key.start, key.end, points, "points", reused), on_page)
+    return result
+
+
+# --------------------------------------------------------------------------- Loki
+
+LineKey = tuple[tuple[tuple[str, str], ...], int, str]  # (stream labels, nanoseconds, line)
+
+
+def _nanos(instant: datetime) -> int:
+    return _micros(instant) * 1000
+
+
+def _lines(document: dict[str, Any]) -> list[tuple[LineKey, dict[str, Any], list[Any]]]:
+    """Every entry of a streams answer: (identity, its stream, the entry as sent)."""
+    out = []
+    for stream in document["data"]["result"]:
+        if not isinstance(stream, dict):
+            continue
+        labels = stream.get("stream")
+        identity = tuple(sorted((str(k), str(v)) for k, v in labels.items())) if isinstance(labels, dict) else ()
+        for entry in stream.get("values") or []:
+            try:
+                out.append(((identity, int(entry[0]), str(entry[1])), stream, entry))
+            except (TypeError, ValueError, IndexError, KeyError):
+                # Kept as sent: the reader names the malformed entry when the page is imported.
+                out.append(((identity, -1, repr(entry)), stream, entry))
+    return out
+
+
+def _without(document: dict[str, Any], seen: set[LineKey]) -> dict[str, Any]:
+    """The streams answer without the entries in ``seen`` (streams left empty dropped; stats dropped)."""
+    streams: list[dict[str, Any]] = []
+    by_stream: dict[int, dict[str, Any]] = {}
+    for identity, stream, entry in _lines(document):
+        if identity in seen:
+            continue
+        kept = by_stream.get(id(stream))
+        if kept is None:
+            kept = by_stream[id(stream)] = {"stream": stream.get("stream"), "values": []}
+            streams.append(kept)
+        kept["values"].append(entry)
+    return {"status": "success", "data": {"resultType": "streams", "result": streams}}
+
+
+def pull_loki(*, client: PullClient, pages: PulledPages, queries: Sequence[str], start: datetime, end: datetime,
+              limit: int = LOKI_LIMIT, on_page: OnPage = _ignore, clock: Clock = _now) -> PullResult:
+    """Every log query's lines in ``[start, end)``, page after page of at most ``limit`` lines."""
+    if limit < 1:
+        raise PullError(f"--limit {limit}: must be at least 1")
+    start_ns, end_ns = _nanos(start), _nanos(end)
+    result = PullResult()
+    for qi, query in enumerate(queries, start=1):
+        cursor, seen, page_no = start_ns, set[LineKey](), 0
+        while cursor < end_ns:
+            page_no += 1
+            params = {"query": query, "start": str(cursor), "end": str(end_ns), "limit": str(limit),
+                      "direction": "forward"}
+            key = PageKey.of(url=redacted(client.base_url), path=LOKI_QUERY_RANGE, params=params,
+                             start=_instant(cursor // 1000), end=as_utc(end))
+            document = pages.load(key)
+            reused = document is not None
+            if document is not None:
+                meta = meta_of(document)
+                returned, last_ns = int(meta["returned"]), int(meta["last_ns"])
+            else:
+                raw = _checked(client.get_json(LOKI_QUERY_RANGE, params=params), client=client,
+                               path=LOKI_QUERY_RANGE, result_types=("streams",))
+                entries = _lines(raw)
+                # Never before the cursor (a malformed timestamp reads as -1): the cursor only moves forward.
+                returned, last_ns = len(entries), max([cursor, *(ns for (_, ns, _), _, _ in entries)])
+                # Saved without the lines already read, so the saved pages hold every line once.
+                document = _without(raw, seen)
+                pages.save(key, document, fetched_at=clock(), returned=returned, last_ns=last_ns)
+            kept = [identity for identity, _, _ in _lines(document)]
+            result.files.append(pages.path(key))
+            full = returned >= limit
+            _done(result, PageDone("loki", f"query {qi}/{len(queries)} page {page_no}", key.start, key.end,
+                                   len(kept), "lines", reused, "limit reached, next page" if full else ""), on_page)
+            if not full:
+                break
+            if last_ns == cursor:
+                # A full page of lines all at the nanosecond it started from: asking again from it would
+                # return the same ones. Step past it; lines of it beyond the first `limit` are not had.
+                result.losses.append(f"loki: query {query!r}: {limit} or more lines at "
+                                     f"{_instant(cursor // 1000).isoformat()} ({cursor} ns): any beyond the first "
+                                     f"{limit} are not imported; raise --limit (up to the server's "
+                                     "max_entries_limit_per_query)")
+                cursor, seen = cursor + 1, set()
+                continue
+            # Lines at the last timestamp may continue on the next page: ask again from it, and drop
+            # there the ones this page gave (only this page can hold lines of that later instant).
+            seen = {identity for identity in kept if identity[1] == last_ns}
+            cursor = last_ns
+    return result
+
+
+# --------------------------------------------------------------------------- Jaeger
+
+
+def jaeger_services(client: PullClient) -> list[str]:
+    """Every service the Jaeger query service knows (``/api/services``), sorted."""
+    document = client.get_json(JAEGER_SERVICES)
+    names = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(names, list):
+        raise PullError(f"GET {redacted(client.url(JAEGER_SERVICES))}: no 'data' list of services in the answer")
+    return sorted({str(name) for name in names if name})
+
+
+def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[str], start: datetime,
+                end: datetime, limit: int = JAEGER_LIMIT, chunk: timedelta = JAEGER_CHUNK,
+                min_chunk: timedelta = JAEGER_MIN_CHUNK, on_page: OnPage = _ignore,
+                clock: Clock = _now) -> PullResult:
+    """The traces of every service that have spans in ``[start, end)``, in chunks that never come back full.
+
+    A trace that touches several services, or crosses a chunk border, comes in more than once;
+    the dataset writer keeps each span once (its key is trace and span id).
+    """
+    if limit < 1:
+        raise PullError(f"--limit {limit}: must be at least 1")
+    step_us, min_us = chunk // timedelta(microseconds=1), min_chunk // timedelta(microseconds=1)
+    start_us, end_us = _micros(start), _micros(end)
+    result = PullResult()
+    for service in services:
+        pending = [(at, min(at + step_us, end_us)) for at in range(start_us, end_us, step_us)]
+        while pending:
+            first, stop = pending.pop(0)
+            # Jaeger's range is closed (span start in [start, end]): end a µs early so chunks do not overlap.
+            params = {"service": service, "start": str(first), "end": str(stop - 1), "limit": str(limit)}
+            key = PageKey.of(url=redacted(client.base_url), path=JAEGER_TRACES, params=params,
+                             start=_instant(first), end=_instant(stop))
+            document = pages.load(key)
+            reused = document is not None
+            if document is not None:
+                meta = meta_of(document)
+                split = bool(meta.get("split"))
+                traces = int(meta.get("returned", 0)) if split else len(document.get("data") or [])
+            else:
+                fetched = _jaeger_traces(client.get_json(JAEGER_TRACES, params=params), client=client)
+                traces = len(fetched["data"])
+                split = traces >= limit and stop - first >= 2 * min_us
+                if split:
+                    # Only the fact is kept: the halves bring these traces again, and more.
+                    pages.save(key, {"data": []}, fetched_at=clock(), split=True, returned=traces)
+                else:
+                    pages.save(key, fetched, fetched_at=clock())
+            at_limit = traces >= limit
+            note = "split" if split else ("limit reached" if at_limit else "")
+            _done(result, PageDone("jaeger", f"service {service}", key.start, key.end, traces, "traces", reused,
+                                   note), on_page)
+            if split:
+                middle = first + (stop - first) // 2
+                pending[:0] = [(first, middle), (middle, stop)]
+                continue
+            result.files.append(pages.path(key))
+            if at_limit:
+                result.losses.append(f"jaeger: service {service!r}: {traces} traces (the limit) in "
+                                     f"{format_utc(key.start)}..{format_utc(key.end)}, the smallest chunk: "
+                                     "some may be missing; raise --limit")
+    return result
+
+
+def _jaeger_traces(document: Any, *, client: PullClient) -> dict[str, Any]:
+    """A ``/api/traces`` answer as ``{"data": [traces]}``; errors it carries beside data are logged."""
+    if not isinstance(document, dict) or not isinstance(document.get("data") or [], list):
+        raise PullError(f"GET {redacted(client.url(JAEGER_TRACES))}: no 'data' list of traces in the answer")
+    for error in document.get("errors") or []:
+        log.warning("GET %s: the server reports: %s", redacted(client.url(JAEGER_TRACES)),
+                    error.get("msg", error) if isinstance(error, dict) else error)
+    return {"data": list(document.get("data") or [])}
