@@ -86,6 +86,7 @@ def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, 
     ``recording`` (``bench.recording.Recording``) indexes a copy of the simulated set as that source
     records it, under the set's name with the recording's."""
     from index.build import run_nightly
+    from rca.system import bundled_system
 
     name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}{'-packed' if packed else ''}"
     problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=reference_schedule,
@@ -94,7 +95,8 @@ def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, 
         name = f"{name}-{recording.name}"
         problem_set = ProblemSet(recorded_copy(problem_set.data_dir, work_dir / name / "data", recording=recording))
     index_dir = work_dir / name / "index"
-    run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=1)
+    # The simulated world is HipsterShop, whatever system the settings describe.
+    run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, naming=bundled_system().trace, workers=1)
     return problem_set, index_dir
 
 
@@ -168,10 +170,13 @@ def run_full_path(settings: Settings, problem_set: ProblemSet, *, index_dir: Pat
     from diagnose.cases import load_cases
     from diagnose.service import Diagnoser
     from index.build import run_nightly
+    from rca.system import system_from_settings
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    outcomes = run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir, workers=workers)
+    # The system the diagnoser reads the set with (Diagnoser.from_settings), for the index too.
+    outcomes = run_nightly(data_dir=problem_set.data_dir, index_dir=index_dir,
+                           naming=system_from_settings(settings).trace, workers=workers)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         log.error("preprocess: %d partition(s) failed: %s", len(failed), ", ".join(f"{o.day}/{o.family}" for o in failed))

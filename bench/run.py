@@ -115,9 +115,11 @@ def prepare_index(settings: Settings, *, dataset: Path, out: Path) -> Settings:
     (and at ``<out>/kb``, ``<out>/runs``, the dataset's raw telemetry and its ``input.json``, whose
     windows the index leaves out of each other's baselines, as the diagnoser does)."""
     from index.build import run_nightly
+    from rca.system import system_from_settings
 
     index_dir = out / "index"
-    outcomes = run_nightly(data_dir=dataset, index_dir=index_dir, workers=settings.preprocess.workers)
+    outcomes = run_nightly(data_dir=dataset, index_dir=index_dir, naming=system_from_settings(settings).trace,
+                           workers=settings.preprocess.workers)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         raise InputError(f"preprocessing {dataset} failed for {', '.join(f'{o.day}/{o.family}' for o in failed)}")

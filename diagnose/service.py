@@ -131,7 +131,7 @@ class Diagnoser:
         evidence = IndexEvidence.from_settings(settings, case_windows=case_windows)
         knowledge = KnowledgeBase.from_settings(settings)
         diagnoser = cls(settings=settings, evidence=evidence, knowledge=knowledge,
-                        telemetry=RawTelemetry(settings.paths.data_dir))
+                        telemetry=RawTelemetry(settings.paths.data_dir, naming=system_from_settings(settings).trace))
         diagnoser._stack.callback(knowledge.close)  # the diagnoser owns what it opened
         return diagnoser
 

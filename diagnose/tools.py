@@ -1,6 +1,7 @@
 """The agent-cloud observation tools: what an agent may look at for one incident window.
 
-    toolbox = case_toolbox(case, evidence=..., knowledge=..., telemetry=RawTelemetry(data_dir), system=spec)
+    toolbox = case_toolbox(case, evidence=..., knowledge=..., telemetry=RawTelemetry(data_dir, naming=spec.trace),
+                           system=spec)
     toolbox.describe()                                  # tool docs for the agent's prompt
     toolbox.call("get_metrics", {"component": "cartservice"})   # -> observation text (never raises)
     toolbox.names                                       # ["get_metrics", "get_logs", ...]
@@ -42,7 +43,7 @@ from preprocess.detect_metric import metric_series
 from preprocess.detect_trace import call_edges
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from rca.errors import RcaError
-from rca.system import SystemSpec
+from rca.system import SystemSpec, TraceNaming
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
@@ -301,10 +302,14 @@ class TelemetrySource(Protocol):
 
 
 class RawTelemetry:
-    """The released parquet layout under ``data_dir``, read through ``preprocess.readers``."""
+    """The released parquet layout under ``data_dir``, read through ``preprocess.readers``.
 
-    def __init__(self, data_dir: Path) -> None:
+    ``naming`` is the system's ``[traces]`` (``SystemSpec.trace``): how spans name services and peers.
+    """
+
+    def __init__(self, data_dir: Path, *, naming: TraceNaming) -> None:
         self.data_dir = Path(data_dir)
+        self.naming = naming
 
     def _check(self) -> None:
         if not self.data_dir.is_dir():
@@ -322,7 +327,7 @@ class RawTelemetry:
 
     def spans(self, *, start: datetime, end: datetime) -> pl.DataFrame:
         self._check()
-        return read_traces(self.data_dir, start=start, end=end).frame
+        return read_traces(self.data_dir, start=start, end=end, naming=self.naming).frame
 
 
 class EvidenceLike(Protocol):

@@ -7,7 +7,8 @@ day, or hour by hour), hand it to the detector's ``build``, write the tables it 
 The job is
 
 * incremental: a partition whose input fingerprint (name, size, mtime of every raw
-  file) equals the manifest's is skipped;
+  file; for spans also the system's ``[traces]`` rules they are read by) equals the
+  manifest's is skipped;
 * idempotent: rebuilding a partition rewrites the same files;
 * resumable: every partition is written atomically and recorded in the manifest only
   after its files are in place, so a kill loses at most the partition in progress;
@@ -45,6 +46,7 @@ from preprocess import layout
 from preprocess.detect import Detector, RawInput, make_detectors
 from preprocess.readers import ReadResult, read_day, read_logs, read_traces
 from rca.errors import DataError
+from rca.system import TraceNaming
 from rca.timeutil import cst_day_bounds_utc
 
 log = logging.getLogger(__name__)
@@ -110,32 +112,33 @@ def _hour_windows(day: str) -> list[tuple[datetime, datetime]]:
             for h in range(24)]
 
 
-_HOURLY_READERS = {"log": read_logs, "trace": read_traces}
-
-
-def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None,
+def _read(source: str, *, data_dir: Path, day: str, hour: tuple[datetime, datetime] | None, naming: TraceNaming,
           columns: tuple[str, ...] | None = None, ordered: bool = True) -> ReadResult:
     """One source's rows, file by file: an unreadable file is skipped and listed in ``issues``.
 
     Absent files are summarised once per partition by the caller, not per hour here.
     ``columns`` (log only): the canonical columns the detector reads; the others are not
     read from the files (projection push-down). ``ordered`` (whole-day sources): sorted rows.
+    ``naming``: the system's ``[traces]``, for spans.
     """
     if hour is None:
-        return read_day(layout.day_dir(data_dir, day), source, skip_unreadable=True, report_missing=False,
-                        ordered=ordered)
+        return read_day(layout.day_dir(data_dir, day), source, naming=naming, skip_unreadable=True,
+                        report_missing=False, ordered=ordered)
     start, end = hour
-    if source == "log" and columns is not None:
-        return read_logs(data_dir, start=start, end=end, columns=columns, skip_unreadable=True, report_missing=False)
-    return _HOURLY_READERS[source](data_dir, start=start, end=end, skip_unreadable=True, report_missing=False)
+    if source == "trace":
+        return read_traces(data_dir, start=start, end=end, naming=naming, skip_unreadable=True, report_missing=False)
+    if source != "log":
+        raise ValueError(f"no hourly reader for {source!r}; expected log or trace")
+    return read_logs(data_dir, start=start, end=end, columns=columns, skip_unreadable=True, report_missing=False)
 
 
-def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day: str) -> PartitionBuild:
+def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day: str,
+                    naming: TraceNaming) -> PartitionBuild:
     """Build one (day, detector) partition: read its raw input, build, write its tables.
 
     A bad raw file costs that file only: it is skipped, and listed with its reason in the
     returned ``lost_files``; the rest of the day is still built. Index-wide tables (the log
-    templates) are written before the day's tables.
+    templates) are written before the day's tables. ``naming`` is the system's ``[traces]``.
     """
     built = PartitionBuild(rows={})
     rows_read = 0
@@ -150,8 +153,8 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
         for number, hour in enumerate(hours):
             chunk: dict[str, pl.DataFrame | None] = {}
             for source in detector.raw.sources:
-                result = _read(source, data_dir=data_dir, day=day, hour=hour, columns=raw_columns.get(source),
-                               ordered=detector.raw.ordered)
+                result = _read(source, data_dir=data_dir, day=day, hour=hour, naming=naming,
+                               columns=raw_columns.get(source), ordered=detector.raw.ordered)
                 built.take(result, source=source, hour=number if hour is not None else None)
                 chunk[source] = result.frame
             rows_read += sum(frame.height for frame in chunk.values() if frame is not None)
@@ -178,7 +181,8 @@ def run_partition_task(task: PartitionTask) -> PartitionResult:
     started = time.monotonic()
     try:
         detector = make_detectors(task.params)[task.family]
-        built = build_partition(detector, data_dir=task.data_dir, index_dir=task.index_dir, day=task.day)
+        built = build_partition(detector, data_dir=task.data_dir, index_dir=task.index_dir, day=task.day,
+                                naming=task.naming)
     except _PARTITION_ERRORS as exc:
         return PartitionResult(task=task, failure=str(exc), seconds=time.monotonic() - started)
     return PartitionResult(task=task, rows=built.rows, errors=tuple(f"{f.name()}: {f.reason}" for f in built.lost_files),
@@ -199,6 +203,7 @@ def run_nightly(
     *,
     data_dir: Path,
     index_dir: Path,
+    naming: TraceNaming,
     days: list[str] | None = None,
     families: tuple[str, ...] = store.PARTITION_FAMILIES,
     force: bool = False,
@@ -211,8 +216,9 @@ def run_nightly(
 ) -> list[PartitionOutcome]:
     """Build every stale partition of ``days`` (all day directories when None).
 
-    ``detector_params`` maps a detector name to its ``Params`` (defaults when absent; see
-    ``index.params.IndexParams.detector_params``). ``engine`` places the builds (default
+    ``naming`` is the system's ``[traces]`` (``SystemSpec.trace``): how the spans read name
+    services and peers. ``detector_params`` maps a detector name to its ``Params`` (defaults
+    when absent; see ``index.params.IndexParams.detector_params``). ``engine`` places the builds (default
     ``LocalEngine(workers=workers, threads=threads)``: with one worker, ``threads`` partitions
     at once in this process; with ``workers > 1``, partitions of non-sequential detectors run
     in ``workers - 1`` spawned processes while sequential ones, sharing state across days,
@@ -235,13 +241,13 @@ def run_nightly(
     if unknown_families:
         raise ValueError(f"unknown partition family {unknown_families[0]!r}; expected one of {tuple(detectors)}")
     with writer_lock(index_dir, wait=wait_for_lock):
-        return _run_locked(data_dir=data_dir, index_dir=index_dir, wanted=wanted, families=families, force=force,
-                           params=params, detectors=detectors, on_partition_done=on_partition_done,
+        return _run_locked(data_dir=data_dir, index_dir=index_dir, naming=naming, wanted=wanted, families=families,
+                           force=force, params=params, detectors=detectors, on_partition_done=on_partition_done,
                            engine=engine or LocalEngine(workers=workers, threads=threads))
 
 
 def _run_locked(
-    *, data_dir: Path, index_dir: Path, wanted: list[str], families: tuple[str, ...], force: bool,
+    *, data_dir: Path, index_dir: Path, naming: TraceNaming, wanted: list[str], families: tuple[str, ...], force: bool,
     params: dict[str, object], detectors: Mapping[str, Detector], on_partition_done: ProgressCallback | None,
     engine: PartitionEngine,
 ) -> list[PartitionOutcome]:
@@ -260,7 +266,9 @@ def _run_locked(
     for day in wanted:
         for family in families:
             files, missing = family_inputs(data_dir, day, detectors[family].raw)
-            fingerprint = store.input_fingerprint(files)
+            # Spans read by other [traces] rules name other services and peers: a stale partition.
+            reading = naming.model_dump_json() if "trace" in detectors[family].raw.sources else ""
+            fingerprint = store.input_fingerprint(files, reading=reading)
             entry = manifest.partitions.get(store.partition_key(day, family))
             if not force and entry is not None and entry.fingerprint == fingerprint:
                 damaged = store.damaged_tables(index_dir, day=day, family=family, entry=entry)
@@ -273,8 +281,8 @@ def _run_locked(
 
     # Day by day (a chain's order), the largest input first: partitions built at once then
     # end together rather than the largest alone at the end.
-    tasks = [PartitionTask(day=t.day, family=t.family, data_dir=data_dir, index_dir=index_dir, params=params,
-                           chain=t.family if detectors[t.family].sequential else None)
+    tasks = [PartitionTask(day=t.day, family=t.family, data_dir=data_dir, index_dir=index_dir, naming=naming,
+                           params=params, chain=t.family if detectors[t.family].sequential else None)
              for t in sorted(todo, key=lambda t: (t.day, -sum(f.stat().st_size for f in t.files),
                                                   store.PARTITION_FAMILIES.index(t.family)))]
     by_name = {f"{t.day}/{t.family}": t for t in todo}

@@ -97,8 +97,8 @@ def preprocess(
         try:
             started = time.monotonic()
             # The engine carries the workers and threads: run_nightly's own are for an engine it makes.
-            outcomes = run_nightly(data_dir=data_root, index_dir=index_root, days=days, force=force,
-                                   detector_params=params.detector_params(),
+            outcomes = run_nightly(data_dir=data_root, index_dir=index_root, naming=params.system.trace, days=days,
+                                   force=force, detector_params=params.detector_params(),
                                    wait_for_lock=wait, on_partition_done=advance, engine=partition_engine)
         except IndexBusyError as exc:
             fail(str(exc), code=EXIT_BUSY)

@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 
 from index.models import LostFile
 from rca.errors import InputError
+from rca.system import TraceNaming
 
 EngineName = Literal["local", "ray"]
 # Partitions the local engine builds at once in its process with one worker
@@ -42,6 +43,7 @@ class PartitionTask:
     family: str
     data_dir: Path
     index_dir: Path
+    naming: TraceNaming  # the system's [traces]: how the spans read name services and peers
     chain: str | None = None  # tasks of one chain run one at a time, in order
     params: Mapping[str, object] = field(default_factory=dict)  # picklable detector params, by family
 

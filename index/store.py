@@ -86,12 +86,18 @@ def index_table_path(index_dir: Path, table: str) -> Path:
     return Path(index_dir) / f"{table}.parquet"
 
 
-def input_fingerprint(files: Iterable[Path]) -> str:
-    """Hash of (name, size, mtime) of every input file: cheap, and changes when a file does."""
+def input_fingerprint(files: Iterable[Path], *, reading: str = "") -> str:
+    """Hash of (name, size, mtime) of every input file, and of ``reading``: cheap, and changes when a file does.
+
+    ``reading`` is what else decides the rows the files read as (the system's ``[traces]`` for
+    spans): a partition read by other rules is stale although no file changed.
+    """
     digest = hashlib.sha256()
     for path in sorted(Path(p) for p in files):
         stat = path.stat()
         digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    if reading:
+        digest.update(f"reading\0{reading}\n".encode())
     return digest.hexdigest()
 
 

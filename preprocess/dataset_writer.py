@@ -4,7 +4,10 @@ The one writer every importer goes through (``rca import FORMAT``): a foreign fo
 into the canonical frames of ``preprocess/schema.py`` and written here, so the nightly job,
 the index and the diagnoser read an imported dataset exactly as they read the challenge's
 release. Reading a written file back with ``preprocess.readers`` gives the frame that was
-written (a test holds the round trip).
+written (a test holds the round trip), with one exception by design: a span frame may carry the
+raw ``rpc.service`` / ``db.system`` values (``preprocess.schema.SPAN_PEER_TAGS``), written as
+tags, and the reader names the peer of a client span that names none from them, with the
+system it is given.
 
 Rules:
 
@@ -26,7 +29,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from preprocess import layout
-from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from preprocess.schema import (
+    APM_KPIS,
+    APM_SCHEMA,
+    INFRA_SCHEMA,
+    LOG_SCHEMA,
+    SPAN_PEER_TAG_KEYS,
+    SPAN_PEER_TAGS,
+    SPAN_SCHEMA,
+)
 from rca.atomic import atomic_path
 from rca.errors import InputError
 
@@ -42,11 +53,15 @@ class DatasetWriteError(InputError):
     """Frames that cannot be written as a dataset (a wrong schema, rows without a time)."""
 
 
-def _check(frame: pl.DataFrame, schema: dict[str, pl.DataType], *, what: str) -> pl.DataFrame:
+def _check(frame: pl.DataFrame, schema: dict[str, pl.DataType], *, what: str,
+           optional: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
+    """``frame`` in ``schema``, then the ``optional`` columns (null where the frame lacks one)."""
     absent = [name for name in schema if name not in frame.columns]
     if absent:
         raise DatasetWriteError(f"{what} frame lacks column(s) {absent}; expected {list(schema)}")
-    frame = frame.select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+    frame = frame.select([pl.col(name).cast(dtype) for name, dtype in schema.items()]
+                         + [(pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+                            for name, dtype in (optional or {}).items()])
     timed = "start" if what == "spans" else "time"
     if frame[timed].null_count():
         raise DatasetWriteError(f"{what}: {frame[timed].null_count()} row(s) without {timed!r}")
@@ -96,6 +111,8 @@ def _span_table(spans: pl.DataFrame) -> pa.Table:
             ("status.code", "int64", None if row["status_code"] is None else str(row["status_code"])),
             ("error", "bool", "true" if row["is_error"] else None),
             ("peer.service", "string", row["peer_service"]),
+            # The raw tags the reader names a peer from with the system's [traces] rules.
+            *((key, "string", row[column]) for column, key in SPAN_PEER_TAG_KEYS.items()),
         ]))
         process.append({"serviceName": row["service"],
                         "tags": _kv([("name", "string", row["pod"]), ("node_name", "string", row["node"])])})
@@ -194,11 +211,14 @@ def write_frames(
     apm: pl.DataFrame | None = None,
     infra: pl.DataFrame | None = None,
 ) -> list[Path]:
-    """Write (merge) canonical frames into the dataset at ``out``; returns the files written."""
+    """Write (merge) canonical frames into the dataset at ``out``; returns the files written.
+
+    ``spans`` is in ``SPAN_SCHEMA``, with the ``SPAN_PEER_TAGS`` columns too where the source had them.
+    """
     out = Path(out)
     written: list[Path] = []
     if spans is not None and spans.height:
-        written += _write_spans(out, _check(spans, SPAN_SCHEMA, what="spans"))
+        written += _write_spans(out, _check(spans, SPAN_SCHEMA, what="spans", optional=SPAN_PEER_TAGS))
     if logs is not None and logs.height:
         written += _write_logs(out, _check(logs, LOG_SCHEMA, what="logs"))
     if apm is not None and apm.height:

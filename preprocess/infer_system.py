@@ -9,6 +9,11 @@ that never serve a span themselves) and runtimes where the data gives them away 
 names or Java stack traces -> java; Python tracebacks, Go panics, Node.js and .NET stack
 frames). The result is a commented TOML for a person to review; ``rca.system.load_system``
 loads it as it is.
+
+Spans are read with the ``[traces]`` of a description given (``spec``), else with none: a
+client span names its peer by its ``peer.service`` tag only, services as written. The
+``rpc.service`` and ``db.system`` values of client spans that then name no peer are listed in
+the drafted ``[traces]``, with the line that would name them.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,9 +29,10 @@ import polars as pl
 
 from preprocess import layout
 from preprocess.readers import read_day
+from preprocess.schema import SPAN_PEER_TAG_KEYS
 from rca.errors import DataError
 from rca.pods import pod_service
-from rca.system import SystemSpec, bundled_system
+from rca.system import SystemSpec, TraceNaming, bundled_system
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +74,9 @@ class InferredSystem:
     # rules name the pod otherwise (``cart_0`` of ``cart``); they go before the given ones.
     pod_patterns: list[str] = field(default_factory=list)
     unnamed_pods: dict[str, str] = field(default_factory=dict)  # pod -> its spans' service, no rule names it
+    trace: TraceNaming = field(default_factory=TraceNaming)  # the [traces] the spans were read with
+    # Tag (``rpc.service``, ``db.system``) -> value -> client spans carrying it whose peer ``trace`` does not name.
+    unnamed_peers: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> InferredSystem:
@@ -86,10 +95,12 @@ def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> Inferred
     return inferred
 
 
-def _frames(data_dir: Path, days: list[str], family: str) -> pl.DataFrame | None:
+def _frames(data_dir: Path, days: list[str], family: str, *, naming: TraceNaming) -> pl.DataFrame | None:
     frames = []
     for day in days:
-        result = read_day(layout.day_dir(data_dir, day), family, skip_unreadable=True, report_missing=False)
+        # Spans with their raw peer tags: the values no rule names are listed in the draft.
+        result = read_day(layout.day_dir(data_dir, day), family, naming=naming, peer_tags=True, skip_unreadable=True,
+                          report_missing=False)
         if result.frame.height:
             frames.append(result.frame)
     return pl.concat(frames, how="vertical_relaxed") if frames else None
@@ -108,6 +119,17 @@ def _call_edges(spans: pl.DataFrame) -> Counter[tuple[str, str]]:
     for caller, callee, n in peers.group_by(["service", "peer_service"]).len().iter_rows():
         calls[(caller, callee)] += n
     return calls
+
+
+def unnamed_peers(spans: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """Tag -> value -> how many client spans carry it and name no peer (``spans`` read with ``peer_tags``)."""
+    unnamed = spans.filter((pl.col("span_kind") == "client") & pl.col("peer_service").is_null())
+    found: dict[str, dict[str, int]] = {}
+    for column, key in SPAN_PEER_TAG_KEYS.items():
+        counts = unnamed.group_by(column).len().drop_nulls(column).sort(["len", column], descending=[True, False])
+        if counts.height:
+            found[key] = dict(counts.iter_rows())
+    return found
 
 
 def _runtime_from_logs(logs: pl.DataFrame, spec: SystemSpec) -> dict[str, tuple[str, str]]:
@@ -161,28 +183,32 @@ def _with_pod_patterns(spec: SystemSpec, patterns: list[str]) -> SystemSpec:
 def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemSpec | None = None) -> InferredSystem:
     """Learn a system's shape from the days of ``data_dir`` (all present by default).
 
-    ``spec`` supplies only the pod-name rules used to group pods into services (default: the
-    bundled generic rules, which know StatefulSet and Deployment names). Where spans name a pod's
-    service and those rules name it otherwise, rules learned from the spans go first
-    (``learned_pod_patterns``), for the logs and metrics read after them and in the written file.
+    ``spec`` supplies the pod-name rules used to group pods into services (default: the bundled
+    generic rules, which know StatefulSet and Deployment names) and the ``[traces]`` the spans are
+    read with (default: none, as a system not yet described has: peers from ``peer.service``
+    only; not the bundled HipsterShop rules). Where spans name a pod's service and those rules
+    name it otherwise, rules learned from the spans go first (``learned_pod_patterns``), for the
+    logs and metrics read after them and in the written file.
     """
     data_dir = Path(data_dir)
+    naming = spec.trace if spec is not None else TraceNaming()
     spec = spec or bundled_system()
     if not data_dir.is_dir():
         raise InferError(f"{data_dir}: no such data directory")
     chosen = days or layout.list_days(data_dir)
     if not chosen:
         raise InferError(f"{data_dir}: no day directories (YYYY-MM-DD) to learn from")
-    out = InferredSystem(days=list(chosen))
+    out = InferredSystem(days=list(chosen), trace=naming)
     services: Counter[str] = Counter()
     pods: dict[str, str] = {}
     placement: dict[str, set[str]] = {}
     nodes: set[str] = set()
     calls: Counter[tuple[str, str]] = Counter()
 
-    spans = _frames(data_dir, chosen, "trace")
+    spans = _frames(data_dir, chosen, "trace", naming=naming)
     serving: set[str] = set()
     if spans is not None:
+        out.unnamed_peers = unnamed_peers(spans)
         services.update(dict(spans.group_by("service").len().drop_nulls().iter_rows()))
         serving = set(spans.filter(pl.col("span_kind") != "client")["service"].drop_nulls().to_list())
         recorded: dict[str, str] = {}
@@ -201,7 +227,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
             log.warning("%d pod(s) whose service no pod-name rule names (e.g. %s of %s): add a [pods] pattern",
                         len(out.unnamed_pods), *next(iter(out.unnamed_pods.items())))
 
-    logs = _frames(data_dir, chosen, "log")
+    logs = _frames(data_dir, chosen, "log", naming=naming)
     from_logs: dict[str, tuple[str, str]] = {}
     if logs is not None:
         for pod, node in logs.select("pod", "node").unique().drop_nulls(["pod"]).iter_rows():
@@ -211,7 +237,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
                 nodes.add(node)
         from_logs = _runtime_from_logs(logs, spec)
 
-    apm = _frames(data_dir, chosen, "apm")
+    apm = _frames(data_dir, chosen, "apm", naming=naming)
     if apm is not None:
         for kind, name in apm.select("object_type", "object_id").unique().drop_nulls().iter_rows():
             if kind == "pod":
@@ -219,7 +245,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
             else:
                 services[name] += 0
 
-    infra = _frames(data_dir, chosen, "infra")
+    infra = _frames(data_dir, chosen, "infra", naming=naming)
     from_metrics: dict[str, str] = {}
     if infra is not None:
         nodes.update(infra["node"].drop_nulls().unique().to_list())
@@ -376,11 +402,59 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
         lines += [f"#   {pod} -> {service}" for pod, service in sorted(inferred.unnamed_pods.items())]
     patterns = [*inferred.pod_patterns, *bundled_system().pod_patterns]
     lines.append("patterns = [" + ", ".join(f"'{p}'" for p in patterns) + "]")
+    lines += ["", *_traces_section(inferred.trace, inferred.unnamed_peers)]
     lines += [
         "",
-        "# [traces] tells the readers how a client span names its peer (rpc_service / operation",
-        "# regexes, db_system and service_aliases tables); see rca/system.toml for HipsterShop's.",
         "# [faults] may narrow where a fault type can happen, e.g. \"io fault\" = { levels = [\"pod\"], requires = \"storage\" }.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _regex(pattern: str) -> str:
+    # A TOML literal string keeps a regex readable (no doubled backslashes) unless it holds a quote.
+    return f"'{pattern}'" if "'" not in pattern and "\n" not in pattern else _s(pattern)
+
+
+def _table_of(values: Mapping[str, str]) -> str:
+    return "{ " + ", ".join(f"{_s(k)} = {_s(v)}" for k, v in values.items()) + " }"
+
+
+def _rpc_rule(values: Sequence[str]) -> str:
+    """An ``rpc_service`` regex naming the services of the most frequent package of ``values`` (ordered by count)."""
+    package = values[0].rpartition(".")[0]
+    return f"^{re.escape(package)}\\.([A-Za-z0-9]+)$" if package else "^(.+)$"
+
+
+def _traces_section(naming: TraceNaming, unnamed: Mapping[str, Mapping[str, int]], *, shown: int = 8) -> list[str]:
+    """The drafted ``[traces]``: the rules the spans were read with, and the values no rule named."""
+    lines = [
+        "[traces]",
+        "# How a client span without a peer.service tag names the service it calls: group 1 of `rpc_service`",
+        "# on its rpc.service tag, else `db_system` on its db.system tag, else group 1 of `operation` on its",
+        "# operation name (`lowercase`: lower-cased); `service_aliases` renames a span's own service.",
+        "# rca/system.toml has HipsterShop's. The spans were read with the rules below (none: peer.service only).",
+    ]
+    if naming.rpc_service is not None:
+        lines.append(f"rpc_service = {_regex(naming.rpc_service)}")
+    if naming.operation is not None:
+        lines.append(f"operation = {_regex(naming.operation)}")
+    if naming != TraceNaming():
+        lines.append(f"lowercase = {'true' if naming.lowercase else 'false'}")
+    if naming.db_system:
+        lines.append(f"db_system = {_table_of(naming.db_system)}")
+    if naming.service_aliases:
+        lines.append(f"service_aliases = {_table_of(naming.service_aliases)}")
+    suggestions = {
+        "db.system": lambda values: f"db_system = {_table_of({**naming.db_system, **{v: '<component>' for v in values}})}",
+        "rpc.service": lambda values: f"rpc_service = {_regex(_rpc_rule(values))}",
+    }
+    for key, suggest in suggestions.items():
+        counts = unnamed.get(key)
+        if not counts:
+            continue
+        values = list(counts)
+        listed = ", ".join(f"{value} ({counts[value]} spans)" for value in values[:shown])
+        more = f", and {len(values) - shown} more" if len(values) > shown else ""
+        lines.append(f"# {key} values no peer names: {listed}{more} -> {suggest(values)}")
+    return lines

@@ -8,7 +8,9 @@ variants listed in docs/data-contract.md and keeps only rows inside the window:
   integers -> ``Datetime("us", "UTC")``;
 - the string ``"null"`` in label columns -> a real null, and in KPI value columns too (an all-null
   counter is absent, never zero, and does not cost its file);
-- Jaeger nesting -> one flat row per span (parent, pod, node, kind, status, peer service).
+- Jaeger nesting -> one flat row per span (parent, pod, node, kind, status, peer service); span
+  services and peers are named by the system's ``[traces]`` (``rca.system.TraceNaming``), which
+  every trace read takes from its caller: no system's rules are built in.
 
 A missing file is listed in ``ReadResult.missing``. An unreadable or malformed file raises
 ``ReaderError`` naming the file; with ``skip_unreadable=True`` (the nightly job) it costs that
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,9 +34,20 @@ import polars as pl
 
 from preprocess import layout
 from preprocess.iso_time import parse_fixed_iso_utc
-from preprocess.schema import APM_KPIS, APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA, TIME, empty_frame
+from preprocess.schema import (
+    APM_KPIS,
+    APM_SCHEMA,
+    INFRA_SCHEMA,
+    LOG_SCHEMA,
+    SPAN_PEER_TAG_KEYS,
+    SPAN_PEER_TAGS,
+    SPAN_SCHEMA,
+    TIME,
+    empty_frame,
+)
 from rca.errors import DataError
 from rca.pods import NODE_NAME, POD_NAME
+from rca.system import SystemSpecError, TraceNaming
 from rca.taxonomy import TIDB_COMPONENTS
 from rca.timeutil import as_utc, cst_hours_between, format_utc
 
@@ -572,12 +586,54 @@ def _on_distinct(column: pl.Expr, transform: Callable[[pl.Expr], pl.Expr], dtype
     return column.replace_strict(distinct, transform(distinct), return_dtype=dtype).cast(dtype)
 
 
-def span_attribute_exprs() -> list[pl.Expr]:
+def check_trace_naming(naming: TraceNaming) -> None:
+    """Raise ``SystemSpecError`` unless the trace reader can run ``naming``'s regexes.
+
+    The system loader checks them with Python's ``re``; polars runs them with Rust's regex
+    engine, which has no look-around or back-references. Checked once per read, here: inside a
+    file's read the error would cost every file instead of naming the field.
+    """
+    for name, pattern in (("traces.rpc_service", naming.rpc_service), ("traces.operation", naming.operation)):
+        if pattern is None:
+            continue
+        try:
+            groups = re.compile(pattern).groups
+            pl.Series([""], dtype=pl.Utf8).str.extract(pattern, 1)
+        except (re.error, pl.exceptions.PolarsError) as exc:
+            raise SystemSpecError(f"{name}: regex {pattern!r} cannot be run by the trace reader: {exc}") from exc
+        if groups < 1:
+            raise SystemSpecError(f"{name}: regex {pattern!r} needs a group for the peer name")
+
+
+def _mapped(column: pl.Expr, mapping: dict[str, str], *, otherwise: pl.Expr) -> pl.Expr:
+    """``mapping[value]`` where ``column`` holds one of its keys, else ``otherwise``.
+
+    Comparisons, not ``replace``'s hash look-up: a ``[traces]`` map holds a few entries, and on
+    the general path (every span, not every distinct value) comparing them costs less.
+    """
+    out = otherwise
+    for key, value in mapping.items():  # keys are distinct: the order of the tests does not matter
+        out = pl.when(column == key).then(pl.lit(value)).otherwise(out)
+    return out
+
+
+def _named_peer(column: pl.Expr, pattern: str, *, lowercase: bool) -> pl.Expr:
+    """Group 1 of ``pattern`` in ``column``, once per distinct value (operation names, tag values: few)."""
+    def extract(values: pl.Expr) -> pl.Expr:
+        found = values.str.extract(pattern, 1)
+        return found.str.to_lowercase() if lowercase else found
+
+    return _on_distinct(column, extract, pl.Utf8())
+
+
+def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> list[pl.Expr]:
     """The span columns made of low-cardinality raw values only (operation, service, pod, node, kind, peer, status).
 
     They read ``operationName``, ``process.serviceName`` and the tag columns of ``_tag_columns``,
     row by row: the pyarrow path (``preprocess.span_arrow``) evaluates them once per distinct
-    combination of those values.
+    combination of those values. ``naming`` (the system's ``[traces]``) spells the services and
+    names a client span's peer; ``peer_tags`` adds the raw tags it names peers from
+    (``SPAN_PEER_TAGS``), for a caller that looks for peers the naming misses.
     """
     service_raw = pl.col("process").struct.field("serviceName").cast(pl.Utf8)
 
@@ -591,23 +647,25 @@ def span_attribute_exprs() -> list[pl.Expr]:
     error_tag = tag("error").str.to_lowercase() == "true"
     otel_error = tag("otel.status_code").str.to_uppercase() == "ERROR"
     operation = pl.col("operationName").cast(pl.Utf8)
-    # Client spans name their callee: rpc.service 'hipstershop.AdService' -> 'adservice',
-    # db.system=redis -> 'redis-cart', else the operation 'hipstershop.X/Method' ('/...' too).
-    # Only the hipstershop package names a component: 'grpc.health.v1.Health' is not a service.
-    from_rpc = _on_distinct(tag("rpc.service"), lambda v: v.str.extract(r"^hipstershop\.([A-Za-z0-9]+)$", 1)
-                            .str.to_lowercase(), pl.Utf8())
-    from_db = pl.when(tag("db.system").str.to_lowercase() == "redis").then(pl.lit("redis-cart"))
-    from_operation = _on_distinct(operation, lambda v: v.str.extract(r"hipstershop\.([A-Za-z0-9]+)/", 1)
-                                  .str.to_lowercase(), pl.Utf8())
-    # An explicit peer.service tag (OpenTelemetry's convention, and what imported datasets carry) wins.
-    from_peer = tag("peer.service")
+    # A client span's callee, first found wins: an explicit peer.service tag (OpenTelemetry's
+    # convention, and what imported datasets carry) as written, then the system's rules in
+    # order: the rpc.service tag, the db.system tag (case-insensitive), the operation name.
+    peers = [tag("peer.service")]
+    if naming.rpc_service is not None:
+        peers.append(_named_peer(tag("rpc.service"), naming.rpc_service, lowercase=naming.lowercase))
+    if naming.db_system:
+        components = {key.lower(): value for key, value in naming.db_system.items()}
+        peers.append(_mapped(tag("db.system").str.to_lowercase(), components, otherwise=pl.lit(None, pl.Utf8)))
+    if naming.operation is not None:
+        peers.append(_named_peer(operation, naming.operation, lowercase=naming.lowercase))
+    service = _mapped(service_raw, naming.service_aliases, otherwise=service_raw)
     return [
         operation.alias("operation"),
-        pl.when(service_raw == "redis").then(pl.lit("redis-cart")).otherwise(service_raw).alias("service"),
+        service.alias("service"),
         pl.coalesce(pl.col("process:name"), pl.col("process:podName")).alias("pod"),
         pl.coalesce(pl.col("process:node_name"), pl.col("process:nodeName")).alias("node"),
         kind.alias("span_kind"),
-        pl.when(kind == "client").then(pl.coalesce(from_peer, from_rpc, from_db, from_operation)).alias("peer_service"),
+        pl.when(kind == "client").then(pl.coalesce(peers)).alias("peer_service"),
         status.alias("status_code"),
         (
             error_tag.fill_null(False)
@@ -615,6 +673,7 @@ def span_attribute_exprs() -> list[pl.Expr]:
             | (status.fill_null(0) != 0)
             | (http_status.fill_null(0) >= 500)
         ).alias("is_error"),
+        *((tag(key).alias(name) for name, key in SPAN_PEER_TAG_KEYS.items()) if peer_tags else ()),
     ]
 
 
@@ -629,10 +688,17 @@ def span_identity_exprs() -> list[pl.Expr]:
     ]
 
 
-def span_columns(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """The span columns in ``SPAN_SCHEMA``'s order from the raw columns plus ``_tag_columns`` (start as ``time``)."""
-    named = {e.meta.output_name(): e for e in (*span_identity_exprs(), *span_attribute_exprs())}
-    return frame.select(named["time" if name == "start" else name] for name in SPAN_SCHEMA).rename({"time": "start"})
+def span_schema(*, peer_tags: bool) -> dict[str, pl.DataType]:
+    """The columns a trace read returns: ``SPAN_SCHEMA``, then ``SPAN_PEER_TAGS`` when asked for."""
+    return {**SPAN_SCHEMA, **SPAN_PEER_TAGS} if peer_tags else SPAN_SCHEMA
+
+
+def span_columns(frame: pl.LazyFrame, *, naming: TraceNaming, peer_tags: bool = False) -> pl.LazyFrame:
+    """The span columns in ``span_schema``'s order from the raw columns plus ``_tag_columns`` (start as ``time``)."""
+    named = {e.meta.output_name(): e for e in (*span_identity_exprs(),
+                                                *span_attribute_exprs(naming=naming, peer_tags=peer_tags))}
+    return (frame.select(named["time" if name == "start" else name] for name in span_schema(peer_tags=peer_tags))
+            .rename({"time": "start"}))
 
 
 # Raw trace columns the span columns are made of (projection push-down: `logs`, `flags`,
@@ -640,7 +706,8 @@ def span_columns(frame: pl.LazyFrame) -> pl.LazyFrame:
 _SPAN_RAW = ("traceID", "spanID", "operationName", "duration", "process", "tags", "references")
 
 
-def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.DataFrame:
+def _read_trace_file(path: Path, scanned: Scanned, *, window: Window, naming: TraceNaming,
+                     peer_tags: bool = False) -> pl.DataFrame:
     lazy, schema = scanned
     if "startTime" in schema:
         start_us = pl.col("startTime").cast(pl.Int64)  # µs since epoch (the official README says ns: wrong)
@@ -652,7 +719,7 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
     # Imported here: pyarrow costs the CLI's other commands ~75 ms of start-up.
     from preprocess.span_arrow import arrow_spans
 
-    flat = arrow_spans(path, window=window) if "startTime" in schema else None
+    flat = arrow_spans(path, window=window, naming=naming, peer_tags=peer_tags) if "startTime" in schema else None
     if flat is not None:
         return flat
     # Filter on the cheap integer time before touching the nested columns (predicate push-down).
@@ -662,7 +729,7 @@ def _read_trace_file(path: Path, scanned: Scanned, *, window: Window) -> pl.Data
         flat = pl.concat([raw, _tag_columns(raw)], how="horizontal")
     except (pl.exceptions.PolarsError, TypeError, ReaderError) as exc:
         raise ReaderError(f"{path}: cannot read rows: {exc}") from exc
-    return _collect(span_columns(flat.lazy()), path=path)
+    return _collect(span_columns(flat.lazy(), naming=naming, peer_tags=peer_tags), path=path)
 
 
 # --------------------------------------------------------------------------- hourly families
@@ -713,22 +780,28 @@ def read_logs(
 
 
 def read_traces(
-    data_dir: Path, *, start: datetime, end: datetime, skip_unreadable: bool = False, report_missing: bool = True,
+    data_dir: Path, *, start: datetime, end: datetime, naming: TraceNaming, peer_tags: bool = False,
+    skip_unreadable: bool = False, report_missing: bool = True,
 ) -> ReadResult:
-    """Flattened Jaeger spans whose ``start`` is in ``[start, end]``, in SPAN_SCHEMA."""
+    """Flattened Jaeger spans whose ``start`` is in ``[start, end]``, in SPAN_SCHEMA.
+
+    ``naming`` is the system's ``[traces]`` (``SystemSpec.trace``): how span services are
+    spelled and how a client span names its peer. ``peer_tags`` adds the raw ``SPAN_PEER_TAGS``.
+    """
     window = _checked_window(start, end)
+    check_trace_naming(naming)
     return _hourly(
         Path(data_dir), "trace", cst_hours_between(*window),
-        read_file=lambda p, scanned: _read_trace_file(p, scanned, window=window), schema=SPAN_SCHEMA,
-        skip_unreadable=skip_unreadable, report_missing=report_missing,
+        read_file=lambda p, scanned: _read_trace_file(p, scanned, window=window, naming=naming, peer_tags=peer_tags),
+        schema=span_schema(peer_tags=peer_tags), skip_unreadable=skip_unreadable, report_missing=report_missing,
     )
 
 
 # --------------------------------------------------------------------------- whole day
 
 
-def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, report_missing: bool = True,
-             ordered: bool = True) -> ReadResult:
+def read_day(day_dir: Path, family: str, *, naming: TraceNaming | None = None, peer_tags: bool = False,
+             skip_unreadable: bool = False, report_missing: bool = True, ordered: bool = True) -> ReadResult:
     """Every row of one family in a CST day directory, unfiltered (for the nightly job).
 
     ``family`` is one of "apm", "infra", "log", "trace". Hour files are read whatever their
@@ -737,7 +810,8 @@ def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, repor
     ``report_missing=False`` leaves the warning about absent files to the caller.
     ``ordered=False`` leaves APM and infra rows in file order instead of sorting them as
     ``read_apm`` / ``read_infra`` do, for a caller that groups them itself (a full-scale
-    day's infra sort costs about a third of a second).
+    day's infra sort costs about a third of a second). ``naming`` and ``peer_tags`` are
+    ``read_traces``'; traces need ``naming`` (the other families name no peer).
     """
     day_dir = Path(day_dir)
     day, data_dir = day_dir.name, day_dir.parent
@@ -759,5 +833,12 @@ def read_day(day_dir: Path, family: str, *, skip_unreadable: bool = False, repor
             read_file=lambda p, scanned: _read_log_file(p, scanned, columns=names, window=None), schema=LOG_SCHEMA,
             skip_unreadable=skip_unreadable, report_missing=report_missing,
         )
-    return _hourly(data_dir, "trace", slots, read_file=lambda p, scanned: _read_trace_file(p, scanned, window=None),
-                   schema=SPAN_SCHEMA, skip_unreadable=skip_unreadable, report_missing=report_missing)
+    if naming is None:
+        # No default: the peers a span names are the system's, and HipsterShop's are not everyone's.
+        raise ValueError("reading traces needs the system's trace naming (naming=SystemSpec.trace)")
+    check_trace_naming(naming)
+    return _hourly(data_dir, "trace", slots,
+                   read_file=lambda p, scanned: _read_trace_file(p, scanned, window=None, naming=naming,
+                                                                 peer_tags=peer_tags),
+                   schema=span_schema(peer_tags=peer_tags), skip_unreadable=skip_unreadable,
+                   report_missing=report_missing)

@@ -81,16 +81,28 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
     "span_id": pl.Utf8(),
     "parent_span_id": pl.Utf8(),  # from the CHILD_OF reference; null for roots
     "operation": pl.Utf8(),
-    "service": pl.Utf8(),  # process.serviceName, with "redis" mapped to "redis-cart"
+    "service": pl.Utf8(),  # process.serviceName, renamed by the system's traces.service_aliases
     "pod": pl.Utf8(),  # process tag `name` or `podName`
     "node": pl.Utf8(),  # process tag `node_name` or `nodeName`
     "span_kind": pl.Utf8(),  # "server" / "client" / null
-    "peer_service": pl.Utf8(),  # callee service a client span targets (rpc.service / db.system), else null
+    # Callee a client span targets, else null: its peer.service tag, else the system's [traces]
+    # rules (rca.system.TraceNaming) on rpc.service, db.system and the operation name.
+    "peer_service": pl.Utf8(),
     "start": TIME,
     "duration_us": pl.Int64(),
     "status_code": pl.Int64(),  # gRPC status code, 0 = OK
     "is_error": pl.Boolean(),  # error tag, non-zero status or http status >= 500
 }
+
+# The raw span tags a system's [traces] rules name a client span's peer from, as columns: an
+# importer of a foreign trace format adds them to its span frame (optional for the dataset
+# writer, which writes them back as tags), so that the peer is named when the dataset is read,
+# with the user's system rather than at import. ``read_traces(..., peer_tags=True)`` returns
+# them too (``rca system infer`` lists the values no rule names).
+SPAN_PEER_TAGS: dict[str, pl.DataType] = {"rpc_service": pl.Utf8(), "db_system": pl.Utf8()}
+SPAN_PEER_TAG_KEYS: dict[str, str] = {"rpc_service": "rpc.service", "db_system": "db.system"}  # column -> tag
+# What a foreign-format importer returns for spans.
+SPAN_IMPORT_SCHEMA: dict[str, pl.DataType] = {**SPAN_SCHEMA, **SPAN_PEER_TAGS}
 
 FAMILIES: tuple[str, ...] = ("apm", "infra", "log", "trace")
 

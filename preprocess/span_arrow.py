@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from preprocess.arrow_numpy import arrow_of, numpy_view
-from preprocess.readers import _TAGS, Window, span_attribute_exprs, span_identity_exprs
-from preprocess.schema import SPAN_SCHEMA
+from preprocess.readers import _TAGS, Window, span_attribute_exprs, span_identity_exprs, span_schema
+from rca.system import TraceNaming
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 StructColumn = TypeVar("StructColumn", pa.Array, pa.ChunkedArray)
@@ -210,7 +210,8 @@ def _frame(table: pa.Table) -> pl.DataFrame:
     return frame
 
 
-def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window) -> pl.DataFrame:
+def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window, naming: TraceNaming,
+                peer_tags: bool) -> pl.DataFrame:
     """The span columns of one record batch (one array per column) and its rows' ``_POLARS_COLUMNS`` (``own``)."""
     process = batch.column("process")
     coded: dict[str, _Coded] = {
@@ -247,13 +248,14 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window) -> 
         # path, which reports and decodes them.
         table.validate(full=True)
     attributes = (_frame(combinations).with_columns(pl.struct("serviceName").alias("process"))
-                  .select(span_attribute_exprs()))
+                  .select(span_attribute_exprs(naming=naming, peer_tags=peer_tags)))
     spans = pl.concat([own, _frame(identities)], how="horizontal").with_columns(
         pl.col("time").cast(pl.Datetime("us", "UTC")))
     if len(kept) < len(times):
         spans = spans[pl.Series(kept)]
     spans = spans.select(span_identity_exprs()).rename({"time": "start"})
-    return pl.concat([spans, attributes[pl.Series(combination[kept])]], how="horizontal").select(list(SPAN_SCHEMA))
+    return (pl.concat([spans, attributes[pl.Series(combination[kept])]], how="horizontal")
+            .select(list(span_schema(peer_tags=peer_tags))))
 
 
 def fast_path_leaves(parquet: pq.ParquetFile) -> list[str] | None:
@@ -262,8 +264,9 @@ def fast_path_leaves(parquet: pq.ParquetFile) -> list[str] | None:
     return list(_ARROW_LEAVES) if leaves.issuperset(_ARROW_LEAVES) else None
 
 
-def arrow_spans(path: Path, *, window: Window) -> pl.DataFrame | None:
-    """The span rows of one file (``SPAN_SCHEMA``) in ``window``; None when the file is not of the usual shape.
+def arrow_spans(path: Path, *, window: Window, naming: TraceNaming, peer_tags: bool = False) -> pl.DataFrame | None:
+    """The span rows of one file (``readers.span_schema``) in ``window``, named by ``naming``; None when the
+    file is not of the usual shape.
 
     The usual export (``startTime`` µs, ``tags``, ``process.tags`` and ``references`` lists of
     structs of strings) is read leaf by leaf, low-cardinality strings as dictionaries, cheaper
@@ -287,7 +290,8 @@ def arrow_spans(path: Path, *, window: Window) -> pl.DataFrame | None:
         offset = 0
         for batch in table.to_batches():
             if batch.num_rows:
-                frames.append(_span_batch(batch, own=own.slice(offset, batch.num_rows), window=window))
+                frames.append(_span_batch(batch, own=own.slice(offset, batch.num_rows), window=window, naming=naming,
+                                          peer_tags=peer_tags))
             offset += batch.num_rows
         return pl.concat(frames, how="vertical", rechunk=False)
     except (pa.ArrowException, pl.exceptions.PolarsError, OSError, ValueError, TypeError, KeyError):

@@ -1,6 +1,7 @@
 """``rca system``: draft a system description from data, or check one.
 
     rca system infer --data-dir D --out system.toml [--name NAME] [--day YYYY-MM-DD ...] [--runtime SERVICE=RUNTIME ...]
+                     [--system FILE]     # read the spans with FILE's [pods] and [traces] (default: [system] file, if set)
     rca system show [--file system.toml]      # what the tool reads from it (default: [system] file)
 """
 from __future__ import annotations
@@ -32,16 +33,22 @@ def infer_command(
     runtime: list[str] | None = typer.Option(
         None, "--runtime", help="SERVICE=RUNTIME you know, where the data shows none (repeatable; '*=java' for "
                                 "every service). JVM faults are offered only for java services."),
+    system: Path | None = typer.Option(
+        None, "--system", help="A system description to read the spans with: its [traces] names client spans' "
+                               "peers, its [pods] groups pods (default: [system] file if set, else none: peers "
+                               "from peer.service only, Kubernetes' pod names)."),
 ) -> None:
     """Learn services, pods, placement, call graph, storage and runtimes from telemetry; write a commented TOML."""
     from preprocess.infer_system import infer_system, render_toml, with_runtimes
 
-    settings = build_settings(ctx, overrides={"paths": {"data_dir": data_dir}})
+    settings = build_settings(ctx, overrides={"paths": {"data_dir": data_dir}, "system": {"file": system}})
     source = settings.paths.data_dir
     if out.exists() and not force:
         fail(f"{out} exists; pass --force to overwrite it")
     try:
-        inferred = with_runtimes(infer_system(source, days=day or None), given=runtime or [])
+        # Not the bundled description when none is named: HipsterShop's trace rules are not the user's.
+        given = load_system(settings.system.file) if settings.system.file is not None else None
+        inferred = with_runtimes(infer_system(source, days=day or None, spec=given), given=runtime or [])
         text = render_toml(inferred, data_dir=source, name=name)
         write_text_atomic(out, text)
         spec = load_system(out)  # what we write must load: a draft that does not is a bug here
@@ -52,6 +59,10 @@ def infer_command(
     if not inferred.edges:
         typer.secho(f"{out}: the data shows no calls (no spans): list them in [calls] edges, or the ranker has no "
                     "call graph (docs/system.md)", err=True, fg="yellow")
+    if inferred.unnamed_peers:
+        tags = " and ".join(f"{len(values)} {tag} value(s)" for tag, values in inferred.unnamed_peers.items())
+        typer.secho(f"{out}: client spans carry {tags} that name no peer: [traces] lists them with the line that "
+                    "would name them (their calls are missing from the call graph until it does)", err=True, fg="yellow")
 
 
 @app.command("show")

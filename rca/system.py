@@ -62,9 +62,12 @@ class FaultPlacement(BaseModel):
 class TraceNaming(BaseModel):
     """How a client span names the service it calls (``peer_service``) and how span services are spelled.
 
-    ``rpc_service`` is matched against the ``rpc.service`` tag and ``operation`` against the
-    operation name; group 1 is the peer's name. ``db_system`` maps a ``db.system`` tag value to
-    the component (redis -> redis-cart); ``service_aliases`` renames a span's own service name.
+    The trace readers (``preprocess.readers``) apply it, given by their caller. A client span's
+    ``peer.service`` tag names its peer as written; else ``rpc_service`` matched against the
+    ``rpc.service`` tag, else ``db_system`` (a ``db.system`` tag value, any case -> the component:
+    redis -> redis-cart), else ``operation`` against the operation name; group 1 of a regex is the
+    peer's name (lower-cased with ``lowercase``). ``service_aliases`` renames a span's own service
+    name. Nothing set (``TraceNaming()``): ``peer.service`` only, services as written.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

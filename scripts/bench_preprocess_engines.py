@@ -33,6 +33,7 @@ from index.build import PartitionOutcome, run_nightly  # noqa: E402
 from index.engines import make_engine  # noqa: E402
 from index.store import PARTITION_FAMILIES  # noqa: E402
 from preprocess import layout  # noqa: E402
+from rca.system import bundled_system  # noqa: E402
 from simulate.simulator import SimulationOptions, simulate  # noqa: E402
 
 log = logging.getLogger("bench_preprocess_engines")
@@ -125,8 +126,9 @@ def run_engine(name: str, *, data_dir: Path, index_dir: Path, days: list[str],
         shutil.rmtree(index_dir)
     with PeakSampler() as sampler:
         started = time.monotonic()
-        outcomes = run_nightly(data_dir=data_dir, index_dir=index_dir, days=days, force=True, workers=workers,
-                               engine=make_engine(name, workers=workers))
+        # The simulated HipsterShop days: the bundled system's trace naming.
+        outcomes = run_nightly(data_dir=data_dir, index_dir=index_dir, naming=bundled_system().trace, days=days,
+                               force=True, workers=workers, engine=make_engine(name, workers=workers))
         wall = time.monotonic() - started
     return wall, outcomes, sampler
 

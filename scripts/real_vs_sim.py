@@ -53,6 +53,7 @@ from bench.pipeline import TUNING_SEEDS, simulate_problem_set
 from bench.problems import REFERENCE_SCHEDULE
 from preprocess.detect_trace import TraceParams, call_edges, call_shares, followed_shares
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
+from rca.system import bundled_system
 from rca.timeutil import as_utc
 
 log = logging.getLogger("real_vs_sim")
@@ -348,7 +349,8 @@ def dataset_stats(data_dir: Path, *, name: str) -> DatasetStats:
     pod_apm, service_apm = apm.filter(pl.col("object_type") == "pod"), apm.filter(pl.col("object_type") == "service")
     cpu = (read_infra(data_dir, start=first, end=last, families=["infra_pod"], kpis=["pod_cpu_usage"]).frame
            .select("time", pl.col("component").alias("pod"), "value"))
-    spans = read_traces(data_dir, start=first, end=last, report_missing=False).frame
+    # Both sides are HipsterShop / OnlineBoutique (the imported set names its peers explicitly).
+    spans = read_traces(data_dir, start=first, end=last, naming=bundled_system().trace, report_missing=False).frame
     logs = read_logs(data_dir, start=first, end=last, columns=["pod"], report_missing=False).frame
     services = set(service_apm["object_id"].unique().to_list())
     pods = set(pod_apm["object_id"].unique().to_list()) | set(cpu["pod"].unique().to_list())

@@ -54,7 +54,8 @@ def main() -> None:
     })
     if not (work / "data" / "input.json").exists():
         simulate(SimulationOptions(out_dir=work / "data", cases=1, seed=args.seed, scale="small"))
-    run_nightly(data_dir=work / "data", index_dir=work / "index")  # skips partitions already built
+    # Skips partitions already built; the spans are read with the system the diagnoser is given.
+    run_nightly(data_dir=work / "data", index_dir=work / "index", naming=system_from_settings(settings).trace)
     case = load_cases(settings.paths.input_file)[0]
     record_path = settings.paths.runs_dir / "adhoc" / f"{case.uuid}.json"
     if not record_path.exists():

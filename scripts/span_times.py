@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from preprocess.readers import read_traces
+from rca.system import bundled_system
 
 BEFORE = (timedelta(seconds=-70), timedelta(0))
 DURING = (timedelta(seconds=30), timedelta(seconds=170))
@@ -92,7 +93,9 @@ def main() -> int:
         if truth.get("fault_type") not in fault_types:
             continue
         start = datetime.fromisoformat(truth["start_time"].replace("Z", "+00:00"))
-        spans = read_traces(args.data_dir, start=start + BEFORE[0], end=start + DURING[1], report_missing=False).frame
+        # Server spans and their parents only: the peer naming does not matter, HipsterShop's will do.
+        spans = read_traces(args.data_dir, start=start + BEFORE[0], end=start + DURING[1],
+                            naming=bundled_system().trace, report_missing=False).frame
         served = server_span_times(spans)
         before, during = (times_of(served, service=truth["service"], start=start, stretch=s) for s in (BEFORE, DURING))
         table.add_row(truth.get("uuid", f"line {number}"), truth["fault_type"], truth["service"],

@@ -15,7 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from preprocess.schema import APM_KPIS
+from preprocess.schema import APM_KPIS, SPAN_PEER_TAG_KEYS
+from rca.system import bundled_system
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 _KIND_NUMBER = {None: 0, "internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 _INFRA_LABELS = ("instance", "device", "mountpoint", "namespace", "type", "sql_type")
@@ -59,6 +63,8 @@ def otlp_trace_requests(spans: pl.DataFrame, *, per_request: int = 2000) -> list
                 attrs.append({"key": "rpc.grpc.status_code", "value": {"intValue": str(row["status_code"])}})
             if row["peer_service"] is not None:
                 attrs.append(_str_attr("peer.service", row["peer_service"]))
+            attrs += [_str_attr(key, row[column]) for column, key in SPAN_PEER_TAG_KEYS.items()
+                      if row.get(column) is not None]
             span = {
                 "traceId": row["trace_id"], "spanId": row["span_id"], "name": row["operation"],
                 "kind": _KIND_NUMBER[row["span_kind"]],
@@ -204,6 +210,8 @@ def jaeger_document(spans: pl.DataFrame) -> dict[str, Any]:
             tags.append({"key": "error", "type": "bool", "value": True})
         if row["peer_service"] is not None:
             tags.append({"key": "peer.service", "type": "string", "value": row["peer_service"]})
+        tags += [{"key": key, "type": "string", "value": row[column]} for column, key in SPAN_PEER_TAG_KEYS.items()
+                 if row.get(column) is not None]
         refs = ([{"refType": "CHILD_OF", "traceID": row["trace_id"], "spanID": row["parent_span_id"]}]
                 if row["parent_span_id"] is not None else [])
         trace["spans"].append({"traceID": row["trace_id"], "spanID": row["span_id"], "flags": 1,
@@ -217,7 +225,9 @@ def zipkin_document(spans: pl.DataFrame) -> list[dict[str, Any]]:
     out = []
     for row in spans.with_columns(pl.col("start").dt.epoch("us").alias("_start")).to_dicts():
         tags = {k: v for k, v in (("k8s.pod.name", row["pod"]), ("k8s.node.name", row["node"]),
-                                  ("peer.service", row["peer_service"])) if v is not None}
+                                  ("peer.service", row["peer_service"]),
+                                  *((key, row.get(column)) for column, key in SPAN_PEER_TAG_KEYS.items()))
+                if v is not None}
         if row["status_code"] is not None:
             tags["rpc.grpc.status_code"] = str(row["status_code"])
         if row["is_error"]:
@@ -294,5 +304,7 @@ def simulated_frames(out: Path, *, cases: int = 2, seed: int = 7) -> dict[str, p
 
     simulate(SimulationOptions(out_dir=out, cases=cases, seed=seed))
     days = [p for p in sorted(out.iterdir()) if layout.is_day_dir(p)]
-    return {name: pl.concat([read_day(d, family, report_missing=False).frame for d in days])
+    # Spans with their raw rpc.service / db.system tags, which the exporters write and the importers carry.
+    return {name: pl.concat([read_day(d, family, naming=NAMING, peer_tags=True, report_missing=False).frame
+                             for d in days])
             for name, family in FAMILIES.items()}

@@ -16,6 +16,10 @@ from polars.testing import assert_frame_equal
 from preprocess.dataset_writer import DatasetWriteError, write_frames
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from rca.system import bundled_system
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 T0 = datetime(2025, 6, 5, 15, 30, 0, 123456, tzinfo=UTC)  # CST 23:30 on 2025-06-05; +1 h is 2025-06-06
 WHOLE = (datetime(2025, 6, 5, 0, 0, tzinfo=UTC), datetime(2025, 6, 7, 0, 0, tzinfo=UTC))
@@ -86,7 +90,7 @@ def infra(first: int = 0, count: int = 90) -> pl.DataFrame:
 
 def read_back(out: Path) -> dict[str, pl.DataFrame]:
     return {
-        "spans": read_traces(out, start=WHOLE[0], end=WHOLE[1]).frame.sort(SPAN_KEY),
+        "spans": read_traces(out, naming=NAMING, start=WHOLE[0], end=WHOLE[1]).frame.sort(SPAN_KEY),
         "logs": read_logs(out, start=WHOLE[0], end=WHOLE[1]).frame.sort(LOG_KEY),
         "apm": read_apm(out, start=WHOLE[0], end=WHOLE[1]).frame.sort(APM_KEY),
         "infra": read_infra(out, start=WHOLE[0], end=WHOLE[1],

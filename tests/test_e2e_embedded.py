@@ -14,7 +14,11 @@ from diagnose.cases import load_cases
 from diagnose.service import Diagnoser
 from index.build import run_nightly
 from rca.settings import load_settings
+from rca.system import bundled_system
 from simulate.simulator import SimulationOptions, simulate
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +27,7 @@ pytestmark = pytest.mark.slow
 def dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("e2e")
     simulate(SimulationOptions(out_dir=root / "data", cases=2, seed=5, scale="small"))
-    outcomes = run_nightly(data_dir=root / "data", index_dir=root / "index")
+    outcomes = run_nightly(naming=NAMING, data_dir=root / "data", index_dir=root / "index")
     assert all(o.status == "written" for o in outcomes)
     return root
 

@@ -37,7 +37,11 @@ from index.build import run_nightly
 from index.query import query_window
 from preprocess.dataset_writer import write_frames
 from preprocess.importers import app
+from rca.system import bundled_system
 from tests import format_exporters as ex
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 runner = CliRunner()
 TIDB_FAMILIES = ("infra_tidb", "infra_tikv", "infra_pd")
@@ -57,7 +61,7 @@ def _tables(index_dir: Path) -> dict[str, pl.DataFrame]:
 
 
 def _index(data_dir: Path, index_dir: Path) -> dict[str, pl.DataFrame]:
-    outcomes = run_nightly(data_dir=data_dir, index_dir=index_dir)
+    outcomes = run_nightly(naming=NAMING, data_dir=data_dir, index_dir=index_dir)
     assert all(o.status == "written" and not o.data_loss for o in outcomes), \
         [(o.day, o.family, o.status, o.errors, o.lost_files) for o in outcomes]
     return _tables(index_dir)

@@ -16,7 +16,11 @@ from index import store
 from index.build import run_nightly
 from preprocess.detect_log import LOG_COUNT_SCHEMA
 from preprocess.detect_trace import TraceDetector
+from rca.system import bundled_system
 from tests.layout_fixtures import write_day
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 DAY = "2025-06-06"
 
@@ -39,7 +43,7 @@ def _copy_tree(src, dst):
 
 
 def test_builds_every_partition_then_skips_unchanged(raw_day, tmp_path):
-    first = run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    first = run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
     assert sorted((o.family, o.status) for o in first) == [("log", "written"), ("metric", "written"),
                                                            ("trace", "written")]
     manifest = json.loads((tmp_path / store.MANIFEST_NAME).read_text())
@@ -56,9 +60,9 @@ def test_builds_every_partition_then_skips_unchanged(raw_day, tmp_path):
     edges = pl.read_parquet(store.table_path(tmp_path, DAY, "trace_edges"))
     assert ("frontend", "cartservice") in set(edges.select("caller", "callee").iter_rows())
 
-    second = run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    second = run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
     assert {o.status for o in second} == {"skipped"}
-    forced = run_nightly(data_dir=raw_day, index_dir=tmp_path, force=True, families=("trace",))
+    forced = run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path, force=True, families=("trace",))
     assert [o.status for o in forced] == ["written"]
     assert pl.read_parquet(store.table_path(tmp_path, DAY, "trace_edges")).equals(edges)  # idempotent
 
@@ -67,17 +71,28 @@ def test_changed_input_rebuilds_only_its_partition(raw_day, tmp_path):
     data = tmp_path / "data"
     _copy_tree(raw_day, data)
     index = tmp_path / "index"
-    run_nightly(data_dir=data, index_dir=index)
+    run_nightly(naming=NAMING, data_dir=data, index_dir=index)
     hour_file = next((data / DAY / "log-parquet").glob("*_05-*.parquet"))
     frame = pl.read_parquet(hour_file)
     pl.concat([frame, frame.head(5)]).write_parquet(hour_file)
-    outcomes = {o.family: o.status for o in run_nightly(data_dir=data, index_dir=index)}
+    outcomes = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=data, index_dir=index)}
     assert outcomes == {"metric": "skipped", "log": "written", "trace": "skipped"}
 
 
 
+def test_other_trace_rules_rebuild_only_the_trace_partition(raw_day, tmp_path):
+    # The same span files read by another system's [traces] name other peers: the trace
+    # partition built under the old rules is stale, though no file changed.
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
+    plain = NAMING.model_copy(update={"db_system": {}})
+    outcomes = {o.family: o.status for o in run_nightly(naming=plain, data_dir=raw_day, index_dir=tmp_path)}
+    assert outcomes == {"metric": "skipped", "log": "skipped", "trace": "written"}
+    again = {o.family: o.status for o in run_nightly(naming=plain, data_dir=raw_day, index_dir=tmp_path)}
+    assert again == {"metric": "skipped", "log": "skipped", "trace": "skipped"}
+
+
 def test_older_schema_version_is_rebuilt_not_misread(raw_day, tmp_path):
-    run_nightly(data_dir=raw_day, index_dir=tmp_path)
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
     counts_path = store.table_path(tmp_path, DAY, "log_counts")
     pl.read_parquet(counts_path).drop("example").write_parquet(counts_path)  # as schema version 1 wrote it
     manifest = json.loads((tmp_path / store.MANIFEST_NAME).read_text())
@@ -88,7 +103,7 @@ def test_older_schema_version_is_rebuilt_not_misread(raw_day, tmp_path):
                                       end=datetime(2025, 6, 6, 15, 59, tzinfo=UTC), schema=LOG_COUNT_SCHEMA)
     assert frame.height == 0 and missing == [f"{DAY}/log_counts"]
 
-    assert {o.status for o in run_nightly(data_dir=raw_day, index_dir=tmp_path)} == {"written"}
+    assert {o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)} == {"written"}
     assert store.load_manifest(tmp_path).schema_version == store.SCHEMA_VERSION
     assert "example" in pl.read_parquet(counts_path).columns
 
@@ -100,14 +115,14 @@ def test_kill_during_a_partition_keeps_finished_ones(raw_day, tmp_path, monkeypa
     monkeypatch.setattr(TraceDetector, "build", killed)
     finished: list[str] = []
     with pytest.raises(KeyboardInterrupt):
-        run_nightly(data_dir=raw_day, index_dir=tmp_path, on_partition_done=finished.append)
+        run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path, on_partition_done=finished.append)
     # Partitions build two at a time: whichever finished (the one built beside the trace
     # partition, at least) is kept; none starts after the interrupt.
     kept = {key.split("/")[1] for key in store.load_manifest(tmp_path).partitions}
     assert kept and "trace" not in kept and kept == {line.split()[1] for line in finished}
     assert not list(tmp_path.rglob("*.tmp"))
     monkeypatch.undo()
-    resumed = {o.family: o.status for o in run_nightly(data_dir=raw_day, index_dir=tmp_path)}
+    resumed = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)}
     assert resumed == {f: "skipped" if f in kept else "written" for f in ("metric", "log", "trace")}
 
 
@@ -116,7 +131,7 @@ def test_unreadable_file_is_named_and_the_rest_continues(raw_day, tmp_path):
     _copy_tree(raw_day, data)
     bad = next((data / DAY / "trace-parquet").glob("*_07-*.parquet"))
     bad.write_bytes(b"this is not parquet")
-    outcomes = {o.family: o for o in run_nightly(data_dir=data, index_dir=tmp_path / "index")}
+    outcomes = {o.family: o for o in run_nightly(naming=NAMING, data_dir=data, index_dir=tmp_path / "index")}
     assert {f: o.status for f, o in outcomes.items()} == {"metric": "written", "log": "written", "trace": "written"}
     assert len(outcomes["trace"].errors) == 1 and bad.name in outcomes["trace"].errors[0]
     assert outcomes["trace"].rows["trace_edges"] > 0
@@ -126,7 +141,7 @@ def test_unreadable_file_is_named_and_the_rest_continues(raw_day, tmp_path):
 
 def test_unknown_day_is_a_clear_error(raw_day, tmp_path):
     with pytest.raises(FileNotFoundError, match="2030-01-01"):
-        run_nightly(data_dir=raw_day, index_dir=tmp_path, days=["2030-01-01"])
+        run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path, days=["2030-01-01"])
 
 
 def test_cli_runs_and_prints_summary(raw_day, tmp_path):
@@ -146,8 +161,8 @@ def test_cli_runs_and_prints_summary(raw_day, tmp_path):
 @pytest.mark.parametrize("how", [{"threads": 2}, {"workers": 2}], ids=["two-threads", "worker-processes"])
 def test_partitions_built_at_once_give_the_same_index(raw_day, tmp_path, how):
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
-    run_nightly(data_dir=raw_day, index_dir=serial, threads=1)
-    outcomes = run_nightly(data_dir=raw_day, index_dir=parallel, **how)
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=serial, threads=1)
+    outcomes = run_nightly(naming=NAMING, data_dir=raw_day, index_dir=parallel, **how)
     assert {o.status for o in outcomes} == {"written"}
     for tables in store.FAMILY_TABLES.values():
         for table in tables:
@@ -183,7 +198,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     done_before = set(store.load_manifest(index).partitions)
     assert done_before  # at least one partition finished before the kill
 
-    outcomes = run_nightly(data_dir=data, index_dir=index)
+    outcomes = run_nightly(naming=NAMING, data_dir=data, index_dir=index)
     statuses = {f"{o.day}/{o.family}": o.status for o in outcomes}
     assert all(statuses[key] == "skipped" for key in done_before)
     assert len(store.load_manifest(index).partitions) == 9
@@ -209,7 +224,8 @@ def test_the_nightly_job_does_not_import_pandas(tmp_path):
 
     write_day(tmp_path / "data", DAY)
     probe = ("import sys\nfrom pathlib import Path\nfrom index.build import run_nightly\n"
-             f"outcomes = run_nightly(data_dir=Path({str(tmp_path / 'data')!r}), index_dir=Path({str(tmp_path / 'index')!r}))\n"
+             "from rca.system import bundled_system\n"
+             f"outcomes = run_nightly(naming=bundled_system().trace, data_dir=Path({str(tmp_path / 'data')!r}), index_dir=Path({str(tmp_path / 'index')!r}))\n"
              "print(sorted(o.status for o in outcomes), 'pandas' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "['written', 'written', 'written'] False"

@@ -1,6 +1,7 @@
 """`rca system infer`: a system description drafted from a simulated dataset recovers the simulator's system."""
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -8,11 +9,13 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from preprocess.infer_system import InferError, infer_system, node_pattern, render_toml
-from rca.system import bundled_system, load_system
+from rca.system import TraceNaming, bundled_system, load_system
 from simulate.simulator import SimulationOptions, simulate
 from simulate.topology import APP_SERVICES, CLIENT_ONLY_SERVICES, TEMPLATES
 
 runner = CliRunner()
+# The simulator's world is HipsterShop: its spans name their peers by the bundled [traces] rules.
+BUNDLED_FILE = str(resources.files("rca") / "system.toml")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def _simulator_edges() -> set[tuple[str, str]]:
 
 
 def test_infer_recovers_the_simulated_system(dataset: Path) -> None:
-    inferred = infer_system(dataset)
+    inferred = infer_system(dataset, spec=bundled_system())
     assert set(inferred.services) == set(APP_SERVICES)
     assert set(inferred.stateful) == {"redis-cart", "tidb-tidb", "tidb-pd", "tidb-tikv"}
     assert set(inferred.client_only) == set(CLIENT_ONLY_SERVICES)
@@ -47,6 +50,19 @@ def test_infer_recovers_the_simulated_system(dataset: Path) -> None:
     assert "aiops-k8s-01" in inferred.nodes
 
 
+def test_without_a_description_the_draft_lists_the_tags_no_rule_names(dataset: Path) -> None:
+    """HipsterShop's spans name their callees by rpc.service and db.system only: read with no rules (a system
+    not yet described), those calls are listed for the user, with the lines that would name them."""
+    inferred = infer_system(dataset)
+    assert inferred.trace == TraceNaming()
+    assert "redis" in inferred.unnamed_peers["db.system"]
+    assert "redis" in inferred.stateful  # the cache's spans name their service so; no alias says it is redis-cart
+    assert "hipstershop.CartService" in inferred.unnamed_peers["rpc.service"]
+    text = render_toml(inferred, data_dir=dataset, name="Shop")
+    assert "# db.system values no peer names: redis (" in text
+    assert "-> rpc_service = '^hipstershop\\.([A-Za-z0-9]+)$'" in text
+
+
 def test_the_bundled_description_states_every_call_the_simulator_makes() -> None:
     # HipsterShop's calls are written twice, as the simulator's request templates (code) and as
     # the bundled description's [calls] edges (the fact the ranker reads): they must agree.
@@ -55,10 +71,12 @@ def test_the_bundled_description_states_every_call_the_simulator_makes() -> None
 
 def test_the_written_description_loads_and_says_the_same(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "system.toml"
-    result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out), "--name", "Shop"])
+    result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out), "--name", "Shop",
+                                 "--system", BUNDLED_FILE])
     assert result.exit_code == 0, result.output
     spec = load_system(out)
     assert spec.name == "Shop" and set(spec.services) == set(APP_SERVICES)
+    assert spec.trace == bundled_system().trace  # the rules the spans were read with are kept
     assert ("cartservice", "redis-cart") in spec.storage_calls
     # Every call seen is in the description, the storage calls once, as storage.
     assert set(spec.calls) | set(spec.storage_calls) == _simulator_edges()
@@ -67,7 +85,8 @@ def test_the_written_description_loads_and_says_the_same(dataset: Path, tmp_path
     assert spec.service_of("frontend-2") == "frontend"
     assert spec.call_chains and all(" -> " in chain for chain in spec.call_chains)
     assert "jvm gc" in spec.applicable_fault_types("adservice") and "jvm gc" not in spec.applicable_fault_types("frontend")
-    assert render_toml(infer_system(dataset), data_dir=dataset, name="Shop") == out.read_text(encoding="utf-8")
+    assert render_toml(infer_system(dataset, spec=bundled_system()), data_dir=dataset,
+                       name="Shop") == out.read_text(encoding="utf-8")
     again = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out)])
     assert again.exit_code == 2 and "--force" in again.output
 

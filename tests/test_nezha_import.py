@@ -19,7 +19,11 @@ from typer.testing import CliRunner
 from preprocess import nezha
 from preprocess.importers import app
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
+from rca.system import bundled_system
 from tests.nezha_fixtures import OB_DAY, SLICE, TT_DAY, bare_snapshot, clone, set_faults
+
+# The bundled [traces]: the imported spans name their peers by peer.service, which every naming takes first.
+NAMING = bundled_system().trace
 
 GT_KEYS = {"fault_category", "fault_type", "instance_type", "service", "instance", "source", "destination",
            "start_time", "end_time", "uuid", "key_observations", "key_metrics", "fault_description"}
@@ -125,7 +129,7 @@ def test_fault_types_are_mapped(tmp_path, system, pod, inject_type, fault_type):
 
 
 def test_spans_read_back_with_kind_and_peer(imported):
-    spans = read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    spans = read_traces(imported, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame
     rows = _source_rows(OB_DAY, "trace/05_19_trace.csv") + _source_rows(OB_DAY, "trace/05_20_trace.csv")
     # The two minute files repeat spans at their border: each span once.
     assert spans.height == len({(r["TraceID"], r["SpanID"]) for r in rows}) < len(rows)
@@ -155,7 +159,7 @@ def test_spans_read_back_with_kind_and_peer(imported):
 
 
 def test_trainticket_spans_link_services(imported):
-    spans = read_traces(imported, start=TT_HOUR[0], end=TT_HOUR[1]).frame
+    spans = read_traces(imported, naming=NAMING, start=TT_HOUR[0], end=TT_HOUR[1]).frame
     assert spans.height == len(_source_rows(TT_DAY, "trace/09_22_trace.csv"))
     clients = spans.filter(pl.col("span_kind") == "client")
     assert clients.height > 0
@@ -171,7 +175,7 @@ def test_the_days_fault_free_minute_is_imported_beside_the_incidents(imported):
     log_rows = list(csv.DictReader((construct / "log" / "08_50_log.csv").open(encoding="utf-8")))
     first = min(datetime.fromtimestamp(int(r["StartTimeUnixNano"]) / 1e9, UTC) for r in span_rows)
     last = max(datetime.fromtimestamp(int(r["StartTimeUnixNano"]) / 1e9, UTC) for r in span_rows)
-    spans = read_traces(imported, start=first, end=last).frame
+    spans = read_traces(imported, naming=NAMING, start=first, end=last).frame
     assert spans.height == len({(r["TraceID"], r["SpanID"]) for r in span_rows}) > 0
     assert set(spans.get_column("trace_id")) == {r["TraceID"] for r in span_rows}
     lines = read_logs(imported, start=datetime(2023, 1, 29, 8, 30, tzinfo=UTC),
@@ -187,7 +191,7 @@ def test_an_absent_fault_free_minute_is_counted_not_fatal(tmp_path):
     assert result.exit_code == 0, result.output
     assert "2 file(s) absent from the snapshot, 0 unreadable" in result.output
     assert len(_truths(tmp_path / "data")) == 2
-    assert read_traces(tmp_path / "data", start=TT_HOUR[0], end=TT_HOUR[1]).frame.height > 0
+    assert read_traces(tmp_path / "data", naming=NAMING, start=TT_HOUR[0], end=TT_HOUR[1]).frame.height > 0
 
 
 def test_logs_are_unwrapped_from_the_container_json(imported):
@@ -239,8 +243,8 @@ def test_without_traces_leaves_only_the_spans_out(imported, tmp_path):
     result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--without-traces")
     assert result.exit_code == 0, result.output
     bare = tmp_path / "data"
-    assert read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height > 0
-    assert read_traces(bare, start=OB_HOUR[0], end=OB_HOUR[1], report_missing=False).frame.height == 0
+    assert read_traces(imported, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height > 0
+    assert read_traces(bare, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1], report_missing=False).frame.height == 0
     full_infra = read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame
     assert read_infra(bare, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.equals(full_infra)
     assert read_logs(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height == \
@@ -256,8 +260,8 @@ def test_without_metrics_leaves_every_metric_file_out(imported, tmp_path):
     assert read_infra(imported, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.height > 0
     assert read_infra(bare, start=OB_HOUR[0], end=OB_HOUR[1], families=["infra_pod"]).frame.height == 0
     assert read_apm(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height == 0
-    assert read_traces(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.equals(
-        read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame)
+    assert read_traces(bare, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame.equals(
+        read_traces(imported, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame)
     assert read_logs(bare, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height == \
         read_logs(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height
     assert len(_truths(bare)) == 3
@@ -276,8 +280,8 @@ def test_keep_traces_keeps_whole_traces_and_nothing_else_changes(imported, tmp_p
     """--keep-traces 0.5: the day as a deployment that samples half its traces records it."""
     result = _import(SLICE, tmp_path / "data", "--system", "onlineboutique", "--keep-traces", "0.5")
     assert result.exit_code == 0, result.output
-    full = read_traces(imported, start=OB_HOUR[0], end=OB_HOUR[1]).frame
-    kept = read_traces(tmp_path / "data", start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    full = read_traces(imported, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    kept = read_traces(tmp_path / "data", naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame
     kept_ids = set(kept.get_column("trace_id"))
     assert 0 < len(kept_ids) < full.get_column("trace_id").n_unique()
     # Every span of a kept trace, none of another.
@@ -454,7 +458,7 @@ def test_malformed_metric_file_is_named_and_the_rest_imported(tmp_path):
     apm = read_apm(out, start=OB_HOUR[0], end=OB_HOUR[1], level="pod").frame
     assert set(apm.get_column("object_id")) == {"adservice-5f6585d649-fnmft", "checkoutservice-578fcf4766-9csqn",
                                                  "frontend-579b9bff58-t2dbm"}
-    assert read_traces(out, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height > 0
+    assert read_traces(out, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame.height > 0
     assert len(_truths(out)) == 3
 
 
@@ -527,7 +531,7 @@ def _trastrainer(tmp_path: Path, *, day: str = OB_DAY) -> Path:
 
 
 def _span_minutes(out: Path) -> dict[str, int]:
-    spans = read_traces(out, start=OB_HOUR[0], end=OB_HOUR[1]).frame
+    spans = read_traces(out, naming=NAMING, start=OB_HOUR[0], end=OB_HOUR[1]).frame
     return dict(spans.group_by(pl.col("start").dt.strftime("%H:%M")).len().iter_rows())
 
 

@@ -13,10 +13,14 @@ from index.engine_local import LocalEngine
 from index.engines import DEFAULT_THREADS, PartitionResult, PartitionTask, make_engine, ordered_chains
 from rca.errors import InputError
 from rca.settings import load_settings
+from rca.system import bundled_system
+
+# A task's trace naming (the bundled HipsterShop's): these tests build nothing from spans.
+NAMING = bundled_system().trace
 
 
 def _task(tmp_path, day: str, family: str, chain: str | None = None) -> PartitionTask:
-    return PartitionTask(day=day, family=family, data_dir=tmp_path, index_dir=tmp_path, chain=chain)
+    return PartitionTask(naming=NAMING, day=day, family=family, data_dir=tmp_path, index_dir=tmp_path, chain=chain)
 
 
 def timed(task: PartitionTask) -> PartitionResult:

@@ -20,6 +20,10 @@ ray = pytest.importorskip("ray")
 
 from index.engine_ray import RayEngine  # noqa: E402  (needs ray)
 from preprocess.detect_log import MINER_STATE_NAME  # noqa: E402
+from rca.system import bundled_system  # noqa: E402
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 DAYS = ("2025-06-06", "2025-06-07")
 
@@ -42,7 +46,7 @@ def raw_days(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_index(raw_days, tmp_path_factory):
     index_dir = tmp_path_factory.mktemp("local")
-    outcomes = run_nightly(data_dir=raw_days, index_dir=index_dir)
+    outcomes = run_nightly(naming=NAMING, data_dir=raw_days, index_dir=index_dir)
     assert {o.status for o in outcomes} == {"written"}
     return index_dir
 
@@ -53,7 +57,7 @@ def _index_files(index_dir: Path) -> dict[str, bytes]:
 
 
 def test_ray_index_is_byte_identical_to_local(ray_cluster, raw_days, local_index, tmp_path):
-    outcomes = run_nightly(data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
+    outcomes = run_nightly(naming=NAMING, data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
     assert sorted((o.day, o.family, o.status) for o in outcomes) == sorted(
         (day, family, "written") for day in DAYS for family in store.PARTITION_FAMILIES)
 
@@ -72,14 +76,14 @@ def test_ray_index_is_byte_identical_to_local(ray_cluster, raw_days, local_index
         assert ray_manifest.partitions[key].model_dump(exclude={"written_at"}) == \
             entry.model_dump(exclude={"written_at"}), key
 
-    again = run_nightly(data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
+    again = run_nightly(naming=NAMING, data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
     assert {o.status for o in again} == {"skipped"}  # the manifest logic is the local job's
 
 
 def test_failing_partitions_are_named_and_the_others_finish(ray_cluster, raw_days, tmp_path):
     state = tmp_path / MINER_STATE_NAME
     state.write_bytes(b"not a Drain3 state")  # a corrupt stored artefact: every log partition fails on it
-    outcomes = run_nightly(data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
+    outcomes = run_nightly(naming=NAMING, data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
     by_family: dict[str, set[str]] = {}
     for o in outcomes:
         by_family.setdefault(o.family, set()).add(o.status)
@@ -91,7 +95,7 @@ def test_failing_partitions_are_named_and_the_others_finish(ray_cluster, raw_day
         f"{day}/{family}" for day in DAYS for family in ("metric", "trace")}
 
     state.unlink()  # repaired: the next run builds only what failed
-    resumed = run_nightly(data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
+    resumed = run_nightly(naming=NAMING, data_dir=raw_days, index_dir=tmp_path, engine=RayEngine(workers=2))
     assert {(o.family, o.status) for o in resumed} == {("metric", "skipped"), ("trace", "skipped"),
                                                       ("log", "written")}
 
@@ -107,7 +111,7 @@ def crash_once(task: PartitionTask) -> PartitionResult:
 
 def _tasks(raw_days: Path, index_dir: Path) -> list[PartitionTask]:
     index_dir.mkdir()
-    return [PartitionTask(day=DAYS[0], family=family, data_dir=raw_days, index_dir=index_dir)
+    return [PartitionTask(naming=NAMING, day=DAYS[0], family=family, data_dir=raw_days, index_dir=index_dir)
             for family in ("metric", "trace")]
 
 
@@ -126,7 +130,7 @@ def test_a_worker_that_keeps_dying_fails_its_partition_by_name(ray_cluster, raw_
 
 
 def test_ray_runs_the_log_chain_one_day_after_the_other(ray_cluster, tmp_path):
-    tasks = [PartitionTask(day=day, family=family, data_dir=tmp_path, index_dir=tmp_path,
+    tasks = [PartitionTask(naming=NAMING, day=day, family=family, data_dir=tmp_path, index_dir=tmp_path,
                            chain="log" if family == "log" else None)
              for day in ("d1", "d2", "d3", "d4") for family in ("metric", "log", "trace")]
     results = list(RayEngine(workers=2).run(tasks, work=timed))
@@ -171,7 +175,7 @@ def test_killed_ray_driver_resumes_like_the_local_job(raw_days, tmp_path):
     for proc in alive:
         proc.kill()
 
-    outcomes = run_nightly(data_dir=raw_days, index_dir=index)
+    outcomes = run_nightly(naming=NAMING, data_dir=raw_days, index_dir=index)
     statuses = {f"{o.day}/{o.family}": o.status for o in outcomes}
     assert all(statuses[key] == "skipped" for key in done_before)
     assert len(store.load_manifest(index).partitions) == len(DAYS) * len(store.PARTITION_FAMILIES)

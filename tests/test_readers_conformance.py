@@ -15,8 +15,12 @@ from preprocess import layout
 from preprocess.detect_trace import call_graph, edge_stats
 from preprocess.readers import read_day, read_logs, read_traces
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from rca.system import bundled_system
 from rca.timeutil import cst_day_bounds_utc
 from tests import layout_fixtures as fx
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 SCHEMAS = {"apm": APM_SCHEMA, "infra": INFRA_SCHEMA, "log": LOG_SCHEMA, "trace": SPAN_SCHEMA}
 TIME_COLUMN = {"apm": "time", "infra": "time", "log": "time", "trace": "start"}
@@ -27,7 +31,7 @@ def check_day(day_dir: Path) -> dict[str, pl.DataFrame]:
     start, end = cst_day_bounds_utc(day_dir.name)
     frames: dict[str, pl.DataFrame] = {}
     for family, schema in SCHEMAS.items():
-        result = read_day(day_dir, family)
+        result = read_day(day_dir, family, naming=NAMING)
         frame = result.frame
         assert dict(frame.schema) == schema, family
         assert frame.height > 0, f"{family}: no rows ({result.missing})"
@@ -62,7 +66,7 @@ def test_simulated_day_conforms(tmp_path: Path) -> None:
     assert {"adservice", "currencyservice", "paymentservice", "redis-cart"} <= {callee for _, callee in graph.edges}
     (case,) = load_cases(tmp_path / "input.json")
     logs = read_logs(tmp_path, start=case.start, end=case.end)
-    spans = read_traces(tmp_path, start=case.start, end=case.end)
+    spans = read_traces(tmp_path, naming=NAMING, start=case.start, end=case.end)
     assert logs.missing == [] and spans.missing == []
     assert logs.frame.height > 0 and spans.frame.height > 0
     assert logs.frame["time"].min() >= case.start and spans.frame["start"].max() <= case.end

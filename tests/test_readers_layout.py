@@ -1,6 +1,7 @@
 """Readers on a tiny day written in the released layout with every variant (tests/layout_fixtures.py)."""
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,7 +11,11 @@ import pytest
 from preprocess import layout
 from preprocess.readers import ReaderError, read_apm, read_day, read_infra, read_logs, read_traces
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from rca.system import bundled_system
 from tests import layout_fixtures as fx
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 UTC = UTC
 DAY1, DAY2 = "2025-06-06", "2025-06-07"  # CST days; DAY1 = UTC 2025-06-05T16:00 .. 2025-06-06T16:00
@@ -78,21 +83,21 @@ def test_missing_hour_reported_not_fatal(data_dir: Path) -> None:
     result = read_logs(data_dir, start=utc(2025, 6, 5, 20, 30), end=utc(2025, 6, 5, 21, 30))
     assert result.frame.height == 30
     assert len(result.missing) == 1 and "hour 05" in result.missing[0]
-    spans = read_traces(data_dir, start=utc(2025, 6, 5, 20, 30), end=utc(2025, 6, 5, 21, 30))
+    spans = read_traces(data_dir, naming=NAMING, start=utc(2025, 6, 5, 20, 30), end=utc(2025, 6, 5, 21, 30))
     assert len(spans.missing) == 1
 
 
 def test_missing_day_reported(data_dir: Path) -> None:
     start, end = utc(2025, 7, 1, 0, 0), utc(2025, 7, 1, 0, 10)
-    for reader in (read_apm, read_infra, read_logs, read_traces):
+    for reader in (read_apm, read_infra, read_logs, functools.partial(read_traces, naming=NAMING)):
         result = reader(data_dir, start=start, end=end)
-        assert result.frame.is_empty() and result.missing, reader.__name__
+        assert result.frame.is_empty() and result.missing, reader
 
 
 @pytest.mark.parametrize("name", list(WINDOWS))
 def test_traces_window_and_flattening(data_dir: Path, name: str) -> None:
     start, end = WINDOWS[name]
-    frame = read_traces(data_dir, start=start, end=end).frame
+    frame = read_traces(data_dir, naming=NAMING, start=start, end=end).frame
     assert _schema_of(frame) == SPAN_SCHEMA
     minutes = int((end - start).total_seconds() // 60)
     assert frame.height == fx.SPANS_PER_TRACE * (minutes // fx.TRACE_EVERY_MIN)
@@ -101,7 +106,7 @@ def test_traces_window_and_flattening(data_dir: Path, name: str) -> None:
 
 def test_span_fields(data_dir: Path) -> None:
     start, end = WINDOWS["one_hour"]
-    frame = read_traces(data_dir, start=start, end=end).frame
+    frame = read_traces(data_dir, naming=NAMING, start=start, end=end).frame
     ops = {row["operation"]: row for row in frame.unique("operation").iter_rows(named=True)}
     root = ops["hipstershop.Frontend/Recv."]
     assert root["parent_span_id"] is None and root["is_error"] and root["span_kind"] == "server"  # http 503
@@ -192,7 +197,7 @@ def test_reversed_window_rejected(data_dir: Path) -> None:
 
 @pytest.mark.parametrize("family", ["apm", "infra", "log", "trace"])
 def test_read_day(data_dir: Path, family: str) -> None:
-    result = read_day(data_dir / DAY1, family)
+    result = read_day(data_dir / DAY1, family, naming=NAMING)
     frame = result.frame
     if family == "log":
         assert frame.height == 23 * 60 and len(result.missing) == 1
@@ -221,7 +226,7 @@ def corrupt_dir(tmp_path: Path) -> Path:
     ("reader", "relative"),
     [
         (read_logs, f"log-parquet/log_filebeat-server_{DAY1}_02-00-00.parquet"),
-        (read_traces, f"trace-parquet/trace_jaeger-span_{DAY1}_02-00-00.parquet"),
+        (functools.partial(read_traces, naming=NAMING), f"trace-parquet/trace_jaeger-span_{DAY1}_02-00-00.parquet"),
         (read_apm, f"metric-parquet/apm/service/service_frontend_{DAY1}.parquet"),
         (read_infra, f"metric-parquet/other/infra_pd_store_up_count_{DAY1}.parquet"),
     ],
@@ -294,7 +299,7 @@ def _one_span_file(root: Path, *, tags: list[dict], operation: str, drop: tuple[
 )
 def test_peer_and_error_variants(tmp_path: Path, tags: list[dict], operation: str, peer, is_error: bool) -> None:
     _one_span_file(tmp_path, tags=tags, operation=operation)
-    frame = read_traces(tmp_path, start=utc(2025, 6, 5, 17), end=utc(2025, 6, 5, 17, 30)).frame
+    frame = read_traces(tmp_path, naming=NAMING, start=utc(2025, 6, 5, 17), end=utc(2025, 6, 5, 17, 30)).frame
     assert frame.height == 1
     row = frame.row(0, named=True)
     assert (row["peer_service"], row["is_error"], row["pod"], row["node"]) == (peer, is_error, "frontend-2", None)
@@ -302,5 +307,5 @@ def test_peer_and_error_variants(tmp_path: Path, tags: list[dict], operation: st
 
 def test_start_time_millis_only(tmp_path: Path) -> None:
     _one_span_file(tmp_path, tags=[], operation="x", drop=("startTime",))
-    frame = read_traces(tmp_path, start=utc(2025, 6, 5, 17), end=utc(2025, 6, 5, 17, 30)).frame
+    frame = read_traces(tmp_path, naming=NAMING, start=utc(2025, 6, 5, 17), end=utc(2025, 6, 5, 17, 30)).frame
     assert frame["start"].to_list() == [utc(2025, 6, 5, 17, 5)]

@@ -30,7 +30,11 @@ from index.build import run_nightly
 from index.lock import IndexBusyError, writer_lock
 from index.query import query_window
 from preprocess.readers import read_logs
+from rca.system import bundled_system
 from tests.layout_fixtures import write_day
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 DAY = "2025-06-06"  # CST; UTC 2025-06-05 16:00 .. 2025-06-06 16:00
 DAY_START = datetime(2025, 6, 5, 16, tzinfo=UTC)
@@ -73,7 +77,7 @@ def test_bad_metric_file_costs_that_file_only(data, tmp_path, damage):
     """Defect 1: one bad infra file used to discard every infra file of the day, exit 0, silently."""
     bad = data / DAY / CPU_FILE
     damage(bad)
-    outcomes = {o.family: o for o in run_nightly(data_dir=data, index_dir=tmp_path / "index", families=("metric",))}
+    outcomes = {o.family: o for o in run_nightly(naming=NAMING, data_dir=data, index_dir=tmp_path / "index", families=("metric",))}
     metric = outcomes["metric"]
     assert metric.status == "written" and metric.data_loss
     assert [f.name() for f in metric.lost_files] == [bad.name] and metric.lost_files[0].source == "infra"
@@ -105,7 +109,7 @@ def test_data_status_tells_the_model_what_is_missing(data, tmp_path):
     _truncate(data / DAY / CPU_FILE)
     (data / DAY / "trace-parquet" / f"trace_jaeger-span_{DAY}_02-00-00.parquet").write_bytes(b"not parquet")
     index = tmp_path / "index"
-    run_nightly(data_dir=data, index_dir=index)
+    run_nightly(naming=NAMING, data_dir=data, index_dir=index)
     # CST 02:00-03:00 = UTC 18:00-19:00; the window reaches into it.
     result = query_window(index, start=DAY_START + timedelta(hours=1, minutes=40), end=DAY_START + timedelta(hours=2, minutes=20))
     status = {s.modality: s for s in result.data_status}
@@ -123,7 +127,7 @@ def test_second_writer_is_refused_naming_the_holder(raw_day, tmp_path):
     index = tmp_path / "index"
     with writer_lock(index):
         with pytest.raises(IndexBusyError, match=rf"pid {os.getpid()}"):
-            run_nightly(data_dir=raw_day, index_dir=index)
+            run_nightly(naming=NAMING, data_dir=raw_day, index_dir=index)
         _register()
         result = CliRunner().invoke(rca_app, ["preprocess", "--data-dir", str(raw_day), "--index-dir", str(index),
                                               "--date", DAY])
@@ -143,7 +147,7 @@ def test_second_writer_waits_with_wait(raw_day, tmp_path):
     holder = threading.Thread(target=hold)
     holder.start()
     time.sleep(0.2)
-    outcomes = run_nightly(data_dir=raw_day, index_dir=index, families=("trace",), wait_for_lock=True)
+    outcomes = run_nightly(naming=NAMING, data_dir=raw_day, index_dir=index, families=("trace",), wait_for_lock=True)
     holder.join()
     assert released.is_set() and [o.status for o in outcomes] == ["written"]
 
@@ -159,10 +163,10 @@ def test_lock_of_a_killed_writer_does_not_block(raw_day, tmp_path):
     while time.monotonic() < deadline and not (lock_file.exists() and lock_file.read_bytes()):
         time.sleep(0.05)  # the holder writes its pid once it has the lock
     with pytest.raises(IndexBusyError, match=f"pid {process.pid}"):
-        run_nightly(data_dir=raw_day, index_dir=index, families=("trace",))
+        run_nightly(naming=NAMING, data_dir=raw_day, index_dir=index, families=("trace",))
     process.send_signal(signal.SIGKILL)
     process.wait()
-    assert [o.status for o in run_nightly(data_dir=raw_day, index_dir=index, families=("trace",))] == ["written"]
+    assert [o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=index, families=("trace",))] == ["written"]
 
 
 _ORPHAN_SCRIPT = textwrap.dedent("""
@@ -222,23 +226,23 @@ def test_killed_worker_fails_its_partition_with_a_message(tmp_path):
 
     killer = threading.Thread(target=kill_first_worker)
     killer.start()
-    outcomes = run_nightly(data_dir=data, index_dir=tmp_path / "index", workers=2, families=("metric", "trace"))
+    outcomes = run_nightly(naming=NAMING, data_dir=data, index_dir=tmp_path / "index", workers=2, families=("metric", "trace"))
     killer.join()
     failed = [o for o in outcomes if o.status == "failed"]
     assert failed and all("worker process died" in o.errors[0] for o in failed)
-    rerun = run_nightly(data_dir=data, index_dir=tmp_path / "index", families=("metric", "trace"))
+    rerun = run_nightly(naming=NAMING, data_dir=data, index_dir=tmp_path / "index", families=("metric", "trace"))
     assert {o.status for o in rerun if f"{o.day}/{o.family}" in {f"{f.day}/{f.family}" for f in failed}} == {"written"}
 
 
 def test_damaged_index_table_is_named_and_rebuilt_without_force(raw_day, tmp_path):
     """Defect 4: a corrupt table gave a traceback naming no file; a rerun did not notice it."""
     index = tmp_path / "index"
-    run_nightly(data_dir=raw_day, index_dir=index)
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=index)
     edges = store.table_path(index, DAY, "trace_edges")
     _truncate(edges)
     with pytest.raises(store.IndexStoreError, match="trace_edges.parquet.*rca preprocess --date 2025-06-06"):
         query_window(index, start=DAY_START + timedelta(hours=2), end=DAY_START + timedelta(hours=2, minutes=20))
-    outcomes = {o.family: o.status for o in run_nightly(data_dir=raw_day, index_dir=index)}
+    outcomes = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=index)}
     assert outcomes == {"metric": "skipped", "log": "skipped", "trace": "written"}
     query_window(index, start=DAY_START + timedelta(hours=2), end=DAY_START + timedelta(hours=2, minutes=20))
 
@@ -247,7 +251,7 @@ def test_log_file_without_pod_column_is_a_lost_file_not_silent(data, tmp_path):
     """Defect 8: a log file missing k8_pod was accepted and its lines got no pod."""
     path = data / DAY / "log-parquet" / f"log_filebeat-server_{DAY}_04-00-00.parquet"
     pl.read_parquet(path).drop("k8_pod").write_parquet(path)
-    (outcome,) = run_nightly(data_dir=data, index_dir=tmp_path / "index", families=("log",))
+    (outcome,) = run_nightly(naming=NAMING, data_dir=data, index_dir=tmp_path / "index", families=("log",))
     assert [(f.name(), f.hour) for f in outcome.lost_files] == [(path.name, 4)]
     assert "k8_pod" in outcome.lost_files[0].reason
     counts = pl.read_parquet(store.table_path(tmp_path / "index", DAY, "log_counts"))
@@ -270,7 +274,7 @@ def test_non_utf8_strings_cost_those_strings_only(data, tmp_path):
     assert result.frame.height == 60 and not result.lost
     assert "4 string value(s) not UTF-8" in result.issues[0].reason
     assert result.frame.get_column("message").str.contains("\ufffd").sum() == 4
-    (outcome,) = run_nightly(data_dir=data, index_dir=tmp_path / "index", families=("log",))
+    (outcome,) = run_nightly(naming=NAMING, data_dir=data, index_dir=tmp_path / "index", families=("log",))
     assert not outcome.data_loss and outcome.rows["lines_read"] == 24 * 60
     assert any("4 string value(s)" in note for note in outcome.notes)
 
@@ -279,7 +283,7 @@ def test_partial_demo_day_warns_once_per_partition(tmp_path, caplog):
     """Defect 9: a 5-hour demo day printed 44 'missing telemetry' warnings."""
     write_day(tmp_path / "data", DAY, missing_hours=tuple(range(5, 24)))
     with caplog.at_level(logging.WARNING):
-        run_nightly(data_dir=tmp_path / "data", index_dir=tmp_path / "index")
+        run_nightly(naming=NAMING, data_dir=tmp_path / "data", index_dir=tmp_path / "index")
     about_absent = [r for r in caplog.records if "absent" in r.getMessage() or "missing telemetry" in r.getMessage()]
     assert len(about_absent) == 2, [r.getMessage() for r in about_absent]  # one for logs, one for traces
     assert "19 expected input(s) absent" in about_absent[0].getMessage()

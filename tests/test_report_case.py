@@ -36,6 +36,9 @@ from rca.system import bundled_system
 from simulate.simulator import SimulationOptions, simulate
 from tests.fakes import RecordedBackend, StaticKnowledge
 
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
+
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed")
 
 
@@ -44,7 +47,7 @@ def diagnosed(tmp_path_factory) -> tuple[Path, RunRecord]:
     """A simulated case diagnosed over its real index; the model's reply is recorded (no model needed)."""
     root = tmp_path_factory.mktemp("report")
     simulate(SimulationOptions(out_dir=root / "data", cases=1, seed=5, scale="small"))
-    assert all(o.status == "written" for o in run_nightly(data_dir=root / "data", index_dir=root / "index"))
+    assert all(o.status == "written" for o in run_nightly(naming=NAMING, data_dir=root / "data", index_dir=root / "index"))
     settings = load_settings(environ={}, overrides={
         "paths": {"index_dir": root / "index", "runs_dir": root / "runs", "input_file": root / "data" / "input.json"},
         "diagnose": {"confirm_fault_type": False, "self_consistency": 1},
@@ -151,7 +154,8 @@ def test_a_setting_moves_the_ranking_the_tools_and_the_report_together(diagnosed
             "index_dir": root / "index", "input_file": root / "data" / "input.json", "data_dir": root / "data"}})
         evidence = IndexEvidence.from_settings(settings)
         ranked = evidence.query(start=case.start, end=case.end, top_k=5).candidates
-        tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge(), system=bundled_system())
+        tools = case_toolbox(case, telemetry=RawTelemetry(root / "data", naming=bundled_system().trace), evidence=evidence,
+                             knowledge=StaticKnowledge(), system=bundled_system())
         page = load_case_evidence(record, scorer=evidence, system=bundled_system())
         modalities = sorted({item.modality for c in ranked for item in c.evidence})
         return modalities, tools.invoke("get_metrics", {}), tools.invoke("get_traces", {}), page.degraded_edges
@@ -173,7 +177,8 @@ def test_the_log_tool_names_the_templates_the_index_holds_for_the_window(diagnos
     root, record = diagnosed
     case = load_cases(root / "data" / "input.json")[0]
     evidence = _scorer(root / "index")
-    tools = case_toolbox(case, telemetry=RawTelemetry(root / "data"), evidence=evidence, knowledge=StaticKnowledge(), system=bundled_system())
+    tools = case_toolbox(case, telemetry=RawTelemetry(root / "data", naming=bundled_system().trace), evidence=evidence,
+                         knowledge=StaticKnowledge(), system=bundled_system())
     logs = tools.invoke("get_logs", {})
     scored = evidence.score(start=case.start, end=case.end)
     index_keywords = {template_keyword(t, max_chars=60) for t in scored.features["log_templates"].get_column("template")}

@@ -9,10 +9,14 @@ import polars as pl
 import pytest
 
 from preprocess.readers import read_apm, read_infra, read_logs, read_traces
+from rca.system import bundled_system
 from rca.taxonomy import FAULT_TYPES
 from rca.timeutil import parse_utc
 from simulate.catalogue import load_catalogue
 from simulate.simulator import SimulationOptions, simulate
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 REAL_TRUTH = Path(__file__).resolve().parents[1] / "data" / "reference" / "aiops2025" / "groundtruth.jsonl"
 WANTED = ("node memory stress", "node disk fill", "cpu stress", "dns error", "io fault", "network delay",
@@ -118,7 +122,7 @@ def test_network_delay_slows_the_edge(replay) -> None:
     out, records = replay
     record = records["network delay"]
     start, end, b0, b1 = _windows(record)
-    spans = read_traces(out, start=b0, end=end).frame
+    spans = read_traces(out, naming=NAMING, start=b0, end=end).frame
     edge = spans.filter((pl.col("service") == record["source"]) & (pl.col("span_kind") == "client")
                         & (pl.col("peer_service") == record["destination"]))
     assert edge.height > 0

@@ -13,7 +13,11 @@ from polars.testing import assert_frame_equal
 
 from preprocess import readers, span_arrow
 from preprocess.readers import _read_trace_file, _scan_schema
+from rca.system import bundled_system
 from tests import layout_fixtures as fx
+
+# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
+NAMING = bundled_system().trace
 
 T0 = datetime(2025, 6, 6, 0, 0, tzinfo=UTC)
 _KV = pl.List(pl.Struct({"key": pl.Utf8, "type": pl.Utf8, "value": pl.Utf8}))
@@ -64,11 +68,11 @@ def _edge_case_file(path: Path) -> Path:
 
 
 def _both(path: Path, window: readers.Window, monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
-    assert span_arrow.arrow_spans(path, window=window) is not None, "the fast path declined the file"
-    fast = _read_trace_file(path, _scan_schema(path), window=window)
+    assert span_arrow.arrow_spans(path, window=window, naming=NAMING) is not None, "the fast path declined the file"
+    fast = _read_trace_file(path, _scan_schema(path), window=window, naming=NAMING)
     with monkeypatch.context() as patch:
-        patch.setattr(span_arrow, "arrow_spans", lambda path, window: None)
-        general = _read_trace_file(path, _scan_schema(path), window=window)
+        patch.setattr(span_arrow, "arrow_spans", lambda path, window, naming, peer_tags: None)
+        general = _read_trace_file(path, _scan_schema(path), window=window, naming=NAMING)
     return fast, general
 
 
@@ -98,8 +102,8 @@ def test_non_utf8_string_goes_to_the_general_path(tmp_path: Path) -> None:
     table = table.set_column(table.schema.get_field_index("spanID"), "spanID",
                              pa.array(ids, pa.binary()).view(pa.string()))
     pq.write_table(table, path)
-    assert span_arrow.arrow_spans(path, window=None) is None
-    result = readers.read_day(day, "trace", skip_unreadable=True, report_missing=False)
+    assert span_arrow.arrow_spans(path, window=None, naming=NAMING) is None
+    result = readers.read_day(day, "trace", naming=NAMING, skip_unreadable=True, report_missing=False)
     assert [i.reason for i in result.issues if path == i.path] == [
         "1 string value(s) not UTF-8, decoded with replacement characters"]
     assert result.frame.filter(pl.col("span_id").str.contains("\ufffd")).height == 1

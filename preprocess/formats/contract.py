@@ -15,12 +15,13 @@ from typing import Protocol
 
 import polars as pl
 
-from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_IMPORT_SCHEMA
 from rca.errors import DataError
 
 # FormatResult attribute -> canonical schema; the same names as dataset_writer.write_frames' keywords.
+# Spans: the canonical columns and the raw tags the reader names their peers from (SPAN_PEER_TAGS).
 FRAME_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "spans": SPAN_SCHEMA,
+    "spans": SPAN_IMPORT_SCHEMA,
     "logs": LOG_SCHEMA,
     "apm": APM_SCHEMA,
     "infra": INFRA_SCHEMA,

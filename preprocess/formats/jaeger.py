@@ -4,7 +4,9 @@ Shape: ``{"data": [{"traceID", "spans": [...], "processes": {"p1": {"serviceName
 list of traces or one trace object is read too. Span fields are the release parquet's
 (``traceID``, ``spanID``, ``operationName``, ``references``, ``startTime`` and ``duration`` in µs,
 ``tags``), with the process referenced by ``processID`` (or inline as ``process``); the tags are
-read by the parquet reader's rules (preprocess/formats/spans.py). Mapping: docs/formats/jaeger.md.
+read by the parquet reader's rules (preprocess/formats/spans.py). Services and peers are kept as the
+export names them; ``rpc.service`` and ``db.system`` are carried into the dataset, whose reader names
+the peer with the system's ``[traces]``. Mapping: docs/formats/jaeger.md.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, read_span_documents
-from preprocess.formats.spans import as_int, canonical_service, check_id, is_error, peer_service
+from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error
 
 
 def tags_of(items: Any) -> dict[str, str]:
@@ -81,11 +83,11 @@ def span_row(span: dict[str, Any], process: dict[str, Any], rows: Rows) -> None:
     status = as_int(tags.get("status.code"))
     rows.append(
         trace_id=trace_id, span_id=span_id, parent_span_id=parent, operation=operation,
-        service=canonical_service(process.get("serviceName")),
+        service=process.get("serviceName"),
         pod=ptags.get("name") or ptags.get("podName"), node=ptags.get("node_name") or ptags.get("nodeName"),
         span_kind=kind,
-        peer_service=peer_service(kind=kind, rpc_service=tags.get("rpc.service"), peer=tags.get("peer.service"),
-                                  db_system=tags.get("db.system"), operation=operation),
+        peer_service=explicit_peer(kind=kind, peer=tags.get("peer.service")),
+        rpc_service=tags.get("rpc.service"), db_system=tags.get("db.system"),
         start=start, duration_us=duration, status_code=status,
         is_error=is_error(error_tag=tags.get("error"),
                           status_error=(tags.get("otel.status_code") or "").upper() == "ERROR",

@@ -10,8 +10,10 @@ Accepted (auto-detected per file, gzipped or not):
   message. Decoded with the ``opentelemetry-proto`` package, then read by the same code as JSON.
 
 OTLP/JSON spells trace and span ids as hex (the OTLP spec), not the base64 that protobuf's
-``json_format`` writes; both are accepted (the length says which). The mapping is in
-docs/formats/otlp.md.
+``json_format`` writes; both are accepted (the length says which). A span's service and peer are
+kept as the export names them (``service.name``, ``peer.service``); ``rpc.service`` and
+``db.system`` are carried into the dataset, whose reader names the peer with the system's
+``[traces]``. The mapping is in docs/formats/otlp.md.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.metric_map import MetricRows
 from preprocess.formats.rows import Rows, service_of_pod
 from preprocess.formats.sources import BadField, IssueLog, read_bytes
-from preprocess.formats.spans import HEX, as_int, canonical_service, is_error, peer_service
+from preprocess.formats.spans import HEX, as_int, explicit_peer, is_error
 
 log = logging.getLogger(__name__)
 
@@ -212,10 +214,10 @@ class _Sink:
             raise BadField("name", "missing span name")
         self.spans.append(
             trace_id=trace_id, span_id=span_id, parent_span_id=parent, operation=operation,
-            service=canonical_service(resource.get("service.name")),
+            service=resource.get("service.name"),
             pod=_first(resource, _POD_KEYS), node=_first(resource, _NODE_KEYS), span_kind=kind,
-            peer_service=peer_service(kind=kind, rpc_service=attrs.get("rpc.service"), peer=attrs.get("peer.service"),
-                                      db_system=attrs.get("db.system"), operation=operation),
+            peer_service=explicit_peer(kind=kind, peer=attrs.get("peer.service")),
+            rpc_service=attrs.get("rpc.service"), db_system=attrs.get("db.system"),
             start=start // 1000, duration_us=(end - start) // 1000, status_code=grpc_code,
             is_error=is_error(error_tag=attrs.get("error"), status_error=status_error, status_code=grpc_code,
                               http_status=http_status),

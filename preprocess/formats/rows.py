@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_SCHEMA
+from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_IMPORT_SCHEMA
 from rca import pods
 
 _TIME_COLUMNS = ("time", "start")
@@ -20,7 +20,8 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "apm": ("object_id", "object_type", "time"),
     "infra": ("family", "kpi_key", "component", "time", "instance", "device", "mountpoint", "type", "sql_type"),
 }
-_SCHEMAS: dict[str, dict[str, pl.DataType]] = {"spans": SPAN_SCHEMA, "logs": LOG_SCHEMA, "apm": APM_SCHEMA,
+# Spans carry the raw tags their peer is named from at read time (``SPAN_PEER_TAGS``) besides the canonical columns.
+_SCHEMAS: dict[str, dict[str, pl.DataType]] = {"spans": SPAN_IMPORT_SCHEMA, "logs": LOG_SCHEMA, "apm": APM_SCHEMA,
                                                "infra": INFRA_SCHEMA}
 
 

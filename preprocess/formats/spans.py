@@ -1,22 +1,20 @@
-"""What a span means, whatever format carried it: the rules of the Jaeger parquet reader.
+"""What a span means, whatever format carried it: the record-level rules of the Jaeger parquet reader.
 
-``preprocess/readers.py`` derives ``service``, ``span_kind``, ``peer_service``, ``status_code``
-and ``is_error`` from Jaeger tags with polars expressions; the foreign trace formats hand their
-attributes, as strings, to the same rules written for one record, so a span reads the same
-from a release parquet, an OTLP export or a Jaeger / Zipkin JSON.
+``preprocess/readers.py`` derives ``span_kind``, ``status_code`` and ``is_error`` from Jaeger
+tags with polars expressions; the foreign trace formats hand their attributes, as strings, to
+the same rules written for one record, so a span reads the same from a release parquet, an
+OTLP export or a Jaeger / Zipkin JSON.
+
+Naming is not done here: an importer keeps ``service`` as the source writes it and
+``peer_service`` as an explicit peer only, and carries the raw ``rpc.service`` and
+``db.system`` values (``preprocess.schema.SPAN_PEER_TAGS``) into the dataset, where the reader
+applies the system's ``[traces]`` rules when the dataset is read.
 """
 from __future__ import annotations
 
 import re
 
-_RPC_SERVICE = re.compile(r"^hipstershop\.([A-Za-z0-9]+)$")
-_OPERATION_SERVICE = re.compile(r"hipstershop\.([A-Za-z0-9]+)/")
 HEX = re.compile(r"^[0-9a-fA-F]+$")
-
-
-def canonical_service(name: str | None) -> str | None:
-    """The process / resource service name; Jaeger's ``redis`` is the component ``redis-cart``."""
-    return "redis-cart" if name == "redis" else name
 
 
 def as_int(text: str | None) -> int | None:
@@ -29,26 +27,9 @@ def as_int(text: str | None) -> int | None:
         return None
 
 
-def peer_service(*, kind: str | None, rpc_service: str | None, peer: str | None, db_system: str | None,
-                 operation: str | None) -> str | None:
-    """The callee a client span targets, else null.
-
-    Order (the parquet reader's): an explicit ``peer.service`` as named, ``rpc.service`` of the
-    hipstershop package -> lower-cased service, ``db.system=redis`` -> ``redis-cart``, then
-    ``hipstershop.X/Method`` in the operation name.
-    Only the hipstershop package names a component: ``grpc.health.v1.Health`` is not a service.
-    """
-    if kind != "client":
-        return None
-    if peer:
-        return peer
-    if rpc_service is not None and (match := _RPC_SERVICE.match(rpc_service)):
-        return match.group(1).lower()
-    if db_system is not None and db_system.lower() == "redis":
-        return "redis-cart"
-    if operation is not None and (match := _OPERATION_SERVICE.search(operation)):
-        return match.group(1).lower()
-    return None
+def explicit_peer(*, kind: str | None, peer: str | None) -> str | None:
+    """The callee a client span names itself (``peer.service``, Zipkin's remote endpoint), else null."""
+    return (peer or None) if kind == "client" else None
 
 
 def is_error(*, error_tag: str | None, status_error: bool, status_code: int | None, http_status: int | None) -> bool:

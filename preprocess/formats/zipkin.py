@@ -4,7 +4,9 @@ A file holds a list of spans, or a list of traces (lists of spans). Span fields:
 (16 or 32 hex digits), ``id``, ``parentId``, ``name``, ``kind`` (``CLIENT``/``SERVER``/...),
 ``timestamp`` and ``duration`` in µs, ``localEndpoint.serviceName``, ``remoteEndpoint.serviceName``
 and string ``tags``. Zipkin has no process: pod and node come from tags (``k8s.pod.name``,
-``name``/``podName``; ``k8s.node.name``, ``node_name``/``nodeName``). Mapping: docs/formats/zipkin.md.
+``name``/``podName``; ``k8s.node.name``, ``node_name``/``nodeName``). Services and peers are kept as
+the spans name them; ``rpc.service`` and ``db.system`` are carried into the dataset, whose reader names
+the peer with the system's ``[traces]``. Mapping: docs/formats/zipkin.md.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, read_span_documents
-from preprocess.formats.spans import as_int, canonical_service, check_id, is_error, peer_service
+from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error
 
 
 def _spans(document: Any) -> Iterator[tuple[str, Any]]:
@@ -64,13 +66,12 @@ def span_row(span: dict[str, Any], rows: Rows) -> None:
     status = as_int(tags.get("rpc.grpc.status_code") or tags.get("status.code"))
     rows.append(
         trace_id=trace_id, span_id=span_id, parent_span_id=parent, operation=operation,
-        service=canonical_service(local.get("serviceName")),
+        service=local.get("serviceName"),
         pod=tags.get("k8s.pod.name") or tags.get("name") or tags.get("podName"),
         node=tags.get("k8s.node.name") or tags.get("node_name") or tags.get("nodeName"),
         span_kind=kind,
-        peer_service=peer_service(kind=kind, rpc_service=tags.get("rpc.service"),
-                                  peer=tags.get("peer.service") or remote.get("serviceName"),
-                                  db_system=tags.get("db.system"), operation=operation),
+        peer_service=explicit_peer(kind=kind, peer=tags.get("peer.service") or remote.get("serviceName")),
+        rpc_service=tags.get("rpc.service"), db_system=tags.get("db.system"),
         start=start, duration_us=duration, status_code=status,
         # Zipkin marks a failed span with an "error" tag whose value is the message, not "true".
         is_error=is_error(error_tag="true" if "error" in tags else None,
