@@ -9,7 +9,8 @@ This module owns:
   persistence seam, ``AtomicFilePersistence``), so template ids stay stable across
   nightly runs and new templates are added;
 * ``log_counts``: per (pod, template, minute) counts with the most frequent masked line
-  as an example, the stored log feature. It masks one line per class (lines equal but for
+  as an example, the stored log feature. A multi-line entry stored one record per printed
+  line (a stack trace's indented frames) counts once, by its unindented lines (``is_continuation``). It masks one line per class (lines equal but for
   their digits and UUIDs mask alike; ``_line_classes``), and the nightly build counts
   hours on threads while the next hour is read and the last one mined (``_map_ahead``);
 * ``score_log_window``: templates that burst or are new in a window against the
@@ -95,6 +96,21 @@ _MASKS: tuple[tuple[str, str], ...] = (
     (r"[-+]?\d+(\.\d+)?", "<NUM>"),
     (r"\s+", " "),
 )
+
+
+# A record that continues the entry above it. Container runtimes, and log shippers without a
+# multiline rule, keep every printed line as a record: a stack trace arrives as its head line,
+# then indented frames (Java's "\tat ...", "\t... 87 common frames omitted"; a Python
+# traceback's "  File ..." and code lines: the 2025 release's error templates hold
+# "raise InactiveRpcError(state)" as often as its head). Indented is the rule shippers use for
+# Java (Filebeat's multiline ``^[[:space:]]``). The frames repeat on every throw of a statement
+# and say nothing its head, exception and "Caused by:" lines do not: they are not counted.
+_CONTINUATION = r"^[ \t]+\S"
+
+
+def is_continuation(messages: pl.Expr) -> pl.Expr:
+    """Expression: the record continues a multi-line entry above it (an indented line)."""
+    return messages.str.contains(_CONTINUATION)
 
 
 def extract_and_mask(messages: pl.Expr) -> pl.Expr:
@@ -378,7 +394,11 @@ def log_counts(logs: pl.DataFrame, *, miner: LogTemplateMiner) -> pl.DataFrame:
 
 
 def masked_counts(logs: pl.DataFrame) -> pl.DataFrame:
-    """Per (minute, pod, node, masked line) line counts: the half of ``log_counts`` that needs no miner."""
+    """Per (minute, pod, node, masked line) line counts: the half of ``log_counts`` that needs no miner.
+
+    A multi-line entry counts once, by its unindented lines (``is_continuation``).
+    """
+    logs = logs.filter(~is_continuation(pl.col("message")).fill_null(False))
     if logs.height == 0:
         return pl.DataFrame(schema={"time": TIME, "pod": pl.Utf8, "node": pl.Utf8, "count": pl.UInt32,
                                     "masked": pl.Utf8})
