@@ -323,7 +323,7 @@ class RawTelemetry:
 
     def logs(self, *, start: datetime, end: datetime) -> pl.DataFrame:
         self._check()
-        return read_logs(self.data_dir, start=start, end=end, columns=["pod", "service", "node", "message"]).frame
+        return read_logs(self.data_dir, start=start, end=end, columns=["pod", "node", "message"]).frame
 
     def spans(self, *, start: datetime, end: datetime) -> pl.DataFrame:
         self._check()

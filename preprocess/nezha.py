@@ -87,8 +87,10 @@ JVM_SYSTEMS = frozenset({"trainticket"})
 def java_services(day: NezhaDay, *, system: str) -> frozenset[str]:
     """The services of ``day`` that run on the JVM."""
     if system in JVM_SYSTEMS:  # every service the day shows, whichever telemetry was read
-        seen = (day.apm["object_id"], day.spans["service"], day.logs["service"])
-        return frozenset(name for column in seen for name in column.drop_nulls().unique().to_list())
+        seen = (day.apm["object_id"], day.spans["service"])
+        # Log frames carry pods only: their services by the rule the spans are named with (Deployment pods).
+        logged = {service_of_pod(pod) for pod in day.logs["pod"].drop_nulls().unique().to_list()}
+        return frozenset(name for column in seen for name in column.drop_nulls().unique().to_list()) | logged
     return frozenset({"adservice"})
 # What a reason must name for the challenge's keyword check (the truth's key_metrics): the
 # canonical KPI each fault type moves in Nezha's telemetry.
@@ -476,7 +478,6 @@ def _read_log_file(raw: bytes) -> pl.DataFrame:
         pl.coalesce(from_iso, pl.when(from_nanos > sane).then(from_nanos)).alias("time"),
         pl.lit("nezha").alias("namespace"),
         pl.col("PodName").alias("pod"),
-        pl.col("PodName").map_elements(service_of_pod, return_dtype=pl.Utf8).alias("service"),
         node.alias("node"),
         pl.coalesce(message, pl.col("Log")).alias("message"),
     ).filter(pl.col("time").is_not_null()).unique(keep="first", maintain_order=True)

@@ -46,7 +46,6 @@ from preprocess.schema import (
     empty_frame,
 )
 from rca.errors import DataError
-from rca.pods import NODE_NAME, POD_NAME
 from rca.system import SystemSpecError, TraceNaming
 from rca.taxonomy import TIDB_COMPONENTS
 from rca.timeutil import as_utc, cst_hours_between, format_utc
@@ -168,11 +167,6 @@ class ReadResult:
 def _collected(plan: FilePlanner) -> FileReader:
     """The reader that collects ``plan``'s query on its own (a factory: binds ``plan`` now, not at call time)."""
     return lambda path, scanned: _collect(plan(path, scanned), path=path)
-
-
-def _service_of_pod(pod: pl.Expr) -> pl.Expr:
-    """rca.pods' rule, vectorised: a node names itself, a pod its service (``redis-cart-0`` -> ``redis-cart``)."""
-    return pl.when(pod.str.contains(NODE_NAME)).then(pod).otherwise(pod.str.replace(POD_NAME, "${service}"))
 
 
 def _checked_window(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -488,14 +482,11 @@ def read_infra(
 def _read_log_file(path: Path, scanned: Scanned, *, columns: list[str], window: Window) -> pl.DataFrame:
     lazy, schema = scanned
     # Without k8_pod no line can be attributed to a component: the file is bad, not silently pod-less.
-    _require(schema, ["@timestamp", *(["k8_pod"] if {"pod", "service"} & set(columns) else [])], path=path)
+    _require(schema, ["@timestamp", *(["k8_pod"] if "pod" in columns else [])], path=path)
     exprs: list[pl.Expr] = []
     for name in columns:
         if name == "time":
             exprs.append(_utc_time("@timestamp", schema["@timestamp"], path=path).alias("time"))
-        elif name == "service":
-            pod = _null_string("k8_pod") if "k8_pod" in schema else pl.lit(None, pl.Utf8)
-            exprs.append(_service_of_pod(pod).alias("service"))
         elif name == "message":
             # The message is content, not a label: a literal "null" line stays as written.
             exprs.append(pl.col("message").cast(pl.Utf8) if "message" in schema else pl.lit(None, pl.Utf8).alias("message"))

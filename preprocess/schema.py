@@ -70,7 +70,6 @@ LOG_SCHEMA: dict[str, pl.DataType] = {
     "time": TIME,
     "namespace": pl.Utf8(),
     "pod": pl.Utf8(),
-    "service": pl.Utf8(),  # pod name without its ordinal
     "node": pl.Utf8(),
     "message": pl.Utf8(),
 }

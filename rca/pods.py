@@ -1,10 +1,10 @@
 """Pod name -> the service that owns it, and which names are nodes: the naming rule, written once.
 
 ``SystemSpec`` (rca/system.py) applies it with its system's patterns, whose defaults are the
-ones here (the bundled HipsterShop description names none of its own). The readers, the
-telemetry format converters and the Nezha importer run before any description is chosen and
-apply the defaults. Polars code takes the same rule as regex strings (``NODE_NAME``,
-``POD_NAME``): Python's ``re`` and polars' Rust ``regex`` read them alike.
+ones here (the bundled HipsterShop description names none of its own). The Nezha importer runs
+before any description is chosen and applies the defaults (its pods are Deployment-named); the
+readers and the telemetry format converters name no pod's service (log frames carry the pod).
+The rule is regex strings (``NODE_NAME``, ``POD_PATTERNS``), which a system description may replace.
 """
 from __future__ import annotations
 
@@ -32,9 +32,6 @@ def _owned(suffix: str) -> str:
 NODE_NAME = r"^(aiops-k8s-\d+|k8s-master\d+)$"
 # Tried in order, the first match's ``service`` group wins (SystemSpec's ``pods.patterns``).
 POD_PATTERNS: tuple[str, ...] = (_owned(_HASHED), _owned(_ORDINAL))
-# The same rule as one regex, for polars' ``str.replace(POD_NAME, "${service}")``. It picks what
-# the ordered patterns pick: an ordinal suffix holds no "-", so it never starts left of a hash.
-POD_NAME = _owned(f"{_HASHED}|{_ORDINAL}")
 
 _NODE = re.compile(NODE_NAME)
 _PODS = tuple(re.compile(p) for p in POD_PATTERNS)

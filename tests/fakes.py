@@ -131,9 +131,9 @@ class MemoryTelemetry:
         self.reads.append("logs")
         rows = []
         for t in MINUTES:
-            rows.append((t, "hipstershop", "frontend-0", "frontend", "aiops-k8s-01", "GET /product 200 in 12ms"))
+            rows.append((t, "hipstershop", "frontend-0", "aiops-k8s-01", "GET /product 200 in 12ms"))
             if t >= START:
-                rows.append((t, "hipstershop", "redis-cart-0", "redis-cart", "aiops-k8s-02",
+                rows.append((t, "hipstershop", "redis-cart-0", "aiops-k8s-02",
                              "Connection refused to 10.0.0.7:6379 after 3 retries"))
         return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
 

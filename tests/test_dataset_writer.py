@@ -49,12 +49,11 @@ def spans(first: int = 0, count: int = 8) -> pl.DataFrame:
 
 
 def logs(first: int = 0, count: int = 8) -> pl.DataFrame:
-    rows = [(T0 + timedelta(minutes=20 * n, seconds=n, microseconds=7), "hipstershop", pod, service, node,
+    rows = [(T0 + timedelta(minutes=20 * n, seconds=n, microseconds=7), "hipstershop", pod, node,
              f'{{"severity":"info","message":"line {n}"}}')
             for n in range(first, first + count)
-            for pod, service, node in (("frontend-0", "frontend", "node-1"),
-                                       ("cartservice-579f59597d-wc2lz", "cartservice", "node-2"))]
-    rows.append((T0, "hipstershop", "frontend-0", "frontend", None, "null"))  # a literal "null" line stays
+            for pod, node in (("frontend-0", "node-1"), ("cartservice-579f59597d-wc2lz", "node-2"))]
+    rows.append((T0, "hipstershop", "frontend-0", None, "null"))  # a literal "null" line stays
     return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
 
 

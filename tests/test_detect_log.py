@@ -32,7 +32,7 @@ FAULT = ('{{"severity":"error","message":"request error","error":"could not retr
 
 def _logs(rows: list[tuple[int, str, str]]) -> pl.DataFrame:
     return pl.DataFrame(
-        [(T0 + timedelta(minutes=m, seconds=7), "hipstershop", pod, pod.rsplit("-", 1)[0], "aiops-k8s-01", msg)
+        [(T0 + timedelta(minutes=m, seconds=7), "hipstershop", pod, "aiops-k8s-01", msg)
          for m, pod, msg in rows], schema=LOG_SCHEMA, orient="row")
 
 

@@ -56,7 +56,7 @@ class _CartUsersTelemetry(MemoryTelemetry):
     """cartservice-0 fails to load three users' carts in the window: three masked lines, one Drain template."""
 
     def logs(self, *, start, end) -> pl.DataFrame:
-        failures = [(t, "hipstershop", "cartservice-0", "cartservice", "aiops-k8s-02",
+        failures = [(t, "hipstershop", "cartservice-0", "aiops-k8s-02",
                      f"could not load cart of user {user}: redis timeout")
                     for t in MINUTES if t >= START for user in ("alice", "bob", "carol")]
         return pl.concat([super().logs(start=start, end=end), pl.DataFrame(failures, schema=LOG_SCHEMA, orient="row")])

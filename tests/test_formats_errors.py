@@ -146,7 +146,7 @@ def test_loki_and_ecs_bad_entries(tmp_path: Path) -> None:
          "values": [["1749139200000000000", "ok"], ["yesterday", "bad"]]}]}}))
     result = make_reader("loki").read([loki])
     assert (_only(result.issues).where, result.issues[0].field) == ("data.result[0].values[1]", "values[0]")
-    assert result.logs is not None and result.logs["service"].to_list() == ["frontend"]
+    assert result.logs is not None and result.logs["pod"].to_list() == ["frontend-0"]
 
     ecs = tmp_path / "filebeat.ndjson"
     ecs.write_text('{"@timestamp": "2025-06-05T16:00:00.123Z", "message": "a", "kubernetes": {"pod": {"name": "x-1"}}}\n'

@@ -203,9 +203,9 @@ def test_logs_are_unwrapped_from_the_container_json(imported):
     line = json.loads(first["Log"])["log"].rstrip("\n")
     match = logs.filter((pl.col("pod") == first["PodName"]) & (pl.col("message") == line))
     assert match.height == 1
-    assert match.item(0, "service") == "recommendationservice" and match.item(0, "node") == first["Node"]
+    assert match.item(0, "node") == first["Node"] and "service" not in logs.columns
     assert match.item(0, "time") == datetime.fromtimestamp(int(first["TimeUnixNano"]) / 1e9, UTC)
-    assert set(logs.get_column("service")) == {r["PodName"].rsplit("-", 2)[0] for r in rows}
+    assert set(logs.get_column("pod")) == {r["PodName"] for r in rows}
 
 
 def test_infra_pod_kpis_in_release_units(imported):

@@ -4,20 +4,28 @@
 service, ``rca import prometheus`` of the same pods' container metrics, then ``rca system infer``:
 the description learns a pod-name rule from the spans, so the pods' metrics belong to their
 services and no pod is drafted as a service of its own. With only the default rules, ``cart_0``
-would be a service called ``cart_0``.
+would be a service called ``cart_0``. The pods' log lines are grouped into findings by the same
+description (the log frames carry pods only).
 """
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
+from diagnose.cases import Case
+from diagnose.tools import RawTelemetry, case_toolbox
+from preprocess.dataset_writer import write_frames
 from preprocess.infer_system import learned_pod_patterns
-from rca.system import bundled_system, load_system
+from preprocess.readers import read_logs
+from preprocess.schema import LOG_SCHEMA
+from rca.system import SystemSpec, bundled_system, load_system
+from tests.fakes import MINUTES, START, MemoryTelemetry, StaticEvidence, StaticKnowledge
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 6, 10, 0, tzinfo=UTC)
@@ -93,3 +101,44 @@ def test_a_rule_is_learned_only_where_the_defaults_miss_and_it_names_nothing_els
     patterns, unnamed = learned_pod_patterns(recorded, spec=bundled_system())
     assert patterns == kept
     assert set(unnamed) == ({"cart_x"} if not kept and "cart_x" in recorded else set())
+
+
+class _OwnPodLogs(MemoryTelemetry):
+    """The in-memory metrics and spans, and the logs of the dataset at ``data`` (``RawTelemetry``'s read)."""
+
+    def __init__(self, data: Path, spec: SystemSpec) -> None:
+        super().__init__()
+        self.raw = RawTelemetry(data, naming=spec.trace)
+
+    def logs(self, *, start, end) -> pl.DataFrame:
+        return self.raw.logs(start=start, end=end)
+
+
+def test_log_evidence_of_own_named_pods_is_grouped_by_the_description(description: Path, tmp_path: Path) -> None:
+    """Log frames carry pods only; a pod's service is the system description's (``SystemSpec.service_of``),
+    not Kubernetes' default naming: cart_0 and cart_1 failing alike is one finding of service cart."""
+    spec = load_system(description)
+    rows = [(t, "shop", pod, "worker-1", "GET /items 200") for t in MINUTES for pod in PODS]
+    rows += [(t, "shop", pod, "worker-1", "redis timeout after 3 retries")
+             for t in MINUTES if t >= START for pod in ("cart_0", "cart_1")]
+    data = tmp_path / "data"
+    write_frames(data, logs=pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row"))
+    read = read_logs(data, start=MINUTES[0], end=MINUTES[-1]).frame
+    assert "service" not in read.columns and read.height == len(rows)
+    assert "service" not in RawTelemetry(data, naming=spec.trace).logs(start=MINUTES[0], end=MINUTES[-1]).columns
+
+    def get_logs(system: SystemSpec, args: dict) -> list[str]:
+        telemetry = _OwnPodLogs(data, system)
+        case = Case(uuid="own-pods", description="incident", start=START, end=START + timedelta(minutes=10))
+        toolbox = case_toolbox(case, telemetry=telemetry, evidence=StaticEvidence([], telemetry=telemetry),
+                               knowledge=StaticKnowledge(), system=system)
+        observation = toolbox.invoke("get_logs", args)
+        assert observation.ok, observation.text
+        return [line for line in observation.text.splitlines() if " in window on " in line]
+
+    # One finding for service cart, on both its pods; order's pods are not cart's.
+    found = get_logs(spec, {})
+    assert len(found) == 1 and found[0].startswith("redis timeout") and found[0].endswith("on cart_0, cart_1"), found
+    assert get_logs(spec, {"component": "cart"}) == found
+    # Kubernetes' default naming would make each pod a service of its own: two findings.
+    assert len(get_logs(bundled_system(), {})) == 2

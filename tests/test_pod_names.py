@@ -1,24 +1,20 @@
 """Pod name -> service: one rule (rca.pods), and every place that applies it gives the same answer.
 
-The places: ``SystemSpec.service_of``, the parquet log
-reader's ``service`` column (polars), the telemetry format converters (``preprocess.formats.rows``)
-and the Nezha importer.
+The places: ``SystemSpec.service_of`` (the bundled description names no patterns of its own) and
+the Nezha importer (its pods are Deployment-named). The readers and the telemetry format
+converters name no service of a pod: their log frames carry the pod only, whose service is the
+system description's.
 """
 from __future__ import annotations
 
 import csv
 import json
-import re
-from datetime import UTC, datetime
 
-import polars as pl
 import pytest
 
-from preprocess import nezha, readers
-from preprocess.dataset_writer import write_frames
-from preprocess.formats import rows
-from preprocess.schema import LOG_SCHEMA
-from rca.pods import POD_NAME, POD_PATTERNS, pod_service
+from preprocess import nezha
+from rca import pods
+from rca.pods import POD_PATTERNS
 from rca.system import bundled_system
 from tests.nezha_fixtures import SLICE
 
@@ -49,27 +45,17 @@ NAMES = [
 ]
 
 
-def _reader(name: str) -> str:
-    return pl.select(readers._service_of_pod(pl.lit(name))).item()
-
-
 @pytest.mark.parametrize(("name", "service"), NAMES, ids=[n for n, _ in NAMES])
 def test_every_place_gives_the_same_service(name: str, service: str) -> None:
     answers = {
         "SystemSpec.service_of": bundled_system().service_of(name),
-        "readers (polars)": _reader(name),
-        "formats.rows.service_of_pod": rows.service_of_pod(name),
+        "rca.pods.service_of_pod": pods.service_of_pod(name),
         "nezha.service_of_pod": nezha.service_of_pod(name),
     }
     assert answers == dict.fromkeys(answers, service)
 
 
-def test_the_one_regex_is_the_ordered_patterns() -> None:
-    """``POD_NAME`` (polars) picks what ``POD_PATTERNS`` tried in order pick, on pods and non-pods alike."""
-    one = re.compile(POD_NAME)
-    for name, _ in NAMES:
-        match = one.match(name)
-        assert (match.group("service") if match else None) == pod_service(name), name
+def test_the_bundled_description_names_pods_by_the_default_rule() -> None:
     assert bundled_system().pod_patterns == POD_PATTERNS  # the bundled description names none of its own
 
 
@@ -86,18 +72,9 @@ def _slice_pods() -> set[str]:
 
 
 def test_every_pod_of_the_nezha_slice_is_a_deployment_pod() -> None:
-    pods = sorted(_slice_pods())
-    assert len(pods) > 30
-    for pod in pods:
+    names = sorted(_slice_pods())
+    assert len(names) > 30
+    for pod in names:
         deployment = pod.rsplit("-", 2)[0]
-        assert bundled_system().service_of(pod) == _reader(pod) == rows.service_of_pod(pod) == deployment, pod
+        assert bundled_system().service_of(pod) == nezha.service_of_pod(pod) == deployment, pod
 
-
-def test_the_log_reader_writes_the_rule_into_its_service_column(tmp_path) -> None:
-    names = [n for n, _ in NAMES]
-    t = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
-    frame = pl.DataFrame([(t, "hipstershop", n, bundled_system().service_of(n), "node-1", "x") for n in names],
-                         schema=LOG_SCHEMA, orient="row")
-    write_frames(tmp_path, logs=frame)
-    got = readers.read_logs(tmp_path, start=t, end=t).frame
-    assert dict(zip(got["pod"], got["service"])) == dict(NAMES)

@@ -56,7 +56,7 @@ def test_logs_window(data_dir: Path, name: str) -> None:
     assert frame.height == int((end - start).total_seconds() // 60)
     assert frame["time"].min() >= start and frame["time"].max() <= end
     assert result.missing == []
-    assert set(frame["service"].unique()) == {"frontend", "cartservice", "adservice"}
+    assert set(frame["pod"].unique()) == set(fx.LOG_PODS)
     assert frame["node"].null_count() <= 1  # the "null" string became a real null
     assert "null" not in frame["node"].drop_nulls().to_list()
     if name == "day_boundary":
@@ -72,10 +72,14 @@ def test_logs_fifty_nine_hour_names_are_found(data_dir: Path) -> None:
 
 def test_logs_column_projection(data_dir: Path) -> None:
     start, end = WINDOWS["one_hour"]
-    frame = read_logs(data_dir, start=start, end=end, columns=["pod", "service"]).frame
-    assert frame.columns == ["time", "pod", "service"]
+    frame = read_logs(data_dir, start=start, end=end, columns=["pod", "node"]).frame
+    assert frame.columns == ["time", "pod", "node"]
     with pytest.raises(ValueError, match="unknown log column"):
         read_logs(data_dir, start=start, end=end, columns=["bogus"])
+    # A pod's service is the system description's (SystemSpec.service_of), not a log column.
+    assert "service" not in read_logs(data_dir, start=start, end=end).frame.columns
+    with pytest.raises(ValueError, match="unknown log column"):
+        read_logs(data_dir, start=start, end=end, columns=["pod", "service"])
 
 
 def test_missing_hour_reported_not_fatal(data_dir: Path) -> None:

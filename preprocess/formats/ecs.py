@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from preprocess.formats.contract import FormatError, FormatResult
-from preprocess.formats.rows import Rows, service_of_pod
+from preprocess.formats.rows import Rows
 from preprocess.formats.sources import IssueLog, json_lines
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -96,8 +96,6 @@ class EcsReader:
                         issues.add(path, str(exc), line=number, where=where, field="@timestamp")
                         continue
                     message = field_value(document, "message")
-                    pod = _text(document, _POD)
-                    rows.append(time=time_us, namespace=_text(document, _NAMESPACE), pod=pod,
-                                service=service_of_pod(pod), node=_text(document, _NODE),
-                                message=message if isinstance(message, str) else None)
+                    rows.append(time=time_us, namespace=_text(document, _NAMESPACE), pod=_text(document, _POD),
+                                node=_text(document, _NODE), message=message if isinstance(message, str) else None)
         return FormatResult(logs=rows.frame() if len(rows) else None, files=files, issues=issues.issues)

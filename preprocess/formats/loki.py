@@ -12,7 +12,7 @@ from pathlib import Path
 
 from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.metric_map import NAMESPACE_LABELS, NODE_LABELS, POD_LABELS, first_label
-from preprocess.formats.rows import Rows, service_of_pod
+from preprocess.formats.rows import Rows
 from preprocess.formats.sources import IssueLog, json_document
 
 
@@ -58,6 +58,5 @@ class LokiReader:
                         issues.add(path, f"timestamp {value[0]!r} is not an integer of nanoseconds",
                                    where=f"{where}.values[{vi}]", field="values[0]")
                         continue
-                    rows.append(time=nanos // 1000, namespace=namespace, pod=pod, service=service_of_pod(pod),
-                                node=node, message=value[1])
+                    rows.append(time=nanos // 1000, namespace=namespace, pod=pod, node=node, message=value[1])
         return FormatResult(logs=rows.frame() if len(rows) else None, files=files, issues=issues.issues)

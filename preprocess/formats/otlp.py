@@ -27,7 +27,7 @@ from typing import Any
 
 from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.metric_map import MetricRows
-from preprocess.formats.rows import Rows, service_of_pod
+from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, IssueLog, read_bytes
 from preprocess.formats.spans import HEX, as_int, explicit_peer, is_error
 
@@ -238,9 +238,8 @@ class _Sink:
             attrs = {**resource, **attributes(record.get("attributes"))}
             body = record.get("body")
             message = any_value(body) if body else None
-            pod = _first(attrs, _POD_KEYS)
-            self.logs.append(time=time_us, namespace=_first(attrs, _NAMESPACE_KEYS), pod=pod,
-                             service=service_of_pod(pod), node=_first(attrs, _NODE_KEYS), message=message)
+            self.logs.append(time=time_us, namespace=_first(attrs, _NAMESPACE_KEYS), pod=_first(attrs, _POD_KEYS),
+                             node=_first(attrs, _NODE_KEYS), message=message)
 
     def _metrics(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str) -> None:
         for where, resource, metric in _records(request, "resourceMetrics",

@@ -10,7 +10,6 @@ from typing import Any
 import polars as pl
 
 from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_IMPORT_SCHEMA
-from rca import pods
 
 _TIME_COLUMNS = ("time", "start")
 # The order each reader's frame comes out in, so a format's output does not depend on file order.
@@ -23,11 +22,6 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
 # Spans carry the raw tags their peer is named from at read time (``SPAN_PEER_TAGS``) besides the canonical columns.
 _SCHEMAS: dict[str, dict[str, pl.DataType]] = {"spans": SPAN_IMPORT_SCHEMA, "logs": LOG_SCHEMA, "apm": APM_SCHEMA,
                                                "infra": INFRA_SCHEMA}
-
-
-def service_of_pod(pod: str | None) -> str | None:
-    """``cartservice-1`` -> ``cartservice`` (rca.pods' rule, as the parquet log reader derives ``service``); None stays None."""
-    return None if pod is None else pods.service_of_pod(pod)
 
 
 class Rows:
