@@ -7,8 +7,8 @@ day, or hour by hour), hand it to the detector's ``build``, write the tables it 
 The job is
 
 * incremental: a partition whose input fingerprint (name, size, mtime of every raw
-  file; for spans also the system's ``[traces]`` rules they are read by) equals the
-  manifest's is skipped;
+  file, the detector's knobs, and for spans the system's ``[traces]`` rules they are read
+  by) equals the manifest's is skipped;
 * idempotent: rebuilding a partition rewrites the same files;
 * resumable: every partition is written atomically and recorded in the manifest only
   after its files are in place, so a kill loses at most the partition in progress;
@@ -266,9 +266,8 @@ def _run_locked(
     for day in wanted:
         for family in families:
             files, missing = family_inputs(data_dir, day, detectors[family].raw)
-            # Spans read by other [traces] rules name other services and peers: a stale partition.
-            reading = naming.model_dump_json() if "trace" in detectors[family].raw.sources else ""
-            fingerprint = store.input_fingerprint(files, reading=reading)
+            fingerprint = store.input_fingerprint(files, reading=_reading(family, detectors[family], params=params,
+                                                                          naming=naming))
             entry = manifest.partitions.get(store.partition_key(day, family))
             if not force and entry is not None and entry.fingerprint == fingerprint:
                 damaged = store.damaged_tables(index_dir, day=day, family=family, entry=entry)
@@ -293,6 +292,14 @@ def _run_locked(
         else:
             record(_finish(task, index_dir=index_dir, result=result))
     return outcomes
+
+
+def _reading(family: str, detector: Detector, *, params: Mapping[str, object], naming: TraceNaming) -> str:
+    """What besides its files decides a partition's tables: the detector's knobs (``repr`` of its
+    frozen ``Params``) and, for a detector reading spans, the system's ``[traces]`` (other rules
+    name other services and peers). Either changed, the partition is stale."""
+    knobs = repr(params.get(family, detector.Params()))
+    return f"{knobs}\n{naming.model_dump_json()}" if "trace" in detector.raw.sources else knobs
 
 
 # Failures that stop one partition but not the job (anything else is a bug and propagates).

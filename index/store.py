@@ -41,7 +41,9 @@ from rca.timeutil import as_utc, cst_day_and_hour
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5  # 2: log_counts.example; 3: metric_change_points dropped (nothing read it); 4: trace_edges.wait_mean_us; 5: trace_edges.followed
+# 2: log_counts.example; 3: metric_change_points dropped (nothing read it); 4: trace_edges.wait_mean_us;
+# 5: trace_edges.followed; 6: log_counts count a multi-line entry (a stack trace) once, by its head lines.
+SCHEMA_VERSION = 6
 MANIFEST_NAME = "manifest.json"
 PARTITION_FAMILIES: tuple[str, ...] = tuple(DETECTORS)
 # Family -> tables it writes into the day directory (index-wide tables are not per day).
@@ -89,8 +91,8 @@ def index_table_path(index_dir: Path, table: str) -> Path:
 def input_fingerprint(files: Iterable[Path], *, reading: str = "") -> str:
     """Hash of (name, size, mtime) of every input file, and of ``reading``: cheap, and changes when a file does.
 
-    ``reading`` is what else decides the rows the files read as (the system's ``[traces]`` for
-    spans): a partition read by other rules is stale although no file changed.
+    ``reading`` is what else decides the tables built from the files (the detector's knobs, the
+    system's ``[traces]`` for spans): a partition built by other rules is stale although no file changed.
     """
     digest = hashlib.sha256()
     for path in sorted(Path(p) for p in files):

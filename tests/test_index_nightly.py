@@ -91,6 +91,19 @@ def test_other_trace_rules_rebuild_only_the_trace_partition(raw_day, tmp_path):
     assert again == {"metric": "skipped", "log": "skipped", "trace": "skipped"}
 
 
+def test_other_detector_knobs_rebuild_only_their_partition(raw_day, tmp_path):
+    from preprocess.detect_log import LogParams
+
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
+    coarser = {"log": LogParams(sim_th=0.3)}  # Drain's similarity: other templates
+    outcomes = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path,
+                                                        detector_params=coarser)}
+    assert outcomes == {"metric": "skipped", "log": "written", "trace": "skipped"}
+    default = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path,
+                                                       detector_params={"log": LogParams()})}
+    assert default["log"] == "written"  # back to the defaults: rebuilt again
+
+
 def test_older_schema_version_is_rebuilt_not_misread(raw_day, tmp_path):
     run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
     counts_path = store.table_path(tmp_path, DAY, "log_counts")
