@@ -5,9 +5,10 @@ into the canonical frames of ``preprocess/schema.py`` and written here, so the n
 the index and the diagnoser read an imported dataset exactly as they read the challenge's
 release. Reading a written file back with ``preprocess.readers`` gives the frame that was
 written (a test holds the round trip), with one exception by design: a span frame may carry the
-raw ``rpc.service`` / ``db.system`` values (``preprocess.schema.SPAN_PEER_TAGS``), written as
-tags, and the reader names the peer of a client span that names none from them, with the
-system it is given.
+raw ``rpc.service`` / ``db.system`` values and the host a client span connected to
+(``preprocess.schema.SPAN_PEER_TAGS``), written as tags (the host as ``server.address``), and
+the reader names the peer of a client span that names none from them, with the system it is
+given.
 
 Rules:
 

@@ -11,9 +11,11 @@ frames). The result is a commented TOML for a person to review; ``rca.system.loa
 loads it as it is.
 
 Spans are read with the ``[traces]`` of a description given (``spec``), else with none: a
-client span names its peer by its ``peer.service`` tag only, services as written. The
-``rpc.service`` and ``db.system`` values of client spans that then name no peer are listed in
-the drafted ``[traces]``, with the line that would name them.
+client span names its peer by its ``peer.service`` tag, else by the host it connected to
+(``server.address``: the callee's Service name), services as written. The ``rpc.service``,
+``db.system`` and host values of client spans that then name no peer are listed in the drafted
+``[traces]``, with the line that would name them. A callee named by the host alone (a database,
+a cache, any service that is not traced) is a call edge like any other.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -372,7 +374,7 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
     lines += [
         "",
         "[calls]",
-        "# Calls into storage: traces never show them, so they always join the ranker's call graph.",
+        "# Calls into storage: traces rarely show them (a client span naming its database), so they always join the ranker's call graph.",
         "storage = [" + ", ".join(f"[{_s(a)}, {_s(b)}]" for a, b in storage) + "]",
         "# Every other call seen, most frequent first: the ranker's call graph for a caller the",
         "# traces of a window show calling nothing. Add the calls the data did not show"
@@ -432,8 +434,10 @@ def _traces_section(naming: TraceNaming, unnamed: Mapping[str, Mapping[str, int]
         "[traces]",
         "# How a client span without a peer.service tag names the service it calls: group 1 of `rpc_service`",
         "# on its rpc.service tag, else `db_system` on its db.system tag, else group 1 of `operation` on its",
-        "# operation name (`lowercase`: lower-cased); `service_aliases` renames a span's own service.",
-        "# rca/system.toml has HipsterShop's. The spans were read with the rules below (none: peer.service only).",
+        "# operation name (`lowercase`: lower-cased), else (`peer_host`, on unless false) the first DNS label",
+        "# of the host it connected to (server.address, net.peer.name, the URL's host; never an IP address);",
+        "# `service_aliases` renames a span's own service. rca/system.toml has HipsterShop's. The spans were",
+        "# read with the rules below (none: peer.service, then the host).",
     ]
     if naming.rpc_service is not None:
         lines.append(f"rpc_service = {_regex(naming.rpc_service)}")
@@ -445,9 +449,16 @@ def _traces_section(naming: TraceNaming, unnamed: Mapping[str, Mapping[str, int]
         lines.append(f"db_system = {_table_of(naming.db_system)}")
     if naming.service_aliases:
         lines.append(f"service_aliases = {_table_of(naming.service_aliases)}")
-    suggestions = {
+    if not naming.peer_host:
+        lines.append("peer_host = false")
+    # A host the host rule does not name is an IP address, localhost or a socket path: no rule
+    # names those, the instrumentation's peer.service does.
+    host_rule = ("peer_host = true" if not naming.peer_host
+                 else "none: no rule names an IP address or localhost (a peer.service attribute would)")
+    suggestions: dict[str, Callable[[list[str]], str]] = {
         "db.system": lambda values: f"db_system = {_table_of({**naming.db_system, **{v: '<component>' for v in values}})}",
         "rpc.service": lambda values: f"rpc_service = {_regex(_rpc_rule(values))}",
+        SPAN_PEER_TAG_KEYS["peer_host"]: lambda values: host_rule,
     }
     for key, suggest in suggestions.items():
         counts = unnamed.get(key)

@@ -511,10 +511,14 @@ def _log_columns(columns: Iterable[str] | None) -> list[str]:
 
 # The span tags that carry a call's outcome (read into ``status_code`` and ``is_error``).
 STATUS_TAGS: tuple[str, ...] = ("status.code", "http.status_code", "error", "otel.status_code")
+# The span tags that say which host a client span connected to, first found wins (OpenTelemetry's
+# current convention, then the older one); then the tags whose URL's host it is.
+HOST_TAGS: tuple[str, ...] = ("server.address", "net.peer.name")
+URL_TAGS: tuple[str, ...] = ("url.full", "http.url")
 # Tags the span columns are made of: (raw list column, key field, value field, key, output column).
 _TAGS: tuple[tuple[str, str, str, str, str], ...] = (
     *((("tags", "key", "value", key, f"tag:{key}")) for key in (
-        "span.kind", *STATUS_TAGS, "rpc.service", "db.system", "peer.service")),
+        "span.kind", *STATUS_TAGS, "rpc.service", "db.system", "peer.service", *HOST_TAGS, *URL_TAGS)),
     *((("process.tags", "key", "value", key, f"process:{key}")) for key in ("name", "podName", "node_name", "nodeName")),
     ("references", "refType", "spanID", "CHILD_OF", "parent"),
 )
@@ -617,6 +621,44 @@ def _named_peer(column: pl.Expr, pattern: str, *, lowercase: bool) -> pl.Expr:
     return _on_distinct(column, extract, pl.Utf8())
 
 
+# The host of an absolute URL (``scheme://[user@]host[:port]/...``): group 1, with its port.
+URL_HOST = r"^\s*[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#]*@)?([^/?#]*)"
+# A host, or an absolute URL's host, without its port (and path): group 1 is its first DNS label,
+# which holds a letter (so an IPv4 address, all digits and dots, has none); an IPv6 address
+# (bracketed, or colons) does not match, nor does a socket path.
+_HOST_LABEL = (r"(?is)^\s*(?:[a-z][a-z0-9+.-]*://(?:[^/?#]*@)?)?"
+               r"([0-9-]*[a-z_][a-z0-9_-]*)(?:\.[a-z0-9_.-]*)?(?::[0-9]+)?(?:[/?#].*)?\s*$")
+
+
+def _host_peers(hosts: pl.Expr) -> pl.Expr:
+    """The peer a host or a URL names: the host's first DNS label, lower-cased, without a port; null for
+    an IP address (v4, v6 bracketed or not), ``localhost`` or anything that is not a host name.
+
+    One regex, and its input read once: polars compiles a pattern each time an expression runs
+    (the fast path runs these once per file) and evaluates every reference to a column again.
+    """
+    return hosts.str.extract(_HOST_LABEL, 1).str.to_lowercase().replace("localhost", None)
+
+
+def _raw_hosts(tag: Callable[[str], pl.Expr]) -> pl.Expr:
+    """The first of ``HOST_TAGS`` that is not empty, else the first of ``URL_TAGS`` that is an absolute URL."""
+    hosts = (pl.when(tag(key) != "").then(tag(key)) for key in HOST_TAGS)
+    urls = (pl.when(tag(key).str.contains("://", literal=True)).then(tag(key)) for key in URL_TAGS)
+    return pl.coalesce(*hosts, *urls)
+
+
+def _url_hosts(values: pl.Expr) -> pl.Expr:
+    """A URL's ``host[:port]`` (null where it names none); any other value as it is."""
+    host = values.str.extract(URL_HOST, 1)
+    return pl.when(values.str.contains("://", literal=True)).then(pl.when(host != "").then(host)).otherwise(values)
+
+
+def peer_host_expr(tag: Callable[[str], pl.Expr]) -> pl.Expr:
+    """The host a span connected to, as written: the first of ``HOST_TAGS`` that is not empty, else the host
+    (and port) of the first of ``URL_TAGS`` that is an absolute URL; ``tag(key)`` is the tag's column."""
+    return _on_distinct(_raw_hosts(tag), _url_hosts, pl.Utf8())
+
+
 def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> list[pl.Expr]:
     """The span columns made of low-cardinality raw values only (operation, service, pod, node, kind, peer, status).
 
@@ -640,7 +682,8 @@ def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> lis
     operation = pl.col("operationName").cast(pl.Utf8)
     # A client span's callee, first found wins: an explicit peer.service tag (OpenTelemetry's
     # convention, and what imported datasets carry) as written, then the system's rules in
-    # order: the rpc.service tag, the db.system tag (case-insensitive), the operation name.
+    # order: the rpc.service tag, the db.system tag (case-insensitive), the operation name; then
+    # (``peer_host``) the host it connected to, which OpenTelemetry's clients record.
     peers = [tag("peer.service")]
     if naming.rpc_service is not None:
         peers.append(_named_peer(tag("rpc.service"), naming.rpc_service, lowercase=naming.lowercase))
@@ -649,6 +692,8 @@ def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> lis
         peers.append(_mapped(tag("db.system").str.to_lowercase(), components, otherwise=pl.lit(None, pl.Utf8)))
     if naming.operation is not None:
         peers.append(_named_peer(operation, naming.operation, lowercase=naming.lowercase))
+    if naming.peer_host:
+        peers.append(_on_distinct(_raw_hosts(tag), _host_peers, pl.Utf8()))
     service = _mapped(service_raw, naming.service_aliases, otherwise=service_raw)
     return [
         operation.alias("operation"),
@@ -664,7 +709,9 @@ def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> lis
             | (status.fill_null(0) != 0)
             | (http_status.fill_null(0) >= 500)
         ).alias("is_error"),
-        *((tag(key).alias(name) for name, key in SPAN_PEER_TAG_KEYS.items()) if peer_tags else ()),
+        # The raw tags; the host of client spans only (a server span's net.peer.name is its caller's).
+        *(((pl.when(kind == "client").then(peer_host_expr(tag)) if name == "peer_host" else tag(key)).alias(name)
+           for name, key in SPAN_PEER_TAG_KEYS.items()) if peer_tags else ()),
     ]
 
 

@@ -85,7 +85,8 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
     "node": pl.Utf8(),  # process tag `node_name` or `nodeName`
     "span_kind": pl.Utf8(),  # "server" / "client" / null
     # Callee a client span targets, else null: its peer.service tag, else the system's [traces]
-    # rules (rca.system.TraceNaming) on rpc.service, db.system and the operation name.
+    # rules (rca.system.TraceNaming) on rpc.service, db.system and the operation name, else the
+    # first DNS label of the host it connected to (server.address, net.peer.name, the URL's host).
     "peer_service": pl.Utf8(),
     "start": TIME,
     "duration_us": pl.Int64(),
@@ -97,9 +98,14 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
 # importer of a foreign trace format adds them to its span frame (optional for the dataset
 # writer, which writes them back as tags), so that the peer is named when the dataset is read,
 # with the user's system rather than at import. ``read_traces(..., peer_tags=True)`` returns
-# them too (``rca system infer`` lists the values no rule names).
-SPAN_PEER_TAGS: dict[str, pl.DataType] = {"rpc_service": pl.Utf8(), "db_system": pl.Utf8()}
-SPAN_PEER_TAG_KEYS: dict[str, str] = {"rpc_service": "rpc.service", "db_system": "db.system"}  # column -> tag
+# them too (``rca system infer`` lists the values no rule names). ``peer_host`` is the host a
+# client span connected to, as written (``orders-db:5432``): OpenTelemetry's ``server.address``,
+# else the older ``net.peer.name``, else the host of ``url.full`` / ``http.url``; written back as
+# ``server.address``.
+SPAN_PEER_TAGS: dict[str, pl.DataType] = {"rpc_service": pl.Utf8(), "db_system": pl.Utf8(), "peer_host": pl.Utf8()}
+SPAN_PEER_TAG_KEYS: dict[str, str] = {  # column -> tag
+    "rpc_service": "rpc.service", "db_system": "db.system", "peer_host": "server.address",
+}
 # What a foreign-format importer returns for spans.
 SPAN_IMPORT_SCHEMA: dict[str, pl.DataType] = {**SPAN_SCHEMA, **SPAN_PEER_TAGS}
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from preprocess.arrow_numpy import arrow_of, numpy_view
-from preprocess.readers import _TAGS, Window, span_attribute_exprs, span_identity_exprs, span_schema
+from preprocess.readers import _TAGS, URL_TAGS, Window, span_attribute_exprs, span_identity_exprs, span_schema
 from rca.system import TraceNaming
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -198,6 +198,28 @@ def distinct_rows(columns: list[_Coded], *, rows: int) -> tuple[np.ndarray, np.n
     return key, representative
 
 
+# A URL's scheme and authority (``readers.URL_HOST`` reads the host from them), and the rest.
+_URL_ORIGIN = r"(?s)^(\s*[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*).*$"
+
+
+def _url_origins(column: _Coded) -> _Coded:
+    """A URL tag's column with each URL cut to its scheme and authority, equal ones sharing a code.
+
+    The reader takes only the host from a URL; its path and query (ids, search terms) would make
+    nearly every span a distinct combination of codes, each computed on its own. Only the values
+    the column holds are cut (the dictionary is every tag's values).
+    """
+    held = column.codes >= 0
+    if not held.any():
+        return column
+    distinct, inverse = np.unique(column.codes[held], return_inverse=True)
+    urls = column.dictionary.take(arrow_of(distinct))
+    origins = pc.dictionary_encode(pc.replace_substring_regex(urls, pattern=_URL_ORIGIN, replacement=r"\1"))
+    codes = np.full(len(column.codes), -1, dtype=np.int64)
+    codes[held] = _codes(origins)[inverse.reshape(-1)]
+    return _Coded(origins.dictionary, codes)
+
+
 def _taken(values: pa.Array, positions: np.ndarray) -> pa.Array:
     """``values`` at ``positions``, null where a position is -1."""
     return pc.take(values, arrow_of(positions, null=positions < 0))
@@ -224,8 +246,10 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window, nam
         _, key_field, value_field, _, _ = wanted[0]
         dictionary, value_codes = first_value_codes(lists, key_field=key_field, value_field=value_field,
                                                     keys=[t[3] for t in wanted])
-        for column, (_, _, _, _, output) in enumerate(wanted):
+        for column, (_, _, _, key, output) in enumerate(wanted):
             coded[output] = _Coded(dictionary, value_codes[column])
+            if key in URL_TAGS:
+                coded[output] = _url_origins(coded[output])
     (_, key_field, value_field, key, _), = [t for t in _TAGS if t[0] == "references"]
     span_ids, positions = first_positions(batch.column("references"), key_field=key_field, value_field=value_field,
                                           keys=[key])
@@ -237,7 +261,9 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window, nam
         kept = np.flatnonzero((times >= low) & (times <= high))
     else:
         kept = np.arange(len(times))
-    combination, representative = distinct_rows(list(coded.values()), rows=len(times))
+    # A column null in every row splits no combination: most files carry only some of the tags read.
+    varying = [column for column in coded.values() if column.codes.max(initial=-1) >= 0]
+    combination, representative = distinct_rows(varying, rows=len(times))
     combinations = pa.table({name: _taken(column.dictionary, column.codes[representative])
                              for name, column in coded.items()})
     identities = pa.table({"parent": parent, "time": batch.column("startTime")})

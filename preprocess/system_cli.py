@@ -62,7 +62,8 @@ def infer_command(
     if inferred.unnamed_peers:
         tags = " and ".join(f"{len(values)} {tag} value(s)" for tag, values in inferred.unnamed_peers.items())
         typer.secho(f"{out}: client spans carry {tags} that name no peer: [traces] lists them with the line that "
-                    "would name them (their calls are missing from the call graph until it does)", err=True, fg="yellow")
+                    "would name them, where one can (their calls are missing from the call graph until it does)",
+                    err=True, fg="yellow")
 
 
 @app.command("show")

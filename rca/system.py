@@ -66,8 +66,12 @@ class TraceNaming(BaseModel):
     ``peer.service`` tag names its peer as written; else ``rpc_service`` matched against the
     ``rpc.service`` tag, else ``db_system`` (a ``db.system`` tag value, any case -> the component:
     redis -> redis-cart), else ``operation`` against the operation name; group 1 of a regex is the
-    peer's name (lower-cased with ``lowercase``). ``service_aliases`` renames a span's own service
-    name. Nothing set (``TraceNaming()``): ``peer.service`` only, services as written.
+    peer's name (lower-cased with ``lowercase``); else, with ``peer_host``, the host the client
+    connected to (OpenTelemetry's ``server.address``, ``net.peer.name`` or the URL's host): its
+    first DNS label, lower-cased, never an IP address or ``localhost`` (``redis-cart:6379`` ->
+    redis-cart, ``ts-order-service.default.svc.cluster.local`` -> ts-order-service).
+    ``service_aliases`` renames a span's own service name. Nothing set (``TraceNaming()``):
+    ``peer.service``, then the host; services as written.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -77,6 +81,9 @@ class TraceNaming(BaseModel):
     lowercase: bool = True
     db_system: dict[str, str] = Field(default_factory=dict)
     service_aliases: dict[str, str] = Field(default_factory=dict)
+    peer_host: bool = True
+    """Name a peer by the host its client connected to, when nothing before names one (in Kubernetes,
+    the callee's Service name); false for systems whose hosts are load balancers or gateways."""
 
 
 class SystemSpec(BaseModel):

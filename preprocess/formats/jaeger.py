@@ -18,7 +18,7 @@ from typing import Any
 from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, read_span_documents
-from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error
+from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, peer_host
 
 
 def tags_of(items: Any) -> dict[str, str]:
@@ -88,6 +88,7 @@ def span_row(span: dict[str, Any], process: dict[str, Any], rows: Rows) -> None:
         span_kind=kind,
         peer_service=explicit_peer(kind=kind, peer=tags.get("peer.service")),
         rpc_service=tags.get("rpc.service"), db_system=tags.get("db.system"),
+        peer_host=peer_host(tags, kind=kind),
         start=start, duration_us=duration, status_code=status,
         is_error=is_error(error_tag=tags.get("error"),
                           status_error=(tags.get("otel.status_code") or "").upper() == "ERROR",

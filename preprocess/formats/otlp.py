@@ -29,7 +29,7 @@ from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.metric_map import MetricRows
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, IssueLog, read_bytes
-from preprocess.formats.spans import HEX, as_int, explicit_peer, is_error
+from preprocess.formats.spans import HEX, as_int, explicit_peer, is_error, peer_host
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +218,7 @@ class _Sink:
             pod=_first(resource, _POD_KEYS), node=_first(resource, _NODE_KEYS), span_kind=kind,
             peer_service=explicit_peer(kind=kind, peer=attrs.get("peer.service")),
             rpc_service=attrs.get("rpc.service"), db_system=attrs.get("db.system"),
+            peer_host=peer_host(attrs, kind=kind),
             start=start // 1000, duration_us=(end - start) // 1000, status_code=grpc_code,
             is_error=is_error(error_tag=attrs.get("error"), status_error=status_error, status_code=grpc_code,
                               http_status=http_status),

@@ -7,14 +7,21 @@ OTLP export or a Jaeger / Zipkin JSON.
 
 Naming is not done here: an importer keeps ``service`` as the source writes it and
 ``peer_service`` as an explicit peer only, and carries the raw ``rpc.service`` and
-``db.system`` values (``preprocess.schema.SPAN_PEER_TAGS``) into the dataset, where the reader
-applies the system's ``[traces]`` rules when the dataset is read.
+``db.system`` values and the host a client span connected to (``peer_host``)
+(``preprocess.schema.SPAN_PEER_TAGS``) into the dataset, where the reader applies the system's
+``[traces]`` rules when the dataset is read.
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 HEX = re.compile(r"^[0-9a-fA-F]+$")
+# The attributes that name the host a client connected to, first found wins (OpenTelemetry's current
+# convention, then the older one), then those whose URL's host it is: ``preprocess.readers``' order.
+HOST_KEYS: tuple[str, ...] = ("server.address", "net.peer.name")
+URL_KEYS: tuple[str, ...] = ("url.full", "http.url")
 
 
 def as_int(text: str | None) -> int | None:
@@ -30,6 +37,32 @@ def as_int(text: str | None) -> int | None:
 def explicit_peer(*, kind: str | None, peer: str | None) -> str | None:
     """The callee a client span names itself (``peer.service``, Zipkin's remote endpoint), else null."""
     return (peer or None) if kind == "client" else None
+
+
+def url_host(url: str | None) -> str | None:
+    """The ``host[:port]`` of an absolute URL (``http://payments:8080/pay`` -> ``payments:8080``), else null."""
+    if not url or "://" not in url:
+        return None
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:  # an unbalanced IPv6 bracket
+        return None
+    return netloc.rpartition("@")[2] or None
+
+
+def peer_host(attrs: Mapping[str, str], *, kind: str | None) -> str | None:
+    """The host a client span connected to, as written (``orders-db:5432``), else null.
+
+    ``server.address``, else ``net.peer.name`` (the first not empty), else the host of the first of
+    ``url.full`` / ``http.url`` that is an absolute URL; the reader names the peer from it (its first
+    DNS label). Null for other spans: a server span's ``net.peer.name`` is its caller's.
+    """
+    if kind != "client":
+        return None
+    for key in HOST_KEYS:
+        if value := attrs.get(key):
+            return value
+    return next((url_host(url) for key in URL_KEYS if "://" in (url := attrs.get(key) or "")), None)
 
 
 def is_error(*, error_tag: str | None, status_error: bool, status_code: int | None, http_status: int | None) -> bool:

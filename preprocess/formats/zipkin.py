@@ -18,7 +18,7 @@ from typing import Any
 from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, read_span_documents
-from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error
+from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, peer_host
 
 
 def _spans(document: Any) -> Iterator[tuple[str, Any]]:
@@ -72,6 +72,7 @@ def span_row(span: dict[str, Any], rows: Rows) -> None:
         span_kind=kind,
         peer_service=explicit_peer(kind=kind, peer=tags.get("peer.service") or remote.get("serviceName")),
         rpc_service=tags.get("rpc.service"), db_system=tags.get("db.system"),
+        peer_host=peer_host(tags, kind=kind),
         start=start, duration_us=duration, status_code=status,
         # Zipkin marks a failed span with an "error" tag whose value is the message, not "true".
         is_error=is_error(error_tag="true" if "error" in tags else None,
