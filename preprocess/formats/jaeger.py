@@ -5,8 +5,9 @@ list of traces or one trace object is read too. Span fields are the release parq
 (``traceID``, ``spanID``, ``operationName``, ``references``, ``startTime`` and ``duration`` in µs,
 ``tags``), with the process referenced by ``processID`` (or inline as ``process``); the tags are
 read by the parquet reader's rules (preprocess/formats/spans.py). Services and peers are kept as the
-export names them; ``rpc.service`` and ``db.system`` are carried into the dataset, whose reader names
-the peer with the system's ``[traces]``. Mapping: docs/formats/jaeger.md.
+export names them; ``rpc.service``, ``db.system`` and a client span's host (``server.address``,
+``net.peer.name``, a URL's host) are carried into the dataset, whose reader names the peer with the
+system's ``[traces]``. Mapping: docs/formats/jaeger.md.
 """
 from __future__ import annotations
 

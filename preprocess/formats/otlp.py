@@ -11,9 +11,9 @@ Accepted (auto-detected per file, gzipped or not):
 
 OTLP/JSON spells trace and span ids as hex (the OTLP spec), not the base64 that protobuf's
 ``json_format`` writes; both are accepted (the length says which). A span's service and peer are
-kept as the export names them (``service.name``, ``peer.service``); ``rpc.service`` and
-``db.system`` are carried into the dataset, whose reader names the peer with the system's
-``[traces]``. The mapping is in docs/formats/otlp.md.
+kept as the export names them (``service.name``, ``peer.service``); ``rpc.service``,
+``db.system`` and a client span's host (``server.address``, ``net.peer.name``, a URL's host) are
+carried into the dataset, whose reader names the peer with the system's ``[traces]``. The mapping is in docs/formats/otlp.md.
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ A file holds a list of spans, or a list of traces (lists of spans). Span fields:
 ``timestamp`` and ``duration`` in µs, ``localEndpoint.serviceName``, ``remoteEndpoint.serviceName``
 and string ``tags``. Zipkin has no process: pod and node come from tags (``k8s.pod.name``,
 ``name``/``podName``; ``k8s.node.name``, ``node_name``/``nodeName``). Services and peers are kept as
-the spans name them; ``rpc.service`` and ``db.system`` are carried into the dataset, whose reader names
-the peer with the system's ``[traces]``. Mapping: docs/formats/zipkin.md.
+the spans name them; ``rpc.service``, ``db.system`` and a client span's host (``server.address``,
+``net.peer.name``, a URL's host) are carried into the dataset, whose reader names the peer with the
+system's ``[traces]``. Mapping: docs/formats/zipkin.md.
 """
 from __future__ import annotations
 
