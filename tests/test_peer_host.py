@@ -21,6 +21,7 @@ from app.cli import app
 from preprocess import span_arrow
 from preprocess.readers import _read_trace_file, _scan_schema, read_traces
 from rca.system import TraceNaming, load_system
+from tests.otlp_spans import attr, client_peers, import_export, otlp_span
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 6, 10, 0, tzinfo=UTC)
@@ -51,18 +52,6 @@ HOST_PEERS = {"INSERT orders": "orders-db", "POST /pay": "payments", "GET /ip": 
               "GET /local": None, "GET /explicit": "ledger"}
 
 
-def _attr(key: str, value: str) -> dict:
-    return {"key": key, "value": {"stringValue": value}}
-
-
-def _otlp_span(trace: int, span: int, parent: int | None, *, name: str, kind: int, start_us: int,
-               attrs: list[tuple[str, str]]) -> dict:
-    out = {"traceId": f"{trace:032x}", "spanId": f"{trace:08x}{span:08x}", "name": name, "kind": kind,
-           "startTimeUnixNano": str(start_us * 1000), "endTimeUnixNano": str((start_us + 900) * 1000),
-           "attributes": [_attr(k, v) for k, v in attrs]}
-    if parent is not None:
-        out["parentSpanId"] = f"{trace:08x}{parent:08x}"
-    return out
 
 
 def _otlp_export() -> str:
@@ -71,15 +60,15 @@ def _otlp_export() -> str:
     lines = []
     for n in range(TRACES):
         trace, start = n + 1, int(T0.timestamp() * 1e6) + n * 60_000_000
-        web = [_otlp_span(trace, 1, None, name="GET /checkout", kind=2, start_us=start,
+        web = [otlp_span(trace, 1, None, name="GET /checkout", kind=2, start_us=start,
                           attrs=[("server.address", "web.prod.svc.cluster.local")])]
-        web += [_otlp_span(trace, 2 + i, 1, name=name, kind=3, start_us=start + 10 * (i + 1), attrs=attrs)
+        web += [otlp_span(trace, 2 + i, 1, name=name, kind=3, start_us=start + 10 * (i + 1), attrs=attrs)
                 for i, (name, attrs) in enumerate(CLIENT_CALLS.items())]
         place = 2 + list(CLIENT_CALLS).index("shop.v1.Orders/Place")
-        orders = [_otlp_span(trace, 20, place, name="shop.v1.Orders/Place", kind=2, start_us=start + 100,
+        orders = [otlp_span(trace, 20, place, name="shop.v1.Orders/Place", kind=2, start_us=start + 100,
                              attrs=[("rpc.service", "shop.v1.Orders"), ("server.address", "gateway:443")])]
         lines.append(json.dumps({"resourceSpans": [
-            {"resource": {"attributes": [_attr("service.name", service), _attr("k8s.pod.name", f"{service}-0")]},
+            {"resource": {"attributes": [attr("service.name", service), attr("k8s.pod.name", f"{service}-0")]},
              "scopeSpans": [{"spans": spans}]} for service, spans in (("web", web), ("orders", orders))]}))
     return "\n".join(lines) + "\n"
 
@@ -95,18 +84,9 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The export imported with ``rca import otlp``."""
     base = tmp_path_factory.mktemp("host-traces")
-    export = base / "traces.json"
-    export.write_text(_otlp_export(), encoding="utf-8")
-    result = runner.invoke(app, ["import", "otlp", str(export), "--out", str(base / "data")])
-    assert result.exit_code == 0, result.output
-    return base / "data"
+    return import_export(base, _otlp_export())
 
 
-def _peers(spans: pl.DataFrame) -> dict[str, str | None]:
-    """Client span operation -> its peer (each operation names one)."""
-    clients = spans.filter(pl.col("span_kind") == "client").select("operation", "peer_service").unique()
-    assert clients.height == clients["operation"].n_unique()
-    return dict(clients.iter_rows())
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -116,14 +96,14 @@ def test_the_host_names_the_peer_without_any_rule(imported: Path, fast: bool, mo
     spans = read_traces(imported, **WINDOW, naming=TraceNaming()).frame
     assert spans.height == TRACES * (2 + len(CLIENT_CALLS))
     # No rule names the gRPC call: its host (a gateway's) does.
-    assert _peers(spans) == {**HOST_PEERS, "shop.v1.Orders/Place": "gateway"}
+    assert client_peers(spans) == {**HOST_PEERS, "shop.v1.Orders/Place": "gateway"}
     # A server span's host is its own name, not a peer.
     assert spans.filter(pl.col("span_kind") == "server")["peer_service"].null_count() == 2 * TRACES
 
 
 def test_the_systems_rules_win_over_the_host(imported: Path, system: Path) -> None:
     spans = read_traces(imported, **WINDOW, naming=load_system(system).trace).frame
-    assert _peers(spans) == {**HOST_PEERS, "shop.v1.Orders/Place": "orders"}
+    assert client_peers(spans) == {**HOST_PEERS, "shop.v1.Orders/Place": "orders"}
 
 
 def test_peer_host_false_turns_the_host_rule_off(imported: Path, tmp_path: Path) -> None:
@@ -132,7 +112,7 @@ def test_peer_host_false_turns_the_host_rule_off(imported: Path, tmp_path: Path)
     naming = load_system(path).trace
     assert naming.peer_host is False
     spans = read_traces(imported, **WINDOW, naming=naming).frame
-    assert _peers(spans) == {**dict.fromkeys(HOST_PEERS), "GET /explicit": "ledger", "shop.v1.Orders/Place": "orders"}
+    assert client_peers(spans) == {**dict.fromkeys(HOST_PEERS), "GET /explicit": "ledger", "shop.v1.Orders/Place": "orders"}
 
 
 def test_the_import_carries_the_host_of_client_spans_as_written(imported: Path) -> None:

@@ -22,6 +22,7 @@ from preprocess.readers import read_traces
 from rca.system import SystemSpecError, TraceNaming, bundled_system, load_system
 from rca.timeutil import cst_day_bounds_utc
 from tests import layout_fixtures as fx
+from tests.otlp_spans import attr, client_peers, import_export, otlp_span
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 6, 10, 0, tzinfo=UTC)
@@ -39,18 +40,6 @@ db_system = { postgresql = "orders-db" }
 """
 
 
-def _attr(key: str, value: str) -> dict:
-    return {"key": key, "value": {"stringValue": value}}
-
-
-def _otlp_span(trace: int, span: int, parent: int | None, *, name: str, kind: int, start_us: int,
-               attrs: list[dict]) -> dict:
-    out = {"traceId": f"{trace:032x}", "spanId": f"{trace:08x}{span:08x}", "name": name, "kind": kind,
-           "startTimeUnixNano": str(start_us * 1000), "endTimeUnixNano": str((start_us + 900) * 1000),
-           "attributes": attrs}
-    if parent is not None:
-        out["parentSpanId"] = f"{trace:08x}{parent:08x}"
-    return out
 
 
 def _otlp_export() -> str:
@@ -60,21 +49,21 @@ def _otlp_export() -> str:
     for n in range(TRACES):
         trace, start = n + 1, int(T0.timestamp() * 1e6) + n * 60_000_000
         by_service = {
-            "web": [_otlp_span(trace, 1, None, name="GET /order", kind=2, start_us=start, attrs=[]),
-                    _otlp_span(trace, 2, 1, name="shop.v1.Orders/Place", kind=3, start_us=start + 10,
-                               attrs=[_attr("rpc.service", "shop.v1.Orders")])],
-            "orders": [_otlp_span(trace, 3, 2, name="shop.v1.Orders/Place", kind=2, start_us=start + 20,
-                                  attrs=[_attr("rpc.service", "shop.v1.Orders")]),
-                       _otlp_span(trace, 4, 3, name="INSERT orders", kind=3, start_us=start + 30,
-                                  attrs=[_attr("db.system", "postgresql")]),
-                       _otlp_span(trace, 5, 3, name="GET", kind=3, start_us=start + 40,
-                                  attrs=[_attr("db.system", "redis"), _attr("peer.service", "redis")]),
-                       _otlp_span(trace, 6, 3, name="SET", kind=3, start_us=start + 50,
-                                  attrs=[_attr("db.system", "redis")])],
-            "redis": [_otlp_span(trace, 7, 5, name="GET", kind=2, start_us=start + 45, attrs=[])],
+            "web": [otlp_span(trace, 1, None, name="GET /order", kind=2, start_us=start, attrs=[]),
+                    otlp_span(trace, 2, 1, name="shop.v1.Orders/Place", kind=3, start_us=start + 10,
+                               attrs=[("rpc.service", "shop.v1.Orders")])],
+            "orders": [otlp_span(trace, 3, 2, name="shop.v1.Orders/Place", kind=2, start_us=start + 20,
+                                  attrs=[("rpc.service", "shop.v1.Orders")]),
+                       otlp_span(trace, 4, 3, name="INSERT orders", kind=3, start_us=start + 30,
+                                  attrs=[("db.system", "postgresql")]),
+                       otlp_span(trace, 5, 3, name="GET", kind=3, start_us=start + 40,
+                                  attrs=[("db.system", "redis"), ("peer.service", "redis")]),
+                       otlp_span(trace, 6, 3, name="SET", kind=3, start_us=start + 50,
+                                  attrs=[("db.system", "redis")])],
+            "redis": [otlp_span(trace, 7, 5, name="GET", kind=2, start_us=start + 45, attrs=[])],
         }
         lines.append(json.dumps({"resourceSpans": [
-            {"resource": {"attributes": [_attr("service.name", service), _attr("k8s.pod.name", f"{service}-0")]},
+            {"resource": {"attributes": [attr("service.name", service), attr("k8s.pod.name", f"{service}-0")]},
              "scopeSpans": [{"spans": spans}]} for service, spans in by_service.items()]}))
     return "\n".join(lines) + "\n"
 
@@ -90,31 +79,22 @@ def user_system(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The export imported with ``rca import otlp``."""
     base = tmp_path_factory.mktemp("user-traces")
-    export = base / "traces.json"
-    export.write_text(_otlp_export(), encoding="utf-8")
-    result = runner.invoke(app, ["import", "otlp", str(export), "--out", str(base / "data")])
-    assert result.exit_code == 0, result.output
-    return base / "data"
+    return import_export(base, _otlp_export())
 
 
-def _peers(spans: pl.DataFrame) -> dict[str, str | None]:
-    """Client span operation -> its peer (each operation names one)."""
-    clients = spans.filter(pl.col("span_kind") == "client").select("operation", "peer_service").unique()
-    assert clients.height == clients["operation"].n_unique()
-    return dict(clients.iter_rows())
 
 
 def test_the_users_rules_name_the_peers_of_an_imported_export(imported: Path, user_system: Path) -> None:
     spans = read_traces(imported, **WINDOW, naming=load_system(user_system).trace).frame
     assert spans.height == 7 * TRACES
-    assert _peers(spans) == {"shop.v1.Orders/Place": "orders", "INSERT orders": "orders-db",
+    assert client_peers(spans) == {"shop.v1.Orders/Place": "orders", "INSERT orders": "orders-db",
                              "GET": "redis", "SET": None}  # the user's db_system has no redis
     assert set(spans["service"]) == {"web", "orders", "redis"}  # as the export names them
 
 
 def test_without_rules_only_peer_service_names_a_peer(imported: Path) -> None:
     spans = read_traces(imported, **WINDOW, naming=TraceNaming(), peer_tags=True).frame
-    assert _peers(spans) == {"shop.v1.Orders/Place": None, "INSERT orders": None, "GET": "redis", "SET": None}
+    assert client_peers(spans) == {"shop.v1.Orders/Place": None, "INSERT orders": None, "GET": "redis", "SET": None}
     assert set(spans["service"]) == {"web", "orders", "redis"}
     # The raw tags the import carried, for a rule to name the peers from when the dataset is read.
     tags = spans.filter(pl.col("span_kind") == "client").select("operation", "rpc_service", "db_system").unique()
@@ -127,7 +107,7 @@ def test_hipstershops_rules_are_the_bundled_descriptions_applied_at_read_time(im
     """The cache reporting itself as ``redis`` is HipsterShop's ``redis-cart`` only by HipsterShop's description."""
     spans = read_traces(imported, **WINDOW, naming=bundled_system().trace).frame
     assert set(spans["service"]) == {"web", "orders", "redis-cart"}
-    assert _peers(spans)["SET"] == "redis-cart" and _peers(spans)["shop.v1.Orders/Place"] is None
+    assert client_peers(spans)["SET"] == "redis-cart" and client_peers(spans)["shop.v1.Orders/Place"] is None
 
 
 def test_infer_with_the_users_description_drafts_the_calls(imported: Path, user_system: Path, tmp_path: Path) -> None:
@@ -159,7 +139,7 @@ def test_infer_without_a_description_lists_what_no_rule_names(imported: Path, tm
     suggested = re.fullmatch(r".* -> rpc_service = '(.+)'", rpc_line)
     assert suggested is not None
     spans = read_traces(imported, **WINDOW, naming=TraceNaming(rpc_service=suggested.group(1))).frame
-    assert _peers(spans)["shop.v1.Orders/Place"] == "orders"
+    assert client_peers(spans)["shop.v1.Orders/Place"] == "orders"
 
 
 def test_a_jaeger_service_named_redis_stays_redis(user_system: Path, tmp_path: Path) -> None:
