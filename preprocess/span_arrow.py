@@ -11,7 +11,6 @@ every span of that combination. A file of another shape is left to the general p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,8 +23,8 @@ import pyarrow.parquet as pq
 from preprocess.arrow_numpy import arrow_of, numpy_view
 from preprocess.readers import _TAGS, URL_TAGS, Window, span_attribute_exprs, span_identity_exprs, span_schema
 from rca.system import TraceNaming
+from rca.timeutil import epoch_us
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 StructColumn = TypeVar("StructColumn", pa.Array, pa.ChunkedArray)
 
 # Leaf columns of the usual Jaeger export the fast path reads (``arrow_spans``): tag `type`
@@ -257,7 +256,7 @@ def _span_batch(batch: pa.RecordBatch, *, own: pl.DataFrame, window: Window, nam
 
     times = numpy_view(batch.column("startTime"))
     if window is not None:
-        low, high = (int((t - _EPOCH) // timedelta(microseconds=1)) for t in window)
+        low, high = (epoch_us(t) for t in window)
         kept = np.flatnonzero((times >= low) & (times <= high))
     else:
         kept = np.arange(len(times))

@@ -45,6 +45,19 @@ def parse_duration(text: str) -> timedelta:
     return span
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_us(instant: datetime) -> int:
+    """Whole microseconds since 1970-01-01 UTC (a naive instant is UTC)."""
+    return (as_utc(instant) - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_epoch_us(micros: int) -> datetime:
+    """The UTC instant ``micros`` microseconds after 1970-01-01 UTC."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
 def format_utc(value: datetime) -> str:
     """``2025-06-05T16:10:02Z`` form used in cases and ground truth."""
     return as_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -10,15 +10,15 @@ found dotted (``"kubernetes.pod.name": ...``) or nested (``"kubernetes": {"pod":
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import IssueLog, json_lines
+from rca.timeutil import epoch_us
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _POD = ("kubernetes.pod.name", "k8_pod")
 _NODE = ("kubernetes.node.name", "k8_node_name", "host.hostname")
 _NAMESPACE = ("kubernetes.namespace", "kubernetes.namespace.name", "k8_namespace")
@@ -59,7 +59,7 @@ def timestamp_us(value: Any) -> int:
     except ValueError as exc:
         raise ValueError(f"timestamp {value!r} is not ISO 8601") from exc
     stamp = stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
-    return (stamp - _EPOCH) // timedelta(microseconds=1)
+    return epoch_us(stamp)
 
 
 def _documents(record: dict[str, Any]) -> Iterator[tuple[str | None, Any]]:

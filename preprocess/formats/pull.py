@@ -28,7 +28,7 @@ from typing import Any
 
 from preprocess.formats.pull_http import PullClient, PullError, redacted
 from preprocess.formats.pull_store import PageKey, PulledPages, meta_of
-from rca.timeutil import as_utc, format_utc
+from rca.timeutil import as_utc, epoch_us, format_utc, from_epoch_us
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ JAEGER_LIMIT = 1000
 JAEGER_CHUNK = timedelta(hours=1)
 JAEGER_MIN_CHUNK = timedelta(seconds=1)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Clock = Callable[[], datetime]
 
 
@@ -90,14 +89,6 @@ def _now() -> datetime:
 
 def _ignore(_: PageDone) -> None:
     return None
-
-
-def _micros(instant: datetime) -> int:
-    return (as_utc(instant) - _EPOCH) // timedelta(microseconds=1)
-
-
-def _instant(micros: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=micros)
 
 
 def _done(result: PullResult, page: PageDone, on_page: OnPage) -> None:
@@ -161,14 +152,14 @@ def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence
     step_ms = step // timedelta(milliseconds=1)
     if step_ms <= 0:
         raise PullError(f"--step {step}: must be at least a millisecond")
-    start_ms, end_ms = _micros(start) // 1000, _micros(end) // 1000
+    start_ms, end_ms = epoch_us(start) // 1000, epoch_us(end) // 1000
     chunks = prometheus_chunks(start_ms=start_ms, end_ms=end_ms, step_ms=step_ms)
     result = PullResult()
     for qi, query in enumerate(queries, start=1):
         for ci, (first, last) in enumerate(chunks, start=1):
             params = {"query": query, "start": _seconds(first), "end": _seconds(last), "step": _seconds(step_ms)}
             key = PageKey.of(url=redacted(client.base_url), path=PROMETHEUS_QUERY_RANGE, params=params,
-                             start=_instant(first * 1000), end=_instant(last * 1000))
+                             start=from_epoch_us(first * 1000), end=from_epoch_us(last * 1000))
             document = pages.load(key)
             reused = document is not None
             if document is None:
@@ -189,7 +180,7 @@ LineKey = tuple[tuple[tuple[str, str], ...], int, str]  # (stream labels, nanose
 
 
 def _nanos(instant: datetime) -> int:
-    return _micros(instant) * 1000
+    return epoch_us(instant) * 1000
 
 
 def _lines(document: dict[str, Any]) -> list[tuple[LineKey, dict[str, Any], list[Any]]]:
@@ -238,7 +229,7 @@ def pull_loki(*, client: PullClient, pages: PulledPages, queries: Sequence[str],
             params = {"query": query, "start": str(cursor), "end": str(end_ns), "limit": str(limit),
                       "direction": "forward"}
             key = PageKey.of(url=redacted(client.base_url), path=LOKI_QUERY_RANGE, params=params,
-                             start=_instant(cursor // 1000), end=as_utc(end))
+                             start=from_epoch_us(cursor // 1000), end=as_utc(end))
             document = pages.load(key)
             reused = document is not None
             if document is not None:
@@ -264,7 +255,7 @@ def pull_loki(*, client: PullClient, pages: PulledPages, queries: Sequence[str],
                 # A full page of lines all at the nanosecond it started from: asking again from it would
                 # return the same ones. Step past it; lines of it beyond the first `limit` are not had.
                 result.losses.append(f"loki: query {query!r}: {limit} or more lines at "
-                                     f"{_instant(cursor // 1000).isoformat()} ({cursor} ns): any beyond the first "
+                                     f"{from_epoch_us(cursor // 1000).isoformat()} ({cursor} ns): any beyond the first "
                                      f"{limit} are not imported; raise --limit (up to the server's "
                                      "max_entries_limit_per_query)")
                 cursor, seen = cursor + 1, set()
@@ -300,7 +291,7 @@ def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[st
     if limit < 1:
         raise PullError(f"--limit {limit}: must be at least 1")
     step_us, min_us = chunk // timedelta(microseconds=1), min_chunk // timedelta(microseconds=1)
-    start_us, end_us = _micros(start), _micros(end)
+    start_us, end_us = epoch_us(start), epoch_us(end)
     result = PullResult()
     for service in services:
         pending = [(at, min(at + step_us, end_us)) for at in range(start_us, end_us, step_us)]
@@ -309,7 +300,7 @@ def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[st
             # Jaeger's range is closed (span start in [start, end]): end a µs early so chunks do not overlap.
             params = {"service": service, "start": str(first), "end": str(stop - 1), "limit": str(limit)}
             key = PageKey.of(url=redacted(client.base_url), path=JAEGER_TRACES, params=params,
-                             start=_instant(first), end=_instant(stop))
+                             start=from_epoch_us(first), end=from_epoch_us(stop))
             document = pages.load(key)
             reused = document is not None
             if document is not None:
