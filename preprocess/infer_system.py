@@ -80,6 +80,16 @@ class InferredSystem:
     # Tag (``rpc.service``, ``db.system``) -> value -> client spans carrying it whose peer ``trace`` does not name.
     unnamed_peers: dict[str, dict[str, int]] = field(default_factory=dict)
 
+    @property
+    def unreached_stateful(self) -> list[str]:
+        """Stateful components no seen call reaches: the data does not say who uses them.
+
+        The release's layout traces no call into a database, so its TiDB shows up only in its own
+        metrics; without a declared caller the ranker reads a store's fault as its caller's own.
+        """
+        reached = {callee for _, callee in self.edges}
+        return [s for s in self.stateful if s not in reached]
+
 
 def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> InferredSystem:
     """``inferred`` with the runtimes a person knows (``SERVICE=RUNTIME``; ``*`` for every service)
@@ -376,6 +386,13 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
         "[calls]",
         "# Calls into storage: traces rarely show them (a client span naming its database), so they always join the ranker's call graph.",
         "storage = [" + ", ".join(f"[{_s(a)}, {_s(b)}]" for a, b in storage) + "]",
+    ]
+    if inferred.unreached_stateful:
+        lines += [
+            f"# No call seen reaches {', '.join(inferred.unreached_stateful)}: add who calls them above, e.g.",
+            f"# [\"SERVICE\", {_s(inferred.unreached_stateful[0])}]. Until then a fault of theirs is blamed on their callers.",
+        ]
+    lines += [
         "# Every other call seen, most frequent first: the ranker's call graph for a caller the",
         "# traces of a window show calling nothing. Add the calls the data did not show"
         + (" (it holds no spans: without calls here the ranker has no call graph)." if not inferred.edges else "."),

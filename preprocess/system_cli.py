@@ -56,6 +56,9 @@ def infer_command(
         fail(str(exc))
     typer.echo(f"{out}: {len(spec.services)} services, {len(spec.stateful)} stateful, {len(inferred.pods)} pods, "
                f"{len(inferred.nodes)} nodes, {len(inferred.edges)} call edges; review it, then set [system] file")
+    if inferred.unreached_stateful:
+        typer.secho(f"{out}: no call seen reaches {', '.join(inferred.unreached_stateful)}: add their callers to "
+                    "[calls] storage, or their faults are blamed on their callers", err=True, fg="yellow")
     if not inferred.edges:
         typer.secho(f"{out}: the data shows no calls (no spans): list them in [calls] edges, or the ranker has no "
                     "call graph (docs/system.md)", err=True, fg="yellow")

@@ -91,6 +91,24 @@ def test_the_written_description_loads_and_says_the_same(dataset: Path, tmp_path
     assert again.exit_code == 2 and "--force" in again.output
 
 
+def test_stores_no_traced_call_reaches_are_named_for_the_user(dataset: Path, tmp_path: Path) -> None:
+    """The release traces no call into TiDB: the draft says so, where the user adds the callers, and the
+    TOML loads as drafted; once the calls are added the store is reached and nothing is said."""
+    inferred = infer_system(dataset, spec=bundled_system())
+    assert inferred.unreached_stateful == ["tidb-pd", "tidb-tidb", "tidb-tikv"]  # redis-cart is traced
+    out = tmp_path / "system.toml"
+    result = runner.invoke(app, ["system", "infer", "--data-dir", str(dataset), "--out", str(out),
+                                 "--system", BUNDLED_FILE])
+    assert result.exit_code == 0, result.output
+    assert "no call seen reaches tidb-pd, tidb-tidb, tidb-tikv" in result.output
+    text = out.read_text(encoding="utf-8")
+    assert "# No call seen reaches tidb-pd, tidb-tidb, tidb-tikv: add who calls them above" in text
+    assert load_system(out).storage_calls == (("cartservice", "redis-cart"),)
+    inferred.edges += [("productcatalogservice", "tidb-tidb"), ("tidb-tidb", "tidb-pd"), ("tidb-tidb", "tidb-tikv")]
+    assert inferred.unreached_stateful == []
+    assert "No call seen reaches" not in render_toml(inferred, data_dir=dataset, name="Shop")
+
+
 def test_node_pattern_generalises_only_the_ordinal() -> None:
     import re
 

@@ -1,8 +1,9 @@
-"""Test-only exporters: canonical frames -> foreign formats, written the way their producers write them.
+"""The simulator's telemetry written as an SRE's stack writes it: OTLP, Jaeger, Zipkin, Prometheus, Loki, ECS.
 
-They let a test run the simulator's telemetry out through OTLP, Jaeger, Zipkin, Prometheus,
-Loki and ECS and back in through ``preprocess.formats``, and compare frames. Written from the
-formats' specifications, not from the readers, so a shared misreading shows as a difference.
+Canonical frames in, foreign documents out, written from the formats' specifications and not from
+``preprocess.formats`` (the readers), so that a misreading shared by both would show as a difference.
+The format tests import these back and compare frames and indexes; ``scripts/eval_formats.py`` runs
+a simulated day through them as a user would, with a description ``rca system infer`` drafts.
 """
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from typing import Any
 
 import polars as pl
 
+from preprocess import layout
+from preprocess.readers import read_day
 from preprocess.schema import APM_KPIS, SPAN_PEER_TAG_KEYS
 from rca.system import bundled_system
-
-# HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
-NAMING = bundled_system().trace
+from simulate.simulator import SimulationOptions, simulate
 
 _KIND_NUMBER = {None: 0, "internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 _INFRA_LABELS = ("instance", "device", "mountpoint", "namespace", "type", "sql_type")
@@ -78,7 +79,7 @@ def otlp_trace_requests(spans: pl.DataFrame, *, per_request: int = 2000) -> list
             by_resource.setdefault((row["service"], row["pod"], row["node"]), []).append(span)
         requests.append({"resourceSpans": [
             {"resource": _resource(**{"service.name": s, "k8s.pod.name": p, "k8s.node.name": n}),
-             "scopeSpans": [{"scope": {"name": "tests.format_exporters"}, "spans": spans_}]}
+             "scopeSpans": [{"scope": {"name": "aiops-rca.simulate"}, "spans": spans_}]}
             for (s, p, n), spans_ in by_resource.items()]})
     return requests
 
@@ -296,15 +297,20 @@ def ecs_lines(logs: pl.DataFrame, *, nested: bool = True) -> list[str]:
 FAMILIES = {"spans": "trace", "logs": "log", "apm": "apm", "infra": "infra"}
 
 
-def simulated_frames(out: Path, *, cases: int = 2, seed: int = 7) -> dict[str, pl.DataFrame]:
-    """Simulate a small release into ``out`` and read it back with preprocess.readers (canonical frames)."""
-    from preprocess import layout
-    from preprocess.readers import read_day
-    from simulate.simulator import SimulationOptions, simulate
+def release_frames(data_dir: Path) -> dict[str, pl.DataFrame]:
+    """Every day of a release in ``data_dir``, read with preprocess.readers: the canonical frames to export.
 
-    simulate(SimulationOptions(out_dir=out, cases=cases, seed=seed))
-    days = [p for p in sorted(out.iterdir()) if layout.is_day_dir(p)]
-    # Spans with their raw rpc.service / db.system tags, which the exporters write and the importers carry.
-    return {name: pl.concat([read_day(d, family, naming=NAMING, peer_tags=True, report_missing=False).frame
+    Spans are read with HipsterShop's ``[traces]`` (the simulated world is the bundled system) and keep
+    their raw rpc.service / db.system tags, which the exporters write and the importers carry.
+    """
+    naming = bundled_system().trace
+    days = [p for p in sorted(Path(data_dir).iterdir()) if layout.is_day_dir(p)]
+    return {name: pl.concat([read_day(d, family, naming=naming, peer_tags=True, report_missing=False).frame
                              for d in days])
             for name, family in FAMILIES.items()}
+
+
+def simulated_frames(out: Path, *, cases: int = 2, seed: int = 7) -> dict[str, pl.DataFrame]:
+    """Simulate a small release into ``out`` and read it back (``release_frames``)."""
+    simulate(SimulationOptions(out_dir=out, cases=cases, seed=seed))
+    return release_frames(out)

@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""The same simulated telemetry answered twice: as released, and as a user's own stack would hand it over.
+
+The reference path indexes a simulated seed set as ``rca simulate`` writes it, with the bundled
+HipsterShop description. The user's path exports the same telemetry as their collector would write
+it (``--format otlp``: OTLP/JSON traces, logs and metrics; ``--format mixed``: Jaeger, Prometheus
+``query_range`` and Loki documents), imports it with the readers ``rca import`` uses, describes the
+system with ``rca system infer`` (nothing bundled: its services, calls and runtimes as the data
+shows them), indexes it with that description and answers every case. Both paths answer with the
+rules alone (as scripts/eval_rules.py), so a seed set costs seconds to answer once indexed.
+
+It prints LA, TA and final of each path with 95% intervals, how many answers agree, and every case
+whose answer differs, with the fault's truth. What the import loses (a reading fault) and what an
+inferred description does not know (a call no trace shows) both show here; the format tests
+(tests/test_formats_index.py) already hold the first to zero with the bundled description.
+
+    scripts/eval_formats.py --simulate-seed 101 --simulate-seed 102 --randomize --per-type 2
+
+Tuning seeds are 100-199, evaluation seeds 200-299; the script refuses to mix them.
+``--system FILE`` indexes the user's path with that description instead of the drafted one (to
+measure what a reviewed description recovers).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from bench.pipeline import mixed_seed_ranges, print_score_intervals, simulated_index_set
+from bench.problems import REFERENCE_SCHEDULE
+from bench.report import score_file, score_intervals
+from diagnose.cases import load_cases
+from diagnose.pipeline import rules_only_answer
+from diagnose.service import Diagnoser
+from index.build import run_nightly
+from preprocess.dataset_writer import write_frames
+from preprocess.formats import make_reader
+from preprocess.infer_system import infer_system, render_toml
+from rca.challenge import RuleVersion, rule_version
+from rca.errors import RcaError
+from rca.settings import Settings, load_settings
+from rca.system import load_system
+from simulate import export
+
+log = logging.getLogger("eval_formats")
+
+FORMATS = ("otlp", "mixed")
+
+
+def _exports(frames: dict[str, pl.DataFrame], *, fmt: str, out: Path) -> Iterator[tuple[str, list[Path]]]:
+    """Write the frames as ``fmt``'s producers write them; yield (reader, files) to import."""
+    out.mkdir(parents=True, exist_ok=True)
+    if fmt == "otlp":
+        yield "otlp", [export.write_otlp_json(out / "traces.jsonl", export.otlp_trace_requests(frames["spans"])),
+                       export.write_otlp_json(out / "logs.jsonl", export.otlp_log_requests(frames["logs"])),
+                       export.write_otlp_json(out / "metrics.jsonl",
+                                              export.otlp_metric_requests(apm=frames["apm"], infra=frames["infra"]))]
+        return
+    documents = {"jaeger": export.jaeger_document(frames["spans"]),
+                 "prometheus": export.prometheus_query_range(apm=frames["apm"], infra=frames["infra"]),
+                 "loki": export.loki_query_range(frames["logs"])}
+    for reader, document in documents.items():
+        path = out / f"{reader}.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        yield reader, [path]
+
+
+def user_dataset(release: Path, *, fmt: str, out: Path) -> Path:
+    """The release exported as ``fmt`` and imported as ``rca import`` does: the dataset under ``out/data``."""
+    data_dir = out / "data"
+    if (out / "imported").exists():
+        return data_dir
+    frames = export.release_frames(release)
+    for reader, files in _exports(frames, fmt=fmt, out=out / "exports"):
+        result = make_reader(reader).read(files)
+        if result.lost:
+            raise RcaError(f"{reader}: the import lost {len(result.lost)} record(s), first: {result.lost[0]}")
+        write_frames(data_dir, **result.frames())
+    (out / "imported").write_text(fmt, encoding="utf-8")
+    return data_dir
+
+
+def drafted_system(data_dir: Path, *, out: Path) -> Path:
+    """``rca system infer`` on the imported dataset, written as the user would review it."""
+    path = out / "system.toml"
+    path.write_text(render_toml(infer_system(data_dir), data_dir=data_dir, name="my-system"), encoding="utf-8")
+    return path
+
+
+def answers(settings: Settings, *, seed: int, rules: RuleVersion) -> list[str]:
+    """The rules' answer to every case of the settings' input file, uuids made unique by the seed."""
+    lines: list[str] = []
+    with Diagnoser.from_settings(settings) as diagnoser:
+        for case in load_cases(settings.paths.input_file):
+            try:
+                prepared = diagnoser.prepare(case)
+            except RcaError as exc:  # no candidates: the case stays unanswered and scores 0
+                log.warning("%s", exc)
+                continue
+            answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
+            lines.append(json.dumps({**answer.to_submission(rules=rules), "uuid": f"{answer.uuid}@{seed}"}))
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--simulate-seed", type=int, action="append", required=True)
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
+    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
+    parser.add_argument("--difficulty", type=float, default=1.0)
+    parser.add_argument("--format", choices=FORMATS, default="otlp",
+                        help="otlp: OTLP/JSON files; mixed: Jaeger + Prometheus query_range + Loki documents")
+    parser.add_argument("--system", type=Path, default=None,
+                        help="index the user's path with this description, not the one infer drafts")
+    parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
+    parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index] and [diagnose] apply)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if mixed_seed_ranges(args.simulate_seed):
+        parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
+
+    base = load_settings(config_path=args.config)
+    rules = rule_version(base.challenge.rules)
+    truth_rows: list[str] = []
+    by_path: dict[str, list[str]] = {"released": [], args.format: []}
+    for seed in args.simulate_seed:
+        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
+                                                     randomize=args.randomize, per_type=args.per_type,
+                                                     difficulty=args.difficulty)
+        for line in problem_set.truth_file.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            truth_rows.append(json.dumps({**row, "uuid": f"{row['uuid']}@{seed}"}))
+        paths = {"index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir}
+        released = base.model_copy(update={"paths": base.paths.model_copy(update=paths),
+                                           "system": base.system.model_copy(update={"file": None})})
+        by_path["released"] += answers(released, seed=seed, rules=rules)
+
+        user_dir = index_dir.parent / f"user-{args.format}"
+        data_dir = user_dataset(problem_set.data_dir, fmt=args.format, out=user_dir)
+        system_file = args.system or drafted_system(data_dir, out=user_dir)
+        spec = load_system(system_file)
+        user_index = user_dir / f"index-{system_file.stem}"
+        run_nightly(data_dir=data_dir, index_dir=user_index, naming=spec.trace, workers=1)
+        user = base.model_copy(update={
+            "paths": base.paths.model_copy(update={**paths, "index_dir": user_index, "data_dir": data_dir}),
+            "system": base.system.model_copy(update={"file": system_file})})
+        by_path[args.format] += answers(user, seed=seed, rules=rules)
+
+    name = (f"formats-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}"
+            f"-x{args.per_type}-{args.format}")
+    truth_file = args.work_dir / f"{name}.truth.jsonl"
+    truth_file.write_text("\n".join(truth_rows) + "\n", encoding="utf-8")
+    console = Console(width=160)
+    chosen: dict[str, dict[str, dict]] = {}
+    for path_name, lines in by_path.items():
+        result_file = args.work_dir / f"{name}.{path_name}.answers.jsonl"
+        result_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        report = score_file(truth_file=truth_file, result_file=result_file, settings=base)
+        print_score_intervals(score_intervals(report.cases, rules=rules), console,
+                              title=f"{path_name}: rules only, per fault type, 95% intervals (bootstrap over cases)")
+        chosen[path_name] = {json.loads(line)["uuid"]: json.loads(line) for line in lines}
+
+    truth = {json.loads(line)["uuid"]: json.loads(line) for line in truth_rows}
+    reference, user_answers = chosen["released"], chosen[args.format]
+    differ = Table(title=f"cases answered differently: released vs {args.format}"
+                         f"{' (' + str(args.system) + ')' if args.system else ' (description drafted by infer)'}")
+    for column in ("case", "fault", "truth", "released", args.format):
+        differ.add_column(column)
+    same = 0
+    for uuid, row in truth.items():
+        left, right = reference.get(uuid, {}), user_answers.get(uuid, {})
+        if (left.get("component"), left.get("reason")) == (right.get("component"), right.get("reason")):
+            same += 1
+            continue
+        instance = row.get("instance")
+        differ.add_row(uuid, str(row.get("fault_type")), ", ".join(instance) if isinstance(instance, list) else str(instance),
+                       f"{left.get('component', '-')}: {left.get('reason', 'unanswered')[:40]}",
+                       f"{right.get('component', '-')}: {right.get('reason', 'unanswered')[:40]}")
+    console.print(differ)
+    console.print(f"{same} of {len(truth)} cases answered alike ({args.format} against the release)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
