@@ -33,6 +33,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from bench import export
 from bench.pipeline import mixed_seed_ranges, print_score_intervals, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
 from bench.report import score_file, score_intervals
@@ -47,7 +48,6 @@ from rca.challenge import RuleVersion, rule_version
 from rca.errors import RcaError
 from rca.settings import Settings, load_settings
 from rca.system import load_system
-from simulate import export
 
 log = logging.getLogger("eval_formats")
 

@@ -5,7 +5,7 @@ for every case.
 
 The reference is the release exactly as ``rca simulate`` writes it (not frames re-written by
 preprocess.dataset_writer). Its telemetry is read back with preprocess.readers (canonical frames),
-exported by simulate/export.py (written from the formats' specifications) and imported:
+exported by bench/export.py (written from the formats' specifications) and imported:
 
 * OTLP/JSON (the Collector file exporter's one request per line): traces, logs, and metrics,
   APM and every infra family including the TiDB ones (infra_tidb / infra_tikv / infra_pd): a
@@ -32,13 +32,13 @@ from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from app.cli import app as rca_app
+from bench import export as ex
 from diagnose.cases import Case, load_cases
 from index.build import run_nightly
 from index.query import query_window
 from preprocess.dataset_writer import write_frames
 from preprocess.importers import app
 from rca.system import bundled_system
-from simulate import export as ex
 
 # HipsterShop's [traces] (the bundled system): the simulated and released spans' peer rules.
 NAMING = bundled_system().trace

@@ -1,5 +1,5 @@
 """Done-when of issue 26 (item 3): the simulator's telemetry, exported to each foreign format by
-simulate/export.py and imported back by preprocess.formats, gives the canonical frames
+bench/export.py and imported back by preprocess.formats, gives the canonical frames
 it came from, column for column (for the columns each format carries: docs/formats/*.md).
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from bench import export as ex
 from preprocess.formats import FormatResult, make_reader
-from simulate import export as ex
 
 
 @pytest.fixture(scope="module")

@@ -79,7 +79,7 @@ def otlp_trace_requests(spans: pl.DataFrame, *, per_request: int = 2000) -> list
             by_resource.setdefault((row["service"], row["pod"], row["node"]), []).append(span)
         requests.append({"resourceSpans": [
             {"resource": _resource(**{"service.name": s, "k8s.pod.name": p, "k8s.node.name": n}),
-             "scopeSpans": [{"scope": {"name": "aiops-rca.simulate"}, "spans": spans_}]}
+             "scopeSpans": [{"scope": {"name": "aiops-rca.bench"}, "spans": spans_}]}
             for (s, p, n), spans_ in by_resource.items()]})
     return requests
 
