@@ -27,7 +27,7 @@ from rca.errors import RcaError
 from rca.timeutil import format_utc, parse_duration, parse_utc
 
 if TYPE_CHECKING:
-    from preprocess.formats.pull import PageDone, PullResult
+    from preprocess.formats.pull import PageDone, PromQuery, PullResult
     from preprocess.formats.pull_http import PullClient
     from preprocess.formats.pull_store import PulledPages
 
@@ -228,6 +228,8 @@ def pull_and_import(fmt: str, *, url: str, out: Path, window: tuple[datetime, da
                f"{client.requests} request(s)", err=True)
     for loss in result.losses:
         typer.secho(f"  LOST {loss}", err=True, fg="yellow")
+    for query in result.empty:
+        typer.echo(f"  note: no series: {query}", err=True)
     if not result.files:
         fail(f"{fmt}: nothing was pulled from {redacted(url)}")
     run_import(fmt, sources=result.files, out=out)
@@ -243,6 +245,12 @@ def _prometheus(
     url: str | None = _url_option("http://prometheus:9090"),
     queries: list[str] | None = typer.Option(None, "--query", help="With --url: PromQL expression to pull "
                                                                    "(repeatable).", show_default=False),
+    presets: list[str] | None = typer.Option(
+        None, "--preset", help="With --url: a set of standard queries, named for the detectors: kubernetes, istio, "
+                               "spanmetrics, or the path of your own TOML file (repeatable).", show_default=False),
+    matchers: list[str] | None = typer.Option(
+        None, "--match", help="With --preset: label matcher put into the presets' selectors, e.g. "
+                              "'namespace=\"prod\"' (repeatable).", show_default=False),
     start: str | None = _start_option(),
     end: str | None = _end_option(),
     since: str | None = _since_option(),
@@ -250,19 +258,22 @@ def _prometheus(
     timeout: float = _timeout_option(),
     header: list[str] | None = _header_option(),
 ) -> None:
-    """Prometheus /api/v1/query_range JSON, or a text / OpenMetrics exposition; or pull with --url and --query."""
-    if _file_or_url(sources, url, pull_only={"--query": queries, "--start": start, "--end": end, "--since": since,
-                                             "--header": header}):
-        from preprocess.formats.pull import pull_prometheus
+    """Prometheus /api/v1/query_range JSON, or a text / OpenMetrics exposition; or pull with --url and --query / --preset."""
+    if _file_or_url(sources, url, pull_only={"--query": queries, "--preset": presets, "--match": matchers,
+                                             "--start": start, "--end": end, "--since": since, "--header": header}):
+        from preprocess.formats.pull import PromQuery, pull_prometheus
 
         if at is not None:
             fail("--at is for exposition files; a pulled query_range carries its times")
-        if not queries:
-            fail("give at least one --query EXPR to pull")
+        if not queries and not presets:
+            fail("give at least one --query EXPR or --preset NAME to pull")
+        if matchers and not presets:
+            fail("--match scopes the queries of a --preset; write the matchers into your --query")
         window, resolution = _window(start=start, end=end, since=since), _step(step)
+        pulled = [PromQuery(expr) for expr in queries or []] + _preset_queries(presets or [], matchers or [])
         pull_and_import("prometheus", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
                         pull=lambda client, pages, on_page: pull_prometheus(
-                            client=client, pages=pages, queries=queries, start=window[0], end=window[1],
+                            client=client, pages=pages, queries=pulled, start=window[0], end=window[1],
                             step=resolution, on_page=on_page))
         return
     when = None
@@ -272,6 +283,23 @@ def _prometheus(
         except ValueError as exc:
             fail(f"--at {at!r}: {exc}")
     run_import("prometheus", sources=sources, out=out, at=when)
+
+
+def _preset_queries(presets: list[str], matchers: list[str]) -> list[PromQuery]:
+    """The queries of every ``--preset``, scoped by ``--match``; what a matcher cannot scope is said."""
+    from preprocess.formats.prom_presets import preset_queries
+    from preprocess.formats.pull import PromQuery
+
+    try:
+        entries = preset_queries(presets, matchers=matchers)
+    except RcaError as exc:
+        fail(str(exc))
+    for preset in dict.fromkeys(entry.preset for entry in entries):
+        mine = [entry for entry in entries if entry.preset == preset]
+        unscoped = [entry.name for entry in mine if not entry.scoped]
+        typer.echo(f"prometheus: preset {preset}: {len(mine)} queries"
+                   + (f" (not scoped by --match: {', '.join(unscoped)})" if matchers and unscoped else ""), err=True)
+    return [PromQuery(entry.query, name=entry.name) for entry in entries]
 
 
 def _loki(

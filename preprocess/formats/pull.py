@@ -14,6 +14,10 @@ the format's own reader, exactly as it reads exports saved by hand:
 - Jaeger ``/api/traces`` answers at most ``limit`` traces and says nothing when it cut: a time
   chunk that comes back full is halved, down to ``min_chunk``, so no trace is silently left out.
 
+A Prometheus query may carry a name (``PromQuery.name``, a preset's entry): the series of its
+answer, which ``rate()``, ``sum()`` and the like leave without ``__name__``, are saved under that
+name, and the page's key holds the name beside the query text, so a renamed entry is fetched again.
+
 What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger chunk
 still full at the smallest size) is returned in ``PullResult.losses``; the command exits 3.
 """
@@ -78,6 +82,9 @@ class PullResult:
     fetched: int = 0
     reused: int = 0
     losses: list[str] = field(default_factory=list)
+    # Queries that matched no series over the whole range (an exporter not scraped, a --match that
+    # selects nothing): not a loss, but worth saying.
+    empty: list[str] = field(default_factory=list)
 
 
 OnPage = Callable[[PageDone], None]
@@ -146,7 +153,27 @@ def _seconds(ms: int) -> str:
     return f"{ms // 1000}.{ms % 1000:03d}"
 
 
-def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence[str], start: datetime,
+@dataclass(frozen=True)
+class PromQuery:
+    """A PromQL expression to pull, and the metric name its series take (None: the answer's own ``__name__``)."""
+
+    expr: str
+    name: str | None = None
+
+
+def named(document: dict[str, Any], name: str) -> dict[str, Any]:
+    """A ``query_range`` answer whose every series is called ``name`` (a preset entry's canonical name).
+
+    The entry's name wins over one the series may carry: it says what the series is, whatever the
+    expression selected (``max by (instance) (node_memory_MemTotal_bytes)`` keeps no name anyway).
+    """
+    data = document["data"]
+    series = [{**s, "metric": {**(s.get("metric") or {}), "__name__": name}} if isinstance(s, dict) else s
+              for s in data["result"]]
+    return {**document, "data": {**data, "result": series}}
+
+
+def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence[PromQuery], start: datetime,
                     end: datetime, step: timedelta, on_page: OnPage = _ignore, clock: Clock = _now) -> PullResult:
     """Every query's ``query_range`` over ``[start, end]`` at ``step``, in chunks Prometheus accepts."""
     step_ms = step // timedelta(milliseconds=1)
@@ -156,21 +183,32 @@ def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence
     chunks = prometheus_chunks(start_ms=start_ms, end_ms=end_ms, step_ms=step_ms)
     result = PullResult()
     for qi, query in enumerate(queries, start=1):
+        label = f"query {qi}/{len(queries)}" + (f" {query.name}" if query.name else "")
+        series_seen = 0
         for ci, (first, last) in enumerate(chunks, start=1):
-            params = {"query": query, "start": _seconds(first), "end": _seconds(last), "step": _seconds(step_ms)}
-            key = PageKey.of(url=redacted(client.base_url), path=PROMETHEUS_QUERY_RANGE, params=params,
+            params = {"query": query.expr, "start": _seconds(first), "end": _seconds(last),
+                      "step": _seconds(step_ms)}
+            identity = params if query.name is None else {**params, "name": query.name}
+            key = PageKey.of(url=redacted(client.base_url), path=PROMETHEUS_QUERY_RANGE, params=identity,
                              start=from_epoch_us(first * 1000), end=from_epoch_us(last * 1000))
             document = pages.load(key)
             reused = document is not None
             if document is None:
                 document = _checked(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
                                     path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
+                if query.name is not None:
+                    document = named(document, query.name)
                 pages.save(key, document, fetched_at=clock())
             result.files.append(pages.path(key))
             series = document["data"]["result"]
+            series_seen += len(series)
             points = sum(len(s.get("values") or []) for s in series if isinstance(s, dict))
-            _done(result, PageDone("prometheus", f"query {qi}/{len(queries)} chunk {ci}/{len(chunks)}",
-                                   key.start, key.end, points, "points", reused), on_page)
+            _done(result, PageDone("prometheus", f"{label} chunk {ci}/{len(chunks)}", key.start, key.end, points,
+                                   "points", reused), on_page)
+        if not series_seen:
+            shown = f"{label}: {' '.join(query.expr.split())}"  # a preset's query spans lines
+            log.warning("prometheus: no series over the range: %s", shown)
+            result.empty.append(shown)
     return result
 
 
