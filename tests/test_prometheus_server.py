@@ -34,6 +34,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
+from index.query import query_window
 from preprocess.formats.prom_presets import load_preset
 from preprocess.readers import read_apm, read_infra
 from tests.judge_server_support import free_port
@@ -418,3 +419,21 @@ def test_match_scopes_the_pod_queries_and_leaves_the_nodes(prometheus_url: str, 
     # The pages are kept under the query as sent, matchers and all.
     sent = {json.loads(p.read_text())["rca_pull"]["params"]["query"] for p in (out / ".pulled").rglob("*.json")}
     assert any('container!="POD", namespace="staging"}' in query for query in sent)
+
+
+def test_a_pulled_dataset_is_described_indexed_and_ranks_the_burst_first(pulled: tuple[Path, str],
+                                                                          tmp_path: Path) -> None:
+    """The README's flow on what the presets pulled: ``rca system infer``, ``rca preprocess`` with that
+    description, then the window of cart-1's UNAVAILABLE burst: the evidence index names cart-1 (or its
+    service) first, from the series the presets named, with no trace or log at all."""
+    data_dir, _ = pulled
+    system_file, index_dir = tmp_path / "system.toml", tmp_path / "index"
+    inferred = runner.invoke(app, ["system", "infer", "--data-dir", str(data_dir), "--out", str(system_file)])
+    assert inferred.exit_code == 0, inferred.output
+    built = runner.invoke(app, ["preprocess", "--data-dir", str(data_dir), "--index-dir", str(index_dir), "--all"],
+                          env={"RCA_SYSTEM__FILE": str(system_file)})
+    assert built.exit_code == 0, built.output
+    ranked = query_window(index_dir, start=BURST_STEPS[0], end=BURST_STEPS[-1])
+    assert ranked.candidates, ranked
+    assert ranked.candidates[0].component in ("cart-1", "cart"), [c.component for c in ranked.candidates[:3]]
+    assert "cart-0" not in [c.component for c in ranked.candidates[:2]]
