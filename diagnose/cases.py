@@ -5,19 +5,26 @@ English that holds two UTC instants (five sentence templates in the real release
 paraphrase); this module finds the two instants whatever the wording or order and returns
 an aware-UTC window. Bad files and bad descriptions raise ``CaseError`` naming the file,
 the JSON position or the uuid.
+
+Cases as an SRE has them are made here too: a window, the last N minutes, and an alert file
+(``read_alerts``: Alertmanager's webhook payloads or API v2 alerts, or our own list).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from rca import timeutil
 from rca.errors import InputError
+from rca.settings import DiagnoseSettings
 from rca.timeutil import as_utc
 
 log = logging.getLogger(__name__)
@@ -257,41 +264,298 @@ def case_since(duration: str, *, until: datetime) -> Case:
     return _case_for(end - parse_duration(duration), end, uuid=None, summary="", where=f"--since {duration!r}")
 
 
-def read_alerts(path: Path) -> CaseFile:
-    """An alert file: a JSON list of ``{"id", "start", "end", "summary"}`` (instants ISO-8601, UTC
-    when naive), as an SRE's alerting exports them. Bad alerts fail alone, like bad cases."""
+# --------------------------------------------------------------------------- alert files
+
+# Go's zero time: the endsAt Alertmanager writes for an end it does not know (a webhook's firing alert).
+_GO_ZERO_DATE = "0001-01-01"
+# The labels that say where an alert fired, in the order a summary names them.
+_WHERE_LABELS = ("service", "deployment", "pod", "container", "node", "instance", "job", "namespace", "cluster")
+# A case uuid names files (runs_dir/<uuid>.json, the report's <uuid>.html): nothing else goes in one.
+_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+_SUMMARY_ALERTS = 5  # the alerts a case summary describes; the rest of a group's are counted
+_ALERT_DEFAULTS = DiagnoseSettings()
+_ALERT_SHAPES = ("an Alertmanager webhook payload {groupKey, alerts: [...]} (one, a list or JSON lines of them), "
+                 "or a JSON list of Alertmanager API v2 alerts {labels, startsAt, endsAt, fingerprint, ...} "
+                 "or of {id, start, end, summary}")
+
+
+@dataclass(frozen=True)
+class _Firing:
+    """One firing of one Alertmanager alert: its start, where its window ends, and a summary's words on it."""
+
+    key: tuple[str, datetime]  # the alert (fingerprint, else its labels) and its startsAt
+    start: datetime
+    end: datetime
+    ended: bool  # False: still firing, and ``end`` is the time it was sent or startsAt + span
+    words: str  # "HighErrorRate (service=checkoutservice, namespace=shop): Checkout errors above 5%"
+    note: str = ""  # API v2's state when it is not "active": suppressed, unprocessed
+
+
+@dataclass
+class _Incident:
+    """What one case of an Alertmanager file gathers: a webhook group's or an API v2 alert's firings."""
+
+    firings: dict[tuple[str, datetime], _Firing] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # its alerts that could not be read, by place
+
+    def add(self, firing: _Firing) -> None:
+        # A group is sent again as it changes: the later word on a firing wins, except that a
+        # still-firing guess never replaces an end the group once reported.
+        known = self.firings.get(firing.key)
+        if known is None or firing.ended or not known.ended:
+            self.firings[firing.key] = firing
+
+    def merge(self, other: _Incident) -> None:
+        for firing in other.firings.values():
+            self.add(firing)
+        self.errors.update(other.errors)
+
+
+def _labels_field(obj: dict[str, Any], name: str, *, where: str, required: bool) -> dict[str, str]:
+    value = obj.get(name)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise CaseError(f"{where}: missing field {name!r}" if value is None
+                        else f"{where}: field {name!r} must be an object of names to strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _instant_field(obj: dict[str, Any], name: str, *, where: str) -> datetime:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise CaseError(f"{where}: missing field {name!r}" if value in (None, "")
+                        else f"{where}: field {name!r} must be an ISO-8601 string, got {value!r}")
+    return _one_instant(value, where=f"{where}: field {name!r}")
+
+
+def _id_part(text: str) -> str:
+    return _UNSAFE_ID_CHARS.sub("-", text).strip("-.")[:40] or "alert"
+
+
+def _firing(alert: object, *, where: str, sent: datetime | None, now: datetime, span: timedelta) -> _Firing:
+    """An alert's firing, from its startsAt to its endsAt or, while it still fires, to ``sent`` (when
+    the file says it was sent, if that is not before startsAt) else to startsAt + ``span``.
+
+    Still firing: the alert says so (a webhook's ``status``), or its endsAt is unset (Go's zero time)
+    or after ``sent`` (else ``now``). Alertmanager sets a firing alert's endsAt ahead, to when it
+    resolves unless it is sent again: that is no end.
+    """
+    if not isinstance(alert, dict):
+        raise CaseError(f"{where}: expected an alert object {{labels, annotations, startsAt, endsAt}}, "
+                        f"got {type(alert).__name__}")
+    labels = _labels_field(alert, "labels", where=where, required=True)
+    annotations = _labels_field(alert, "annotations", where=where, required=False)
+    start = _instant_field(alert, "startsAt", where=where)
+    raw_end = alert.get("endsAt")
+    unset = raw_end in (None, "") or (isinstance(raw_end, str) and raw_end.strip().startswith(_GO_ZERO_DATE))
+    given_end = None if unset else _instant_field(alert, "endsAt", where=where)
+    if given_end is not None and given_end <= (sent or now) and alert.get("status") != "firing":
+        if given_end < start:
+            raise CaseError(f"{where}: field 'endsAt' {raw_end!r} precedes field 'startsAt' {alert['startsAt']!r}")
+        end, ended = given_end, True
+    else:
+        end, ended = (sent if sent is not None and sent >= start else start + span), False
+    place = ", ".join(f"{key}={labels[key]}" for key in _WHERE_LABELS if labels.get(key))
+    # Templated annotations span lines and often end without a stop: one line, sentences stopped.
+    texts = (" ".join(annotations.get(key, "").split()).rstrip(". ") for key in ("summary", "description"))
+    text = ". ".join(dict.fromkeys(t for t in texts if t))
+    words = (labels.get("alertname") or "alert") + (f" ({place})" if place else "") + (f": {text}" if text else "")
+    fingerprint = alert.get("fingerprint")
+    identity = fingerprint.strip() if isinstance(fingerprint, str) and fingerprint.strip() else \
+        json.dumps(labels, sort_keys=True)
+    return _Firing(key=(identity, start), start=start, end=end, ended=ended, words=words)
+
+
+def _group_case_id(group_key: str, group_labels: dict[str, str]) -> str:
+    """``<alertname>-<10 hex digits of sha256(groupKey)>``, the same for every payload of the group.
+
+    Not the groupKey itself: it is a route path with braces, quotes and slashes (``{}/{team="a"}:
+    {alertname="X"}``), no name for a file. The name is the group's alertname, else the values of
+    the labels it is grouped by."""
+    name = group_labels.get("alertname") or "-".join(value for _, value in sorted(group_labels.items())) or "alerts"
+    return f"{_id_part(name)}-{hashlib.sha256(group_key.encode('utf-8')).hexdigest()[:10]}"
+
+
+def _webhook_incident(payload: dict[str, Any], *, where: str, place: str, now: datetime,
+                      span: timedelta) -> tuple[str, _Incident]:
+    """A webhook payload's case id and its alerts' firings (an alert that cannot be read fails alone)."""
+    group_key = payload.get("groupKey")
+    if not isinstance(group_key, str) or not group_key.strip():
+        raise CaseError(f"{where}: Alertmanager webhook payload without field 'groupKey'")
+    alerts = payload.get("alerts")
+    if not isinstance(alerts, list) or not alerts:
+        raise CaseError(f"{where}: Alertmanager webhook payload: field 'alerts' must be a non-empty list")
+    incident = _Incident()
+    for i, alert in enumerate(alerts):
+        try:
+            incident.add(_firing(alert, where=f"{where}: alert {i}", sent=None, now=now, span=span))
+        except CaseError as exc:
+            incident.errors[f"{place} alert {i}"] = str(exc)
+    truncated = payload.get("truncatedAlerts")
+    if isinstance(truncated, int) and truncated > 0:
+        log.warning("%s: Alertmanager left %d alerts out of this payload (max_alerts); its window is the others'",
+                    where, truncated)
+    group_labels = _labels_field(payload, "groupLabels", where=where, required=False)
+    return _group_case_id(group_key, group_labels), incident
+
+
+def _api_alert_case_id(alert: dict[str, Any]) -> str | None:
+    """``<alertname>-<fingerprint>`` (a fingerprint that is not a plain token: its sha256, 16 hex digits)."""
+    fingerprint = alert.get("fingerprint")
+    if not isinstance(fingerprint, str) or not fingerprint.strip():
+        return None
+    fingerprint = fingerprint.strip()
+    if _UNSAFE_ID_CHARS.search(fingerprint) or len(fingerprint) > 32:
+        fingerprint = hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:16]
+    labels = alert.get("labels")
+    name = labels.get("alertname") if isinstance(labels, dict) else None
+    return f"{_id_part(str(name or 'alert'))}-{fingerprint}"
+
+
+def _api_incident(alert: dict[str, Any], *, where: str, now: datetime, span: timedelta) -> tuple[str, _Incident]:
+    """An API v2 alert's case id and its firing, still firing until its ``updatedAt`` when it fires on."""
+    case_id = _api_alert_case_id(alert)
+    if case_id is None:
+        raise CaseError(f"{where}: Alertmanager API v2 alert without field 'fingerprint'")
+    sent = None if alert.get("updatedAt") in (None, "") else _instant_field(alert, "updatedAt", where=where)
+    firing = _firing(alert, where=where, sent=sent, now=now, span=span)
+    status = alert.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    if state in ("suppressed", "unprocessed"):
+        firing = replace(firing, note=state)
+    incident = _Incident()
+    incident.add(firing)
+    return case_id, incident
+
+
+def _incident_case(case_id: str, incident: _Incident, *, lead: timedelta, where: str) -> Case:
+    """The case of an incident: from ``lead`` before its first startsAt to its last end, its summary
+    saying whether any alert still fires and what each says."""
+    firings = sorted(incident.firings.values(), key=lambda f: (f.start, f.words))
+    state = "firing" if any(not f.ended for f in firings) else "resolved"
+    notes = sorted({f.note for f in firings if f.note})
+    described = list(dict.fromkeys(f.words for f in firings))
+    shown = "; ".join(described[:_SUMMARY_ALERTS])
+    if len(described) > _SUMMARY_ALERTS:
+        shown += f"; and {len(described) - _SUMMARY_ALERTS} more"
+    head = f"{state.capitalize()} alert{'s' if len(firings) > 1 else ''}" + (f" ({', '.join(notes)})" if notes else "")
+    summary = f"{head}: {shown}."
+    return _case_for(firings[0].start - lead, max(f.end for f in firings), uuid=case_id, summary=summary, where=where)
+
+
+def _listed_alert(obj: dict[str, Any], *, where: str, name: str) -> Case:
+    """An alert of our own list shape ``{id, start, end, summary}``: its window as given."""
+    for key in ("id", "start", "end"):
+        if obj.get(key) in (None, ""):
+            raise CaseError(f"{where}: missing field {key!r}")
+    summary = obj.get("summary") or ""
+    if not isinstance(summary, str):
+        raise CaseError(f"{where}: field 'summary' must be a string")
+    return _case_for(_one_instant(str(obj["start"]), where=f"{where}.start"),
+                     _one_instant(str(obj["end"]), where=f"{where}.end"),
+                     uuid=name, summary=summary, where=where)
+
+
+def _alert_objects(path: Path, text: str) -> tuple[list[tuple[object, str]], dict[str, str]]:
+    """The objects of an alert file, each with its place (``payload [N]``, ``alert N``, ``line N``), and
+    the lines of JSON lines that are not JSON (each fails alone, by place).
+
+    JSON lines (a webhook receiver's log) when the file is no one JSON document and its first line is
+    a JSON object on its own: a pretty-printed document that is not JSON is then one error, at its line.
+    """
+    if not text.strip():
+        raise CaseError(f"{path}: alert file is empty")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = next(line for line in text.splitlines() if line.strip())
+        try:
+            one_per_line = isinstance(json.loads(first), dict)
+        except json.JSONDecodeError:
+            one_per_line = False
+        if not one_per_line:
+            raise _json_error(path, exc) from exc
+        objects: list[tuple[object, str]] = []
+        bad: dict[str, str] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                objects.append((json.loads(line), f"line {number}"))
+            except json.JSONDecodeError as line_exc:
+                bad[f"line {number}"] = f"{path}: line {number}: malformed JSON at column {line_exc.colno}: {line_exc.msg}"
+        return objects, bad
+    if isinstance(data, list):
+        return [(obj, f"payload {i}" if isinstance(obj, dict) and "alerts" in obj else f"alert {i}")
+                for i, obj in enumerate(data)], {}
+    if isinstance(data, dict) and "alerts" in data:
+        return [(data, "payload")], {}
+    raise CaseError(f"{path}: expected {_ALERT_SHAPES}; got a {type(data).__name__} "
+                    f"{'with keys ' + ', '.join(map(str, list(data)[:8])) if isinstance(data, dict) else ''}".rstrip())
+
+
+def read_alerts(path: Path, *, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
+                span: timedelta = _ALERT_DEFAULTS.alert_span, now: datetime | None = None) -> CaseFile:
+    """The cases of an alert file as an SRE's alerting writes it, each object told apart by its shape
+    (diagnose/README.md, "Alert files"):
+
+    - Alertmanager webhook payloads, Grafana's too: one object, a list, or JSON lines (a receiver's
+      log). One case per groupKey over every payload of the group (the same group is sent again as
+      it changes): from ``lead`` before its earliest startsAt to its latest end.
+    - Alertmanager API v2 alerts (``GET /api/v2/alerts``, ``amtool alert query -o json``): one case
+      per fingerprint, from ``lead`` before startsAt to its end, else its ``updatedAt``.
+    - Our own list of ``{"id", "start", "end", "summary"}`` (ISO-8601, UTC when naive): as given.
+
+    An alert still firing (``_firing``) ends at the time the file says it was sent, else ``span``
+    after its startsAt. ``now`` (default: the clock) stands for that time where the file does not
+    say it: an endsAt after it is Alertmanager's guess, not an end. Bad alerts, payloads and lines
+    fail alone, like bad cases, named by case id or by place.
+    """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CaseError(f"{path}: cannot read alert file: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise _json_error(path, exc) from exc
-    if not isinstance(data, list):
-        raise CaseError(f"{path}: expected a JSON list of alerts {{id, start, end, summary}}, got {type(data).__name__}")
-    cases: list[Case] = []
-    bad: dict[str, str] = {}
-    for i, obj in enumerate(data):
-        where = f"{path}: alert {i}"
-        raw_id = obj.get("id") if isinstance(obj, dict) else None
-        name = str(raw_id).strip() if raw_id not in (None, "") else f"alert {i}"
+    now = datetime.now(UTC) if now is None else as_utc(now)
+    objects, bad = _alert_objects(path, text)
+    found: dict[str, Case | _Incident] = {}  # by case id, in the order the file first names them
+    for obj, place in objects:
+        where = f"{path}: {place}"
+        name = place
         try:
-            if not isinstance(obj, dict):
-                raise CaseError(f"{where}: expected an object with id, start, end, summary")
-            for field in ("id", "start", "end"):
-                if obj.get(field) in (None, ""):
-                    raise CaseError(f"{where}: missing field {field!r}")
-            summary = obj.get("summary") or ""
-            if not isinstance(summary, str):
-                raise CaseError(f"{where}: field 'summary' must be a string")
-            case = _case_for(_one_instant(str(obj["start"]), where=f"{where}.start"),
-                             _one_instant(str(obj["end"]), where=f"{where}.end"),
-                             uuid=name, summary=summary, where=where)
-            if any(c.uuid == case.uuid for c in cases):
-                raise CaseError(f"{where}: duplicate id {case.uuid}")
+            if isinstance(obj, dict) and "alerts" in obj:
+                case_id, incident = _webhook_incident(obj, where=where, place=place, now=now, span=span)
+            elif isinstance(obj, dict) and "labels" in obj:
+                name = _api_alert_case_id(obj) or place
+                case_id, incident = _api_incident(obj, where=where, now=now, span=span)
+            elif isinstance(obj, dict) and any(key in obj for key in ("id", "start", "end", "summary")):
+                raw_id = obj.get("id")
+                name = str(raw_id).strip() if raw_id not in (None, "") else place
+                case = _listed_alert(obj, where=where, name=name)
+                if case.uuid in found:
+                    raise CaseError(f"{where}: duplicate id {case.uuid}")
+                found[case.uuid] = case
+                continue
+            else:
+                raise CaseError(f"{where}: not an alert: expected {_ALERT_SHAPES}")
+            known = found.setdefault(case_id, _Incident())
+            if isinstance(known, Case):
+                raise CaseError(f"{where}: duplicate id {case_id}")
+            known.merge(incident)
         except CaseError as exc:
             bad.setdefault(name, str(exc))
-            continue
-        cases.append(case)
-    log.info("loaded %d alerts from %s%s", len(cases), path, f" ({len(bad)} unusable)" if bad else "")
+    cases: list[Case] = []
+    for case_id, item in found.items():
+        if isinstance(item, Case):
+            cases.append(item)
+        elif not item.firings:  # not one alert of the group could be read
+            bad.setdefault(case_id, "; ".join(item.errors.values()))
+        else:
+            bad.update(item.errors)
+            try:
+                cases.append(_incident_case(case_id, item, lead=lead, where=f"{path}: {case_id}"))
+            except CaseError as exc:
+                bad.setdefault(case_id, str(exc))
+    log.info("loaded %d alert cases from %s%s", len(cases), path, f" ({len(bad)} unusable)" if bad else "")
     return CaseFile(path=path, cases=cases, bad=bad)

@@ -3,7 +3,7 @@
     diagnose --uuid 345fbe93-80 [--input input.json] [--index-dir I] [--print-prompt] [--json]
     diagnose --window 2025-06-22T04:18Z/2025-06-22T04:21Z     # an incident window, no case file
     diagnose --since 15m                                       # the last 15 minutes of the newest telemetry
-    rca diagnose --alerts alerts.json [--uuid ID]              # [{id, start, end, summary}, ...]
+    rca diagnose --alerts alerts.json [--uuid ID]              # Alertmanager webhook payloads / API v2 alerts, or [{id, start, end, summary}]
     diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 
@@ -43,7 +43,11 @@ def rca_diagnose(
     since: str | None = typer.Option(
         None, "--since", help="Diagnose the last DURATION (15m, 1h30m) before the newest indexed telemetry (else now)."),
     alerts: Path | None = typer.Option(
-        None, "--alerts", help="Alert file: a JSON list of {id, start, end, summary}; every alert, or those named by --uuid."),
+        None, "--alerts", help="Alert file: Alertmanager (or Grafana) webhook payloads (one, or JSON lines), an Alertmanager "
+        "API v2 alert list, or a JSON list of {id, start, end, summary}; every case, or those named by --uuid."),
+    alert_lead: str | None = typer.Option(
+        None, "--alert-lead", help="--alerts: open each window this long before the alert fired (5m; its rule's for: "
+        "and rate window; config diagnose.alert_lead)."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
     data_dir: Path | None = typer.Option(
@@ -88,7 +92,8 @@ def rca_diagnose(
             "llm": llm_overrides,
             "challenge": {"rules": None if strict is None else ("late" if strict else "early")},
             "diagnose": {"self_consistency": self_consistency,
-                         "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps},
+                         "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps,
+                         "alert_lead": alert_lead},
         },
     )
     cases, unusable, case_windows = _select_cases(settings, uuid or [], all_cases, window=window, since=since,
@@ -144,7 +149,7 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, wind
                 return [case_from_window(window)], {}, None
             return [case_since(since or "", until=_newest_telemetry(settings.paths.index_dir))], {}, None
         if alerts is not None:
-            case_file = read_alerts(alerts)
+            case_file = read_alerts(alerts, lead=settings.diagnose.alert_lead, span=settings.diagnose.alert_span)
             all_cases = all_cases or not uuids  # an alert file alone means every alert
         else:
             if bool(uuids) == all_cases:

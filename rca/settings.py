@@ -11,12 +11,14 @@ import logging
 import os
 import tomllib
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from rca.errors import InputError
+from rca.timeutil import parse_duration
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,20 @@ DiagnoseMode = Literal["pipeline", "react", "team"]
 
 # The embedded models shipped by PyPI packages (rca/llm/models.py describes each).
 EmbeddedModel = Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]
+
+
+def _duration(value: object) -> object:
+    """``5m``, ``1h30m``, ``90s`` (``rca.timeutil.parse_duration``; ``0`` for none) as a timedelta;
+    a number (seconds) or timedelta as pydantic reads it."""
+    if isinstance(value, str):
+        return timedelta(0) if value.strip() == "0" else parse_duration(value)
+    return value
+
+
+# A duration spelled as --since spells it (5m, 1h30m, 90s) in the config file, RCA_* variables and
+# flags alike; pydantic's own spellings ("PT5M", "00:05:00") would differ between them.
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -174,6 +190,13 @@ class DiagnoseSettings(_Section):
     # +-detect_margin of it the model judges the evidence instead.
     detect_floor: float = 2.14  # rca bench calibrate-detect, seeds 101+102 (16 faults, 12 quiet): balanced acc 1.0
     detect_margin: float = 0.25
+    # `diagnose --alerts` (diagnose/cases.py read_alerts). Alertmanager's startsAt is when the rule
+    # fired, after its `for:` and a rate() window of evidence, so an alert's window opens alert_lead
+    # before it. An alert still firing ends at the time its file says it was sent (API v2's
+    # updatedAt), else alert_span after its startsAt: a webhook payload carries no such time.
+    # 5m + 10m make a ~15-minute window, like the challenge's cases (median 16) the index is tuned on.
+    alert_lead: Duration = Field(default=timedelta(minutes=5), ge=timedelta(0))
+    alert_span: Duration = Field(default=timedelta(minutes=10), gt=timedelta(0))
 
 
 class PreprocessSettings(_Section):
