@@ -25,8 +25,8 @@ import logging
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +40,7 @@ from app.cli import app
 from diagnose.cases import read_alerts
 from index.models import Candidate
 from tests.judge_server_support import free_port
+from tests.server_process import ready, running, wait_until
 
 log = logging.getLogger(__name__)
 runner = CliRunner()
@@ -143,13 +144,7 @@ receivers:
 
 
 def _wait(what: str, done: Callable[[], bool], server: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not done():
-        if server.poll() is not None:
-            pytest.fail(f"alertmanager exited ({server.returncode}):\n{log_path.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"alertmanager: no {what} within {WAIT_S:.0f} s:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.05)
+    wait_until(what, done, server=server, log_path=log_path, timeout_s=WAIT_S, name="alertmanager")
 
 
 def _alert(pod: str, service: str, alertname: str, summary: str, starts: str, ends: str | None = None) -> dict:
@@ -168,19 +163,10 @@ def alertmanager_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     config.write_text(_config(receiver.url), encoding="utf-8")
     url = f"http://127.0.0.1:{free_port()}"
     log_path = root / "alertmanager.log"
-    with log_path.open("w", encoding="utf-8") as log_file:
-        server = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.path={root / 'data'}", "--cluster.listen-address=",
-             f"--web.listen-address={url.removeprefix('http://')}"],
-            stdout=log_file, stderr=subprocess.STDOUT)
-    try:
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        _wait("readiness", ready, server, log_path)
+    command = [binary, f"--config.file={config}", f"--storage.path={root / 'data'}", "--cluster.listen-address=",
+               f"--web.listen-address={url.removeprefix('http://')}"]
+    with closing(receiver), running(command, log_path=log_path) as server:
+        _wait("readiness", ready(url), server, log_path)
         now = datetime.now(UTC)
         cart0_start = now - timedelta(minutes=5)
         local = cart0_start.astimezone(timezone(timedelta(hours=8)))
@@ -242,14 +228,6 @@ def alertmanager_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         _wait("resolved payload of HighLatency", has(CART_KEY, "resolved"), server, log_path)
         yield Run(webhook_log=receiver.path, api_file=api_file, amtool_file=amtool_file, alerts=alerts,
                   cart0_end=cart0_end)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=30)
-        receiver.close()
 
 
 def _payloads(run: Run) -> list[dict]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,6 +37,7 @@ from index.query import query_window
 from preprocess.formats.prom_presets import load_preset
 from preprocess.readers import read_apm, read_infra
 from tests.judge_server_support import free_port
+from tests.server_process import ready, running, wait_until
 
 T0 = datetime(2025, 6, 5, 16, 0, tzinfo=UTC)
 SCRAPE_S = 15
@@ -247,34 +247,13 @@ def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     config.write_text("global:\n  scrape_interval: 15s\n", encoding="utf-8")  # no scrape job: the backfill only
     port = free_port()
     log_path = root / "prometheus.log"
-    with log_path.open("w", encoding="utf-8") as log_file:
-        server = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
-             # Retention counts back from the newest block, not from now; still, never let the backfill age out.
-             "--storage.tsdb.retention.time=100y"],
-            stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"prometheus exited ({server.returncode}):\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prometheus not ready within 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    command = [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
+               # Retention counts back from the newest block, not from now; still, never let the backfill age out.
+               "--storage.tsdb.retention.time=100y"]
+    with running(command, log_path=log_path) as server:
+        wait_until("readiness", ready(url), server=server, log_path=log_path, timeout_s=60, name="prometheus")
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=30)
 
 
 def _iso(instant: datetime) -> str:
