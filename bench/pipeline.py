@@ -23,6 +23,7 @@ from bench.problems import REFERENCE_SCHEDULE, ProblemSet, compact_schedule, rea
 from bench.recording import Recording, recorded_copy
 from bench.report import ModelShare, ScoreInterval, interval_cell, run_costs, score_file
 from judge.challenge import ChallengeReport
+from rca.challenge import RuleVersion
 from rca.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,42 @@ def tuning_sets(seeds: Sequence[int], *, settings: Settings, work_dir: Path, ref
         aimed = settings.model_copy(update={"paths": settings.paths.model_copy(update={
             "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
         yield TuningSet(seed=seed, problem_set=problem_set, truth=truth, settings=aimed)
+
+
+def add_seed_set_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The options that say which seed sets an evaluation script simulates and indexes (``simulated_index_set``)."""
+    parser.add_argument("--simulate-seed", type=int, action="append", required=required, default=None if required else [],
+                        help="simulate (and index) a set with this seed; repeatable")
+    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
+    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
+    parser.add_argument("--difficulty", type=float, default=1.0)
+
+
+def seeded_truth_rows(problem_set: ProblemSet, *, seed: int) -> list[str]:
+    """The set's ground-truth lines, each uuid suffixed ``@seed``: one real fault replayed under several
+    seeds keeps its uuid, and the seed makes it unique in a pooled report."""
+    return [json.dumps({**row, "uuid": f"{row['uuid']}@{seed}"}) for row in read_jsonl(problem_set.truth_file)]
+
+
+def rules_answers(settings: Settings, *, seed: int, rules: RuleVersion) -> list[str]:
+    """The rules' answer (index top-1 + its best SOP fit, no model) to every case of the settings' input
+    file, as submission lines with ``@seed`` uuids. A case without candidates is left unanswered (scores 0)."""
+    from diagnose.cases import load_cases
+    from diagnose.pipeline import rules_only_answer
+    from diagnose.service import Diagnoser
+    from rca.errors import RcaError
+
+    lines: list[str] = []
+    with Diagnoser.from_settings(settings) as diagnoser:
+        for case in load_cases(settings.paths.input_file):
+            try:
+                prepared = diagnoser.prepare(case)
+            except RcaError as exc:
+                log.warning("%s", exc)
+                continue
+            answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
+            lines.append(json.dumps({**answer.to_submission(rules=rules), "uuid": f"{answer.uuid}@{seed}"}))
+    return lines
 
 
 def add_tuning_set_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,19 +34,23 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import export
-from bench.pipeline import mixed_seed_ranges, print_score_intervals, simulated_index_set
+from bench.pipeline import (
+    add_seed_set_arguments,
+    mixed_seed_ranges,
+    print_score_intervals,
+    rules_answers,
+    seeded_truth_rows,
+    simulated_index_set,
+)
 from bench.problems import REFERENCE_SCHEDULE
 from bench.report import score_file, score_intervals
-from diagnose.cases import load_cases
-from diagnose.pipeline import rules_only_answer
-from diagnose.service import Diagnoser
 from index.build import run_nightly
 from preprocess.dataset_writer import write_frames
 from preprocess.formats import make_reader
 from preprocess.infer_system import infer_system, render_toml
-from rca.challenge import RuleVersion, rule_version
+from rca.challenge import rule_version
 from rca.errors import RcaError
-from rca.settings import Settings, load_settings
+from rca.settings import load_settings
 from rca.system import load_system
 
 log = logging.getLogger("eval_formats")
@@ -94,27 +98,9 @@ def drafted_system(data_dir: Path, *, out: Path) -> Path:
     return path
 
 
-def answers(settings: Settings, *, seed: int, rules: RuleVersion) -> list[str]:
-    """The rules' answer to every case of the settings' input file, uuids made unique by the seed."""
-    lines: list[str] = []
-    with Diagnoser.from_settings(settings) as diagnoser:
-        for case in load_cases(settings.paths.input_file):
-            try:
-                prepared = diagnoser.prepare(case)
-            except RcaError as exc:  # no candidates: the case stays unanswered and scores 0
-                log.warning("%s", exc)
-                continue
-            answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
-            lines.append(json.dumps({**answer.to_submission(rules=rules), "uuid": f"{answer.uuid}@{seed}"}))
-    return lines
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--simulate-seed", type=int, action="append", required=True)
-    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
-    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
-    parser.add_argument("--difficulty", type=float, default=1.0)
+    add_seed_set_arguments(parser, required=True)
     parser.add_argument("--format", choices=FORMATS, default="otlp",
                         help="otlp: OTLP/JSON files; mixed: Jaeger + Prometheus query_range + Loki documents")
     parser.add_argument("--system", type=Path, default=None,
@@ -134,13 +120,11 @@ def main() -> int:
         problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
                                                      randomize=args.randomize, per_type=args.per_type,
                                                      difficulty=args.difficulty)
-        for line in problem_set.truth_file.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            truth_rows.append(json.dumps({**row, "uuid": f"{row['uuid']}@{seed}"}))
+        truth_rows += seeded_truth_rows(problem_set, seed=seed)
         paths = {"index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir}
         released = base.model_copy(update={"paths": base.paths.model_copy(update=paths),
                                            "system": base.system.model_copy(update={"file": None})})
-        by_path["released"] += answers(released, seed=seed, rules=rules)
+        by_path["released"] += rules_answers(released, seed=seed, rules=rules)
 
         user_dir = index_dir.parent / f"user-{args.format}"
         data_dir = user_dataset(problem_set.data_dir, fmt=args.format, out=user_dir)
@@ -151,7 +135,7 @@ def main() -> int:
         user = base.model_copy(update={
             "paths": base.paths.model_copy(update={**paths, "index_dir": user_index, "data_dir": data_dir}),
             "system": base.system.model_copy(update={"file": system_file})})
-        by_path[args.format] += answers(user, seed=seed, rules=rules)
+        by_path[args.format] += rules_answers(user, seed=seed, rules=rules)
 
     name = (f"formats-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}"
             f"-x{args.per_type}-{args.format}")

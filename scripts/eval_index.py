@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.index_eval import IndexEvaluation, confidence_table, evaluate_index, index_table
-from bench.pipeline import PACKED_HELP, mixed_seed_ranges, simulated_index_set
+from bench.pipeline import PACKED_HELP, add_seed_set_arguments, mixed_seed_ranges, simulated_index_set
 from bench.problems import REFERENCE_SCHEDULE
 from bench.recording import NEZHA_RECORDING, TRACES_ONLY
 from index.params import IndexParams
@@ -42,11 +42,7 @@ def main() -> int:
     parser.add_argument("--index-dir", type=Path)
     parser.add_argument("--gt", type=Path)
     parser.add_argument("--input", type=Path, default=None, help="case file (default: DATA_DIR/input.json)")
-    parser.add_argument("--simulate-seed", type=int, action="append", default=[],
-                        help="simulate (and index) a set with this seed; repeatable")
-    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
-    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
-    parser.add_argument("--difficulty", type=float, default=1.0)
+    add_seed_set_arguments(parser, required=False)
     parser.add_argument("--packed", action="store_true", help=PACKED_HELP)
     recorded = parser.add_mutually_exclusive_group()
     recorded.add_argument("--nezha-recording", action="store_true",

@@ -21,15 +21,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.pipeline import mixed_seed_ranges, print_score_intervals, simulated_index_set
+from bench.pipeline import (
+    add_seed_set_arguments,
+    mixed_seed_ranges,
+    print_score_intervals,
+    rules_answers,
+    seeded_truth_rows,
+    simulated_index_set,
+)
 from bench.problems import REFERENCE_SCHEDULE
 from bench.report import score_file, score_intervals
-from diagnose.cases import load_cases
-from diagnose.pipeline import rules_only_answer
-from diagnose.service import Diagnoser
 from judge.render import print_challenge
 from rca.challenge import rule_version
-from rca.errors import RcaError
 from rca.settings import load_settings
 
 log = logging.getLogger("eval_rules")
@@ -37,10 +40,7 @@ log = logging.getLogger("eval_rules")
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--simulate-seed", type=int, action="append", required=True)
-    parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
-    parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
-    parser.add_argument("--difficulty", type=float, default=1.0)
+    add_seed_set_arguments(parser, required=True)
     parser.add_argument("--work-dir", type=Path, default=Path("work/eval-index"))
     parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index] and [diagnose] apply)")
     parser.add_argument("--show-misses", action="store_true", help="print every case the rules get wrong")
@@ -59,19 +59,8 @@ def main() -> int:
                                                      difficulty=args.difficulty)
         settings = base.model_copy(update={"paths": base.paths.model_copy(update={
             "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
-        # One real fault replayed under several seeds keeps its uuid; the seed makes it unique in the pool.
-        for line in problem_set.truth_file.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            truth_rows.append(json.dumps({**row, "uuid": f"{row['uuid']}@{seed}"}))
-        with Diagnoser.from_settings(settings) as diagnoser:
-            for case in load_cases(problem_set.input_file):
-                try:
-                    prepared = diagnoser.prepare(case)
-                except RcaError as exc:  # no candidates: the case stays unanswered and scores 0
-                    log.warning("%s", exc)
-                    continue
-                answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
-                answers.append(json.dumps({**answer.to_submission(rules=rules), "uuid": f"{answer.uuid}@{seed}"}))
+        truth_rows += seeded_truth_rows(problem_set, seed=seed)
+        answers += rules_answers(settings, seed=seed, rules=rules)
 
     name = f"rules-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}-x{args.per_type}"
     truth_file = args.work_dir / f"{name}.truth.jsonl"
