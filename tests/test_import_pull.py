@@ -2,7 +2,8 @@
 
 Real HTTP servers on 127.0.0.1 (``http.server`` in a thread) implement just enough of each API
 to hold the client to the servers' rules: Prometheus refuses a range of more than 11,000 steps
-(400, Prometheus' error JSON); Loki answers at most ``limit`` lines (and refuses a limit above
+(400, Prometheus' error JSON), and, given a ``--query.max-samples``, a query that would load more
+points than that (422, Prometheus' own "too many samples" error); Loki answers at most ``limit`` lines (and refuses a limit above
 its maximum), forward in time, several lines sharing a timestamp across the page borders;
 Jaeger answers at most ``limit`` traces. Every test reads the dataset the command wrote back
 with ``preprocess.readers`` and counts the requests each server saw.
@@ -25,11 +26,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from app.cli import app
 from preprocess.formats import make_reader
-from preprocess.formats.pull import prometheus_chunks
+from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES, prometheus_chunks, prometheus_halves
 from preprocess.formats.pull_http import PullClient, PullError, parse_header
 from preprocess.readers import read_infra, read_logs, read_traces
 from rca.system import bundled_system
@@ -265,6 +267,131 @@ def test_headers_are_sent_and_never_shown(serve: Callable[[Answer], FakeServer],
     assert {r.headers.get("authorization") for r in server.requests} == {"Bearer s3cret-token"}
     assert "s3cret" not in result.output
     assert not any("s3cret" in p.read_text() for p in (out / ".pulled").rglob("*.json"))
+
+
+# --------------------------------------------------------------------------- Prometheus: too many samples
+
+# Prometheus 2.42's answer to a query over its --query.max-samples (promql.ErrTooManySamples), verbatim.
+TOO_MANY_SAMPLES = {"status": "error", "errorType": "execution",
+                    "error": "query processing would load too many samples into memory in query execution"}
+SHORT_END = T0 + timedelta(minutes=100)  # 101 one-minute steps: one chunk, unless the server refuses it
+
+
+def prometheus_with_max_samples(max_samples: int) -> Answer:
+    """``prometheus`` with a ``--query.max-samples``: an answer of more points than that is refused (422)."""
+    def answer(path: str, params: dict[str, str]) -> tuple[int, Any]:
+        status, body = prometheus(path, params)
+        if status == 200 and sum(len(s["values"]) for s in body["data"]["result"]) > max_samples:
+            return 422, TOO_MANY_SAMPLES
+        return status, body
+    return answer
+
+
+def _short_args(server: FakeServer, out: Path) -> list[str]:
+    return ["prometheus", "--url", server.url, "--query", PROM_METRIC, "--start", _iso(T0), "--end", _iso(SHORT_END),
+            "--step", "60s", "--out", str(out)]
+
+
+def _points(chunk: tuple[int, int], step: int) -> list[int]:
+    return list(range(chunk[0], chunk[1] + 1, step))
+
+
+def _halved_to_single_steps(chunk: tuple[int, int], step: int) -> list[tuple[int, int]]:
+    if (chunk[1] - chunk[0]) // step == 0:
+        return [chunk]
+    left, right = prometheus_halves(start_ms=chunk[0], end_ms=chunk[1], step_ms=step)
+    return _halved_to_single_steps(left, step) + _halved_to_single_steps(right, step)
+
+
+def test_the_fake_refuses_too_many_samples_with_prometheus_own_error() -> None:
+    assert TOO_MANY_SAMPLES["error"].startswith(PROMETHEUS_TOO_MANY_SAMPLES)
+
+
+@pytest.mark.parametrize("points", [2, 3, 5, 7, 11, 101, 11_001])
+@pytest.mark.parametrize("off_grid_ms", [0, 1, 59_999])
+def test_halves_keep_the_grid_for_odd_and_even_step_counts(points: int, off_grid_ms: int) -> None:
+    step = 60_000
+    chunk = (1_000, 1_000 + (points - 1) * step + off_grid_ms)  # an end between two steps keeps its last point
+    left, right = prometheus_halves(start_ms=chunk[0], end_ms=chunk[1], step_ms=step)
+    assert len(_points(left, step)) - len(_points(right, step)) in (0, 1)  # halves, the odd point to the first
+    assert right[0] == left[1] + step and right[1] == chunk[1]  # the next piece starts a step after the last point
+    assert _points(left, step) + _points(right, step) == _points(chunk, step)
+    # Halved again and again, down to single steps: every point of the chunk once, in order.
+    singles = _halved_to_single_steps(chunk, step)
+    assert [p for piece in singles for p in _points(piece, step)] == _points(chunk, step)
+    assert len(singles) == points
+    with pytest.raises(ValueError, match="single step"):
+        prometheus_halves(start_ms=0, end_ms=step - 1, step_ms=step)
+
+
+def test_a_chunk_refused_for_too_many_samples_is_halved_and_its_pieces_resume(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
+    # 2 series x 101 steps = 202 points; the server loads at most 60: 101 -> 51 + 50 -> 4 pieces of 25 or 26 steps.
+    server = serve(prometheus_with_max_samples(60))
+    server.fail_at = {4: 400}  # the whole chunk and its first half refused, the first quarter had, then a failure
+    out = tmp_path / "data"
+    failed = _rca(*_short_args(server, out))
+    assert failed.exit_code == 2 and "HTTP 400" in failed.output
+    # Kept: the two refusals (so a rerun goes straight to the halves) and the first piece.
+    assert sorted(bool(json.loads(p.read_text())["rca_pull"].get("split"))
+                  for p in (out / ".pulled" / "prometheus").glob("*.json")) == [False, True, True]
+
+    result = _rca(*_short_args(server, out))
+    assert result.exit_code == 0, result.output
+    t0, minute = int(T0.timestamp() * 1000), 60_000
+    ranges = [(_ms(r.params["start"]), _ms(r.params["end"])) for r in server.requests]
+    assert ranges[:4] == [(t0, t0 + 100 * minute), (t0, t0 + 50 * minute), (t0, t0 + 25 * minute),
+                          (t0 + 26 * minute, t0 + 50 * minute)]
+    # Resumed from what was on disk: only the failed quarter, then the second half, refused and halved.
+    assert ranges[4:] == [(t0 + 26 * minute, t0 + 50 * minute), (t0 + 51 * minute, t0 + 100 * minute),
+                          (t0 + 51 * minute, t0 + 75 * minute), (t0 + 76 * minute, t0 + 100 * minute)]
+    assert "piece 4" in result.output and "too many samples" in result.output
+
+    pieces = [(_ms(m["params"]["start"]), _ms(m["params"]["end"]))
+              for m in (json.loads(p.read_text())["rca_pull"] for p in (out / ".pulled" / "prometheus").glob("*.json"))
+              if not m.get("split")]
+    grid = [int(T0.timestamp() * 1000) + m * 60_000 for m in range(101)]
+    assert sorted(t for piece in pieces for t in _points(piece, 60_000)) == grid  # every step once, none twice
+
+    # The same frames as a pull the server answered in one request.
+    whole = tmp_path / "whole"
+    assert _rca(*_short_args(serve(prometheus), whole)).exit_code == 0
+    assert_frame_equal(read_infra(out, start=T0, end=SHORT_END).frame.sort("component", "time"),
+                       read_infra(whole, start=T0, end=SHORT_END).frame.sort("component", "time"))
+
+    requests, before = len(server.requests), _dataset_files(out)
+    again = _rca(*_short_args(server, out))
+    assert again.exit_code == 0, again.output
+    assert len(server.requests) == requests and "0 page(s) fetched" in again.output  # the refusals are kept too
+    assert _dataset_files(out) == before
+
+
+def test_a_single_step_still_refused_names_the_query_and_the_instant(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
+    server = serve(prometheus_with_max_samples(1))  # 2 series: not even one step fits
+    result = _rca(*_short_args(server, tmp_path / "data"))
+    assert result.exit_code == 2
+    output = " ".join(result.output.split())
+    assert "single step" in output and PROM_METRIC in output and _iso(T0) in output
+    assert TOO_MANY_SAMPLES["error"] in output and "--query.max-samples" in output and "narrower" in output
+    assert len(server.requests) == 8  # refused at 101, 51, 26, 13, 7, 4 and 2 steps, then at the first step alone
+    assert (_ms(server.requests[-1].params["start"]), _ms(server.requests[-1].params["end"])) == \
+        (int(T0.timestamp() * 1000),) * 2
+
+
+@pytest.mark.parametrize(("status", "error"), [
+    (422, {"status": "error", "errorType": "execution",
+           "error": "found duplicate series for the match group {pod=\"cart-0\"} on the right hand-side"}),
+    (400, {"status": "error", "errorType": "bad_data", "error": TOO_MANY_SAMPLES["error"]}),
+    (422, "query processing would load too many samples into memory in query execution"),  # not Prometheus' JSON
+])
+def test_another_refusal_is_not_split(serve: Callable[[Answer], FakeServer], tmp_path: Path, status: int,
+                                      error: Any) -> None:
+    server = serve(lambda path, params: (status, error))
+    result = _rca(*_short_args(server, tmp_path / "data"))
+    assert result.exit_code == 2 and f"HTTP {status}" in result.output
+    assert len(server.requests) == 1  # not halved, not retried
+    assert not list((tmp_path / "data").rglob("*.json"))
 
 
 # --------------------------------------------------------------------------- Loki

@@ -15,6 +15,10 @@ every value the presets compute is known from the rates the series were written 
   (reporter="source") series, a timeout among them, and its latency histogram;
 - the OpenTelemetry Collector's spanmetrics: server and client spans of checkout.
 
+A second server, on a copy of the same TSDB, runs with a low ``--query.max-samples``: it refuses a
+whole-range preset query for too many samples (HTTP 422), and the pull, halving the refused chunks,
+must import the same frames as from the first.
+
 Without ``prometheus`` and ``promtool`` the tests fail, saying what to install (scripts/setup.sh
 installs them): a silent skip would let the preset queries go unchecked.
 """
@@ -24,17 +28,20 @@ import json
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from app.cli import app
 from index.query import query_window
 from preprocess.formats.prom_presets import load_preset
+from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES
 from preprocess.readers import read_apm, read_infra
 from tests.judge_server_support import free_port
 from tests.server_process import ready, running, wait_until
@@ -235,14 +242,24 @@ def _binaries() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary, promtool = _binaries()
-    root = tmp_path_factory.mktemp("prometheus")
+def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The series backfilled into a TSDB once; every server of the module starts on its own copy."""
+    _, promtool = _binaries()
+    root = tmp_path_factory.mktemp("backfill")
     samples, tsdb = root / "series.om", root / "tsdb"
     samples.write_text(exposition(), encoding="utf-8")
     backfill = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(samples), str(tsdb)],
                               capture_output=True, text=True, timeout=300)
     assert backfill.returncode == 0, backfill.stderr[-3000:]
+    return tsdb
+
+
+@contextmanager
+def _serving(backfilled: Path, root: Path, *flags: str) -> Iterator[str]:
+    """A Prometheus on a copy of the backfilled TSDB (no scrape job), its URL while it runs."""
+    binary, _ = _binaries()
+    tsdb = root / "tsdb"
+    shutil.copytree(backfilled, tsdb)
     config = root / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 15s\n", encoding="utf-8")  # no scrape job: the backfill only
     port = free_port()
@@ -250,9 +267,28 @@ def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     command = [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
                # Retention counts back from the newest block, not from now; still, never let the backfill age out.
-               "--storage.tsdb.retention.time=100y"]
+               "--storage.tsdb.retention.time=100y", *flags]
     with running(command, log_path=log_path) as server:
         wait_until("readiness", ready(url), server=server, log_path=log_path, timeout_s=60, name="prometheus")
+        yield url
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(backfilled: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serving(backfilled, tmp_path_factory.mktemp("prometheus")) as url:
+        yield url
+
+
+# A query may load at most this many samples at once: nearly every preset query over the whole range
+# (51 steps) loads more, since a range query holds every step's points; a piece of 13 steps or fewer, less.
+MAX_SAMPLES = 200
+
+
+@pytest.fixture(scope="module")
+def refusing_prometheus_url(backfilled: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same data behind a ``--query.max-samples`` as a big cluster's server meets with a day of cAdvisor."""
+    with _serving(backfilled, tmp_path_factory.mktemp("prometheus-refusing"), f"--query.max-samples={MAX_SAMPLES}") \
+            as url:
         yield url
 
 
@@ -385,6 +421,39 @@ def test_a_rerun_reads_every_page_from_disk(prometheus_url: str, pulled: tuple[P
     out, _ = pulled
     again = _pull(prometheus_url, out, "--preset", "kubernetes", "--preset", "istio", "--preset", "spanmetrics")
     assert "0 page(s) fetched" in again and "0 request(s)" in again
+
+
+def test_a_server_that_refuses_too_many_samples_is_pulled_in_pieces_with_the_same_frames(
+        refusing_prometheus_url: str, pulled: tuple[Path, str], tmp_path: Path) -> None:
+    """Prometheus answers 422 "query processing would load too many samples into memory" to a query over its
+    --query.max-samples: the chunk is halved on its grid until each piece is answered, and what is imported
+    is what the server without the limit gave in one request a query."""
+    refused = httpx.get(f"{refusing_prometheus_url}/api/v1/query_range", params={
+        "query": "container_memory_working_set_bytes", "start": str(START.timestamp()), "end": str(END.timestamp()),
+        "step": "60"})
+    assert refused.status_code == 422 and refused.json()["errorType"] == "execution"
+    assert refused.json()["error"].startswith(PROMETHEUS_TOO_MANY_SAMPLES)
+
+    whole, _ = pulled
+    out = tmp_path / "data"
+    presets = ("--preset", "kubernetes", "--preset", "istio", "--preset", "spanmetrics")
+    output = _pull(refusing_prometheus_url, out, *presets)
+    assert "refused: too many samples, halved" in output and "piece 2" in output and "no series" not in output
+    for read in (read_infra, read_apm):
+        split, one = read(out, start=START, end=END).frame, read(whole, start=START, end=END).frame
+        assert split.height == one.height > 0
+        assert_frame_equal(split.sort(split.columns), one.sort(one.columns))
+
+    # Each piece a page of its own: pod_client_latency_p99 (the heaviest) in several.
+    pieces: dict[str, int] = {}
+    for page in (out / ".pulled" / "prometheus").glob("*.json"):
+        meta = json.loads(page.read_text())["rca_pull"]
+        if not meta.get("split"):  # a refusal kept so that a rerun asks for its halves straight away
+            pieces[meta["params"]["name"]] = pieces.get(meta["params"]["name"], 0) + 1
+    assert pieces["pod_client_latency_p99"] > 1
+
+    again = _pull(refusing_prometheus_url, out, *presets)
+    assert "0 page(s) fetched" in again and "0 request(s)" in again  # the pieces, and the refusals, are on disk
 
 
 def test_match_scopes_the_pod_queries_and_leaves_the_nodes(prometheus_url: str, tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ the format's own reader, exactly as it reads exports saved by hand:
 
 - Prometheus ``/api/v1/query_range`` refuses a range of more than 11,000 steps per series: the
   range is cut into chunks of at most that many steps, on the grid ``start + k * step`` of the
-  whole range, so the chunks' points are exactly the one query's, none twice;
+  whole range, so the chunks' points are exactly the one query's, none twice. A chunk refused
+  for loading too many samples (the server's ``--query.max-samples``: HTTP 422, errorType
+  ``execution``) is halved on that grid, down to a single step, and each piece saved as a page;
 - Loki ``/loki/api/v1/query_range`` answers at most ``limit`` lines: pages are read forward,
   each from the last timestamp of the one before, and the lines of that timestamp already
   read are dropped (several lines may share it, and the limit may have cut between them);
@@ -30,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from preprocess.formats.pull_http import PullClient, PullError, redacted
+from preprocess.formats.pull_http import PullClient, PullError, PullRefused, redacted
 from preprocess.formats.pull_store import PageKey, PulledPages, meta_of
 from rca.timeutil import as_utc, epoch_us, format_utc, from_epoch_us
 
@@ -42,6 +44,9 @@ JAEGER_SERVICES = "/api/services"
 JAEGER_TRACES = "/api/traces"
 
 PROMETHEUS_MAX_STEPS = 11_000  # Prometheus refuses (end - start) / step above this ("exceeded maximum resolution")
+# Prometheus' refusal of a query over its --query.max-samples (promql.ErrTooManySamples, HTTP 422, errorType
+# "execution"): "query processing would load too many samples into memory in query execution".
+PROMETHEUS_TOO_MANY_SAMPLES = "query processing would load too many samples into memory"
 LOKI_LIMIT = 5000  # Loki's default max_entries_limit_per_query: a larger limit is refused
 JAEGER_LIMIT = 1000
 JAEGER_CHUNK = timedelta(hours=1)
@@ -148,6 +153,19 @@ def prometheus_chunks(*, start_ms: int, end_ms: int, step_ms: int,
     return chunks
 
 
+def prometheus_halves(*, start_ms: int, end_ms: int, step_ms: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A chunk of at least two points cut in two on its grid (``start_ms + k * step_ms``).
+
+    The first half takes the first ``ceil(points / 2)`` points, the second the rest, up to ``end_ms``
+    as before (off the grid or not): together they hold the chunk's points, once each.
+    """
+    points = (end_ms - start_ms) // step_ms + 1
+    if points < 2:
+        raise ValueError(f"{start_ms}..{end_ms} ms at {step_ms} ms is a single step: it cannot be halved")
+    first = (points + 1) // 2
+    return (start_ms, start_ms + (first - 1) * step_ms), (start_ms + first * step_ms, end_ms)
+
+
 def _seconds(ms: int) -> str:
     """Milliseconds as the decimal seconds Prometheus reads exactly (it keeps milliseconds)."""
     return f"{ms // 1000}.{ms % 1000:03d}"
@@ -186,30 +204,82 @@ def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence
         label = f"query {qi}/{len(queries)}" + (f" {query.name}" if query.name else "")
         series_seen = 0
         for ci, (first, last) in enumerate(chunks, start=1):
-            params = {"query": query.expr, "start": _seconds(first), "end": _seconds(last),
-                      "step": _seconds(step_ms)}
-            identity = params if query.name is None else {**params, "name": query.name}
-            key = PageKey.of(url=redacted(client.base_url), path=PROMETHEUS_QUERY_RANGE, params=identity,
-                             start=from_epoch_us(first * 1000), end=from_epoch_us(last * 1000))
-            document = pages.load(key)
-            reused = document is not None
-            if document is None:
-                document = _checked(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
-                                    path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
-                if query.name is not None:
-                    document = named(document, query.name)
-                pages.save(key, document, fetched_at=clock())
-            result.files.append(pages.path(key))
-            series = document["data"]["result"]
-            series_seen += len(series)
-            points = sum(len(s.get("values") or []) for s in series if isinstance(s, dict))
-            _done(result, PageDone("prometheus", f"{label} chunk {ci}/{len(chunks)}", key.start, key.end, points,
-                                   "points", reused), on_page)
+            series_seen += _pull_chunk(client=client, pages=pages, query=query, first_ms=first, last_ms=last,
+                                       step_ms=step_ms, what=f"{label} chunk {ci}/{len(chunks)}", result=result,
+                                       on_page=on_page, clock=clock)
         if not series_seen:
-            shown = f"{label}: {' '.join(query.expr.split())}"  # a preset's query spans lines
+            shown = f"{label}: {_one_line(query.expr)}"
             log.warning("prometheus: no series over the range: %s", shown)
             result.empty.append(shown)
     return result
+
+
+def _one_line(expr: str) -> str:
+    return " ".join(expr.split())  # a preset's query spans lines
+
+
+def _too_many_samples(exc: PullRefused) -> bool:
+    """Prometheus' own refusal of a query over its ``--query.max-samples`` (and no other 4xx)."""
+    return (exc.status == 422 and exc.error_type == "execution" and exc.error is not None
+            and exc.error.startswith(PROMETHEUS_TOO_MANY_SAMPLES))
+
+
+def _pull_chunk(*, client: PullClient, pages: PulledPages, query: PromQuery, first_ms: int, last_ms: int,
+                step_ms: int, what: str, result: PullResult, on_page: OnPage, clock: Clock) -> int:
+    """One chunk of ``query``, halved on its grid while Prometheus refuses it for too many samples.
+
+    Every piece is saved as its own page and appended to ``result.files`` in time order. A refused
+    range is saved too, as a marker (``split``, the server's error as the document), so a rerun
+    goes straight to its halves. Returns the number of series the pieces held.
+    """
+    pending, pieces, series_seen = [(first_ms, last_ms)], 0, 0
+    while pending:
+        first, last = pending.pop(0)
+        params = {"query": query.expr, "start": _seconds(first), "end": _seconds(last), "step": _seconds(step_ms)}
+        identity = params if query.name is None else {**params, "name": query.name}
+        key = PageKey.of(url=redacted(client.base_url), path=PROMETHEUS_QUERY_RANGE, params=identity,
+                         start=from_epoch_us(first * 1000), end=from_epoch_us(last * 1000))
+        document = pages.load(key)
+        reused = document is not None
+        split = document is not None and bool(meta_of(document).get("split"))
+        if document is None:
+            try:
+                document = _checked(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
+                                    path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
+            except PullRefused as exc:
+                if not _too_many_samples(exc):
+                    raise
+                if last - first < step_ms:
+                    raise PullError(
+                        f"prometheus: {what}: the server refuses even a single step of the query, at "
+                        f"{format_utc(key.start)} ({_seconds(first)}): {exc.error_type}: {exc.error}. Query: "
+                        f"{_one_line(query.expr)}. Pull fewer series in one query (a narrower selector, or "
+                        "--match with a preset), or have the server's --query.max-samples raised; a coarser "
+                        "--step does not lighten a single instant") from None
+                # Only the refusal is kept: the halves bring the points.
+                document = {"status": "error", "errorType": exc.error_type, "error": exc.error}
+                pages.save(key, document, fetched_at=clock(), split=True)
+                split = True
+            else:
+                if query.name is not None:
+                    document = named(document, query.name)
+                pages.save(key, document, fetched_at=clock())
+        if split:
+            pending[:0] = prometheus_halves(start_ms=first, end_ms=last, step_ms=step_ms)
+            _done(result, PageDone("prometheus", what, key.start, key.end, 0, "points", reused,
+                                   "refused: too many samples, halved"), on_page)
+            continue
+        pieces += 1
+        result.files.append(pages.path(key))
+        series = document["data"]["result"]
+        series_seen += len(series)
+        points = sum(len(s.get("values") or []) for s in series if isinstance(s, dict))
+        shown = what if (first, last) == (first_ms, last_ms) else f"{what} piece {pieces}"
+        _done(result, PageDone("prometheus", shown, key.start, key.end, points, "points", reused), on_page)
+    if pieces > 1:
+        log.info("prometheus: %s: refused for too many samples (the server's --query.max-samples); pulled in %d "
+                 "pieces", what, pieces)
+    return series_seen
 
 
 # --------------------------------------------------------------------------- Loki

@@ -12,14 +12,16 @@ requests of one pull) and applies the rules every API shares:
   failed or dropped, and the server's 5xx / 429 (``Retry-After`` honoured when it is short);
 - one error class, ``PullError``, whose message names the URL, the HTTP status and the
   server's own error text (Prometheus' and Loki's ``{"status": "error", "error": ...}``,
-  Jaeger's ``{"errors": [{"msg": ...}]}``, or the start of a plain-text body).
+  Jaeger's ``{"errors": [{"msg": ...}]}``, or the start of a plain-text body); an error status
+  raises its subclass ``PullRefused``, which keeps the status and Prometheus' / Loki's
+  ``errorType`` and ``error`` for a caller that can recover (Prometheus' "too many samples").
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -43,6 +45,18 @@ _RETRIED_TRANSPORT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError,
 
 class PullError(BackendError):
     """A telemetry server's API could not be queried or answered something unusable."""
+
+
+class PullRefused(PullError):
+    """The server answered an HTTP error status (after any retries): the status and, when its body is
+    Prometheus' or Loki's error JSON, its ``errorType`` and ``error``, for a caller that can do better."""
+
+    def __init__(self, message: str, *, status: int, error_type: str | None = None,
+                 error: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.error = error
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -77,6 +91,18 @@ def server_error_text(body: bytes) -> str:
     return text[:_ERROR_TEXT_CHARS] + ("..." if len(text) > _ERROR_TEXT_CHARS else "") if text else "(empty body)"
 
 
+def _error_fields(body: bytes) -> tuple[str | None, str | None]:
+    """``(errorType, error)`` of a Prometheus / Loki error body; ``(None, None)`` for any other body."""
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None, None
+    if not isinstance(document, dict):
+        return None, None
+    kind, error = document.get("errorType"), document.get("error")
+    return (kind if isinstance(kind, str) else None), (error if isinstance(error, str) else None)
+
+
 class PullClient:
     """GET JSON from one server (``base_url``), with the timeout, headers, size bound and retries above."""
 
@@ -104,12 +130,13 @@ class PullClient:
     def close(self) -> None:
         self._client.close()
 
-    def url(self, path: str, params: Mapping[str, str] | None = None) -> httpx.URL:
-        """``path`` under the base URL (a base with a path prefix, e.g. behind a proxy, keeps it)."""
+    def url(self, path: str, params: Mapping[str, str | Sequence[str]] | None = None) -> httpx.URL:
+        """``path`` under the base URL (a base with a path prefix, e.g. behind a proxy, keeps it); a
+        parameter with a list of values is repeated (``filter=a&filter=b``)."""
         base = str(self.base_url).rstrip("/")
         return httpx.URL(f"{base}/{path.lstrip('/')}", params=dict(params or {}))
 
-    def get_json(self, path: str, *, params: Mapping[str, str] | None = None) -> Any:
+    def get_json(self, path: str, *, params: Mapping[str, str | Sequence[str]] | None = None) -> Any:
         """The decoded JSON body of ``GET path?params``; ``PullError`` when that cannot be had."""
         url = self.url(path, params)
         body = self._get(url)
@@ -141,7 +168,9 @@ class PullClient:
                     return body
                 reason = f"HTTP {status}: {server_error_text(body)}"
                 if not (status >= 500 or status == 429) or last:
-                    raise PullError(f"GET {redacted(url)}: {reason}")
+                    error_type, error = _error_fields(body)
+                    raise PullRefused(f"GET {redacted(url)}: {reason}", status=status, error_type=error_type,
+                                      error=error)
                 if retry_after is not None:
                     delay = max(delay, retry_after)
                 log.info("GET %s: %s; retrying in %.1f s", redacted(url), reason, delay)
