@@ -7,7 +7,8 @@ an aware-UTC window. Bad files and bad descriptions raise ``CaseError`` naming t
 the JSON position or the uuid.
 
 Cases as an SRE has them are made here too: a window, the last N minutes, and an alert file
-(``read_alerts``: Alertmanager's webhook payloads or API v2 alerts, or our own list).
+(``read_alerts``: Alertmanager's webhook payloads or API v2 alerts, or our own list), or such a
+document already loaded (``alert_cases``: what ``diagnose.alertmanager`` pulls).
 """
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ class CaseFile(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    path: Path
+    path: Path | str  # the file, or the URL the alerts were pulled from (``diagnose --alertmanager``)
     cases: list[Case]
     bad: dict[str, str]
 
@@ -457,42 +458,41 @@ def _listed_alert(obj: dict[str, Any], *, where: str, name: str) -> Case:
                      uuid=name, summary=summary, where=where)
 
 
-def _alert_objects(path: Path, text: str) -> tuple[list[tuple[object, str]], dict[str, str]]:
-    """The objects of an alert file, each with its place (``payload [N]``, ``alert N``, ``line N``), and
-    the lines of JSON lines that are not JSON (each fails alone, by place).
+def _alert_lines(path: Path, text: str, exc: json.JSONDecodeError) -> tuple[list[tuple[object, str]], dict[str, str]]:
+    """The objects of an alert file that is no one JSON document, each with its place (``line N``), and
+    the lines that are not JSON (each fails alone, by place).
 
-    JSON lines (a webhook receiver's log) when the file is no one JSON document and its first line is
-    a JSON object on its own: a pretty-printed document that is not JSON is then one error, at its line.
+    JSON lines (a webhook receiver's log) when the file's first line is a JSON object on its own: a
+    pretty-printed document that is not JSON is then one error (``exc``), at its line.
     """
-    if not text.strip():
-        raise CaseError(f"{path}: alert file is empty")
+    first = next(line for line in text.splitlines() if line.strip())
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        first = next(line for line in text.splitlines() if line.strip())
+        one_per_line = isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        one_per_line = False
+    if not one_per_line:
+        raise _json_error(path, exc) from exc
+    objects: list[tuple[object, str]] = []
+    bad: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
         try:
-            one_per_line = isinstance(json.loads(first), dict)
-        except json.JSONDecodeError:
-            one_per_line = False
-        if not one_per_line:
-            raise _json_error(path, exc) from exc
-        objects: list[tuple[object, str]] = []
-        bad: dict[str, str] = {}
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                objects.append((json.loads(line), f"line {number}"))
-            except json.JSONDecodeError as line_exc:
-                bad[f"line {number}"] = f"{path}: line {number}: malformed JSON at column {line_exc.colno}: {line_exc.msg}"
-        return objects, bad
-    if isinstance(data, list):
+            objects.append((json.loads(line), f"line {number}"))
+        except json.JSONDecodeError as line_exc:
+            bad[f"line {number}"] = f"{path}: line {number}: malformed JSON at column {line_exc.colno}: {line_exc.msg}"
+    return objects, bad
+
+
+def _document_objects(source: Path | str, document: object) -> list[tuple[object, str]]:
+    """The objects of one alert document, each with its place (``payload [N]``, ``alert N``)."""
+    if isinstance(document, list):
         return [(obj, f"payload {i}" if isinstance(obj, dict) and "alerts" in obj else f"alert {i}")
-                for i, obj in enumerate(data)], {}
-    if isinstance(data, dict) and "alerts" in data:
-        return [(data, "payload")], {}
-    raise CaseError(f"{path}: expected {_ALERT_SHAPES}; got a {type(data).__name__} "
-                    f"{'with keys ' + ', '.join(map(str, list(data)[:8])) if isinstance(data, dict) else ''}".rstrip())
+                for i, obj in enumerate(document)]
+    if isinstance(document, dict) and "alerts" in document:
+        return [(document, "payload")]
+    keys = f"with keys {', '.join(map(str, list(document)[:8]))}" if isinstance(document, dict) else ""
+    raise CaseError(f"{source}: expected {_ALERT_SHAPES}; got a {type(document).__name__} {keys}".rstrip())
 
 
 def read_alerts(path: Path, *, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
@@ -517,11 +517,34 @@ def read_alerts(path: Path, *, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CaseError(f"{path}: cannot read alert file: {exc}") from exc
+    if not text.strip():
+        raise CaseError(f"{path}: alert file is empty")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        objects, bad = _alert_lines(path, text, exc)
+        return _alert_cases(objects, bad, source=path, lead=lead, span=span, now=now)
+    return alert_cases(document, source=path, lead=lead, span=span, now=now)
+
+
+def alert_cases(document: object, *, source: Path | str, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
+                span: timedelta = _ALERT_DEFAULTS.alert_span, now: datetime | None = None) -> CaseFile:
+    """The cases of one decoded alert document, as ``read_alerts`` reads a file that holds one: an alert
+    file's JSON, or the answer of Alertmanager's ``GET /api/v2/alerts`` (``diagnose --alertmanager``).
+
+    ``source`` (the file, the URL) names the document in every error and is the ``CaseFile``'s path.
+    A document of no known shape raises ``CaseError``; bad alerts and payloads fail alone.
+    """
+    return _alert_cases(_document_objects(source, document), {}, source=source, lead=lead, span=span, now=now)
+
+
+def _alert_cases(objects: list[tuple[object, str]], bad: dict[str, str], *, source: Path | str, lead: timedelta,
+                 span: timedelta, now: datetime | None) -> CaseFile:
+    """The cases of an alert document's objects, each with its place; ``bad``: the places already unusable."""
     now = datetime.now(UTC) if now is None else as_utc(now)
-    objects, bad = _alert_objects(path, text)
-    found: dict[str, Case | _Incident] = {}  # by case id, in the order the file first names them
+    found: dict[str, Case | _Incident] = {}  # by case id, in the order the document first names them
     for obj, place in objects:
-        where = f"{path}: {place}"
+        where = f"{source}: {place}"
         name = place
         try:
             if isinstance(obj, dict) and "alerts" in obj:
@@ -554,8 +577,8 @@ def read_alerts(path: Path, *, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
         else:
             bad.update(item.errors)
             try:
-                cases.append(_incident_case(case_id, item, lead=lead, where=f"{path}: {case_id}"))
+                cases.append(_incident_case(case_id, item, lead=lead, where=f"{source}: {case_id}"))
             except CaseError as exc:
                 bad.setdefault(case_id, str(exc))
-    log.info("loaded %d alert cases from %s%s", len(cases), path, f" ({len(bad)} unusable)" if bad else "")
-    return CaseFile(path=path, cases=cases, bad=bad)
+    log.info("loaded %d alert cases from %s%s", len(cases), source, f" ({len(bad)} unusable)" if bad else "")
+    return CaseFile(path=source, cases=cases, bad=bad)

@@ -4,6 +4,8 @@
     diagnose --window 2025-06-22T04:18Z/2025-06-22T04:21Z     # an incident window, no case file
     diagnose --since 15m                                       # the last 15 minutes of the newest telemetry
     rca diagnose --alerts alerts.json [--uuid ID]              # Alertmanager webhook payloads / API v2 alerts, or [{id, start, end, summary}]
+    rca diagnose --alertmanager http://am:9093 [--alert-filter 'service="cart"'] [--header 'Name: value'] [--uuid ID]
+                                                               # the alerts firing now (GET /api/v2/alerts); none: exit 0
     diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 
@@ -17,6 +19,7 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -30,6 +33,9 @@ from rca.llm.base import LLMError
 from rca.logsetup import configure_logging
 from rca.settings import Settings
 from rca.timeutil import as_utc
+
+if TYPE_CHECKING:
+    from diagnose.cases import CaseFile
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +51,20 @@ def rca_diagnose(
     alerts: Path | None = typer.Option(
         None, "--alerts", help="Alert file: Alertmanager (or Grafana) webhook payloads (one, or JSON lines), an Alertmanager "
         "API v2 alert list, or a JSON list of {id, start, end, summary}; every case, or those named by --uuid."),
+    alertmanager: str | None = typer.Option(
+        None, "--alertmanager", help="Diagnose the alerts firing now at this Alertmanager (http://am:9093): "
+        "GET URL/api/v2/alerts, active and neither silenced nor inhibited; every alert, or those named by --uuid. "
+        "None firing: says so, exit status 0."),
+    alert_filters: list[str] | None = typer.Option(
+        None, "--alert-filter", help="--alertmanager: only alerts matching this label matcher, Alertmanager's "
+        "filter: 'service=\"cart\"', 'pod=~\"cart-.*\"' (=, !=, =~, !~; repeatable: all must match).",
+        show_default=False),
+    header: list[str] | None = typer.Option(
+        None, "--header", help="--alertmanager: 'Name: value' sent with the request (repeatable, e.g. "
+        "authorisation; never logged).", show_default=False),
     alert_lead: str | None = typer.Option(
-        None, "--alert-lead", help="--alerts: open each window this long before the alert fired (5m; its rule's for: "
-        "and rate window; config diagnose.alert_lead)."),
+        None, "--alert-lead", help="--alerts/--alertmanager: open each window this long before the alert fired (5m; "
+        "its rule's for: and rate window; config diagnose.alert_lead)."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
     data_dir: Path | None = typer.Option(
@@ -97,7 +114,8 @@ def rca_diagnose(
         },
     )
     cases, unusable, case_windows = _select_cases(settings, uuid or [], all_cases, window=window, since=since,
-                                                  alerts=alerts)
+                                                  alerts=alerts, alertmanager=alertmanager,
+                                                  alert_filters=alert_filters or [], header_lines=header or [])
     for name, problem in unusable.items():
         log.error("case %s cannot be diagnosed: %s", name, problem)
     if detect:
@@ -128,19 +146,27 @@ def rca_diagnose(
 
 
 def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, window: str | None = None,
-                  since: str | None = None, alerts: Path | None = None):
+                  since: str | None = None, alerts: Path | None = None, alertmanager: str | None = None,
+                  alert_filters: list[str] | None = None, header_lines: list[str] | None = None):
     """The cases to run, by name the requested ones that are unusable (no window ...), and the
     incident windows to leave out of each other's baselines (None: the input file's).
 
-    Cases come from one source: ``--window``, ``--since``, ``--alerts`` or the input file
-    (``--uuid``/``--all``); the answers and run records have the same shape whichever it is.
-    An alert file's windows are every alert's, not only the chosen ones' (as input.json's are).
+    Cases come from one source: ``--window``, ``--since``, ``--alerts``, ``--alertmanager`` or the
+    input file (``--uuid``/``--all``); the answers and run records have the same shape whichever it is.
+    An alert file's windows are every alert's, not only the chosen ones' (as input.json's are), and
+    so are the pulled alerts'. No alert firing at ``--alertmanager``: said, and exit status 0.
     """
     from diagnose.cases import CaseError, case_from_window, case_since, read_alerts, read_cases
 
-    sources = [name for name, given in (("--window", window), ("--since", since), ("--alerts", alerts)) if given]
+    sources = [name for name, given in (("--window", window), ("--since", since), ("--alerts", alerts),
+                                        ("--alertmanager", alertmanager)) if given]
     if len(sources) > 1:
         fail(f"give one of {', '.join(sources)}")
+    if alertmanager is None:
+        given = [flag for flag, value in (("--alert-filter", alert_filters), ("--header", header_lines)) if value]
+        if given:
+            fail(f"{', '.join(given)}: only with --alertmanager")
+    alerted = alerts is not None or alertmanager is not None
     try:
         if window is not None or since is not None:
             if uuids or all_cases:
@@ -151,14 +177,18 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, wind
         if alerts is not None:
             case_file = read_alerts(alerts, lead=settings.diagnose.alert_lead, span=settings.diagnose.alert_span)
             all_cases = all_cases or not uuids  # an alert file alone means every alert
+        elif alertmanager is not None:
+            case_file = _firing_alerts(settings, alertmanager, alert_filters or [], header_lines or [])
+            all_cases = all_cases or not uuids  # as an alert file: every alert firing
         else:
             if bool(uuids) == all_cases:
                 fail("give --uuid X (repeatable) or --all, not both" if all_cases
-                     else "give --uuid X (repeatable), --all, --window START/END, --since 15m or --alerts FILE")
+                     else "give --uuid X (repeatable), --all, --window START/END, --since 15m, --alerts FILE "
+                          "or --alertmanager URL")
             case_file = read_cases(settings.paths.input_file)
     except CaseError as exc:
         fail(str(exc))
-    windows = [(c.start, c.end) for c in case_file.cases] if alerts is not None else None
+    windows = [(c.start, c.end) for c in case_file.cases] if alerted else None
     if all_cases:
         return case_file.cases, case_file.bad, windows
     by_uuid = {c.uuid: c for c in case_file.cases}
@@ -167,6 +197,25 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, wind
         fail(f"unknown uuid {', '.join(unknown)} in {case_file.path}")
     return ([by_uuid[u] for u in uuids if u in by_uuid], {u: case_file.bad[u] for u in uuids if u in case_file.bad},
             windows)
+
+
+def _firing_alerts(settings: Settings, url: str, filters: list[str], header_lines: list[str]) -> CaseFile:
+    """The cases of the alerts firing now at the Alertmanager ``url``; none firing ends the command (status 0)."""
+    from diagnose.alertmanager import pull_alerts
+    from preprocess.formats.cli import _headers  # `rca import --url`'s --header parser: one rule for both
+    from preprocess.formats.pull_http import PullError
+
+    try:
+        case_file = pull_alerts(url, filters=filters, headers=_headers(header_lines),
+                                lead=settings.diagnose.alert_lead, span=settings.diagnose.alert_span)
+    except PullError as exc:
+        fail(f"--alertmanager: {exc}")
+    if not case_file.cases and not case_file.bad:
+        matching = f" matching {' and '.join(filters)}" if filters else ""
+        typer.echo(f"no alert firing{matching} at {case_file.path} (active, neither silenced nor inhibited): "
+                   "nothing to diagnose", err=True)
+        raise typer.Exit(0)
+    return case_file
 
 
 def _newest_telemetry(index_dir: Path) -> datetime:

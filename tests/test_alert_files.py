@@ -8,11 +8,12 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
-from diagnose.cases import CaseError, parse_window, read_alerts
+from diagnose.cases import CaseError, alert_cases, parse_window, read_alerts
 from index.models import Candidate, EvidenceItem
 from rca.settings import load_settings
 
@@ -236,6 +237,77 @@ def test_a_file_of_no_known_shape_names_the_shapes(tmp_path: Path, content: obje
     assert expected in str(info.value) and "alerts.json" in str(info.value)
     if isinstance(content, dict):
         assert "Alertmanager webhook payload" in str(info.value) and "API v2" in str(info.value)
+
+
+AM_URL = "http://alertmanager:9093/api/v2/alerts"
+FIRING_LIST = [
+    {"labels": {"alertname": "HighLatency", "service": "frontend"}, "annotations": {"summary": "p99 over 1s"},
+     "startsAt": "2025-06-05T08:04:12.5Z", "endsAt": "2025-06-05T08:30:00Z", "updatedAt": "2025-06-05T08:20:01Z",
+     "fingerprint": "3f9a1c2b4d5e6f70", "receivers": [{"name": "rca"}],
+     "status": {"state": "active", "silencedBy": [], "inhibitedBy": []}},
+    {"labels": {"alertname": "NoStart"}, "startsAt": "", "endsAt": "2025-06-05T08:30:00Z",
+     "updatedAt": "2025-06-05T08:20:01Z", "fingerprint": "0a0b0c0d0e0f1011"},
+]
+
+
+def test_a_loaded_alert_document_reads_as_its_file_naming_its_source(tmp_path: Path) -> None:
+    """`alert_cases`, what read_alerts does with a file's one JSON document and `diagnose --alertmanager` with
+    GET /api/v2/alerts' answer: the same cases as the saved file; errors name the given source (the URL)."""
+    pulled = alert_cases(FIRING_LIST, source=AM_URL, lead=LEAD, span=SPAN, now=NOW)
+    saved = read_alerts(_write(tmp_path, FIRING_LIST), lead=LEAD, span=SPAN, now=NOW)
+    assert pulled.cases == saved.cases and [c.uuid for c in pulled.cases] == ["HighLatency-3f9a1c2b4d5e6f70"]
+    assert pulled.path == AM_URL
+    assert pulled.bad == {"NoStart-0a0b0c0d0e0f1011": f"{AM_URL}: alert 1: missing field 'startsAt'"}
+    assert alert_cases([], source=AM_URL).cases == []  # nothing firing: no case, no error
+    with pytest.raises(CaseError, match=f"^{AM_URL}: expected an Alertmanager webhook payload .* got a str$"):
+        alert_cases("Service Unavailable", source=AM_URL)
+
+
+def test_pull_alerts_asks_alertmanager_for_what_fires_now() -> None:
+    """`diagnose --alertmanager`: GET /api/v2/alerts, active, neither silenced nor inhibited, each --alert-filter
+    a `filter` parameter, the --header sent; the server's refusal and an answer that is no list name the URL."""
+    from diagnose.alertmanager import pull_alerts
+    from preprocess.formats.pull_http import PullError
+
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.params.get("filter") == 'service="unclosed':  # Alertmanager's 400: a JSON string
+            return httpx.Response(400, json='bad matcher format: service="unclosed')
+        return httpx.Response(200, json={"not": "a list"} if request.url.host == "odd" else FIRING_LIST)
+
+    pulled = pull_alerts("http://alertmanager:9093/", filters=['service="frontend"', 'pod=~"front.*"'],
+                         headers={"Authorization": "Bearer s3cret"}, lead=LEAD, span=SPAN, now=NOW,
+                         transport=httpx.MockTransport(answer))
+    assert [c.uuid for c in pulled.cases] == ["HighLatency-3f9a1c2b4d5e6f70"] and pulled.path == AM_URL
+    [request] = seen
+    assert request.url.path == "/api/v2/alerts" and request.headers["authorization"] == "Bearer s3cret"
+    assert request.url.params.multi_items() == [("active", "true"), ("silenced", "false"), ("inhibited", "false"),
+                                                ("filter", 'service="frontend"'), ("filter", 'pod=~"front.*"')]
+    with pytest.raises(PullError, match=r'^GET http://alertmanager:9093/api/v2/alerts\?.*: HTTP 400: "bad matcher'):
+        pull_alerts("http://alertmanager:9093", filters=['service="unclosed'], lead=LEAD, span=SPAN,
+                    transport=httpx.MockTransport(answer))
+    with pytest.raises(CaseError, match="^http://odd/api/v2/alerts: expected Alertmanager's API v2 alert list"):
+        pull_alerts("http://odd", lead=LEAD, span=SPAN, transport=httpx.MockTransport(answer))
+    for url, filters in (("alertmanager:9093", []), ("http://am", ["service"])):
+        with pytest.raises(CaseError, match="--alertmanager 'alertmanager:9093'|--alert-filter 'service'"):
+            pull_alerts(url, filters=filters, lead=LEAD, span=SPAN, transport=httpx.MockTransport(answer))
+    assert len(seen) == 3  # neither a bad URL nor a bad filter is sent
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--alerts", "alerts.json", "--alertmanager", "http://am:9093"], "give one of --alerts, --alertmanager"),
+    (["--since", "15m", "--alertmanager", "http://am:9093"], "give one of --since, --alertmanager"),
+    (["--alerts", "alerts.json", "--alert-filter", 'service="cart"', "--header", "A: b"],
+     "--alert-filter, --header: only with --alertmanager"),
+    (["--alertmanager", "am:9093"], "--alertmanager 'am:9093': expected http(s)://HOST[:PORT][/PATH]"),
+    (["--alertmanager", "http://am:9093", "--header", "Bearer x"], "--header 'Bearer'...: expected 'Name: value'"),
+])
+def test_cli_alertmanager_is_one_more_case_source(flags: list[str], expected: str) -> None:
+    """Refused before any request: --alertmanager beside another case source, its flags without it, bad values."""
+    result = runner.invoke(app, ["diagnose", *flags, "--print-prompt"])
+    assert result.exit_code == 2 and expected in result.output, result.output
 
 
 def test_alert_lead_and_span_are_settings_spelled_as_durations() -> None:

@@ -12,7 +12,8 @@ are POSTed to ``/api/v2/alerts`` as Prometheus sends them, for two groups:
 
 Once the receiver has each group, ``GET /api/v2/alerts`` and ``amtool alert query -o json`` are saved
 as files. ``read_alerts`` must read all three as documented (diagnose/README.md, "Alert files"), and
-the CLI must accept the receiver's log.
+the CLI must accept the receiver's log. The server keeps running for the module's tests: ``rca diagnose
+--alertmanager URL`` pulls what fires at the end (the three HighErrorRate alerts; HighLatency resolved).
 
 Without ``prometheus-alertmanager`` and ``amtool`` the tests fail, saying what to install
 (scripts/setup.sh installs them): a silent skip would leave the alert formats unchecked.
@@ -85,6 +86,7 @@ class Posted:
 
 @dataclass(frozen=True)
 class Run:
+    url: str  # the Alertmanager, still running
     webhook_log: Path
     api_file: Path
     amtool_file: Path
@@ -226,7 +228,7 @@ def alertmanager_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         response = httpx.post(f"{url}/api/v2/alerts", json=[resolved], timeout=10)
         assert response.status_code == 200, response.text
         _wait("resolved payload of HighLatency", has(CART_KEY, "resolved"), server, log_path)
-        yield Run(webhook_log=receiver.path, api_file=api_file, amtool_file=amtool_file, alerts=alerts,
+        yield Run(url=url, webhook_log=receiver.path, api_file=api_file, amtool_file=amtool_file, alerts=alerts,
                   cart0_end=cart0_end)
 
 
@@ -311,9 +313,8 @@ def test_the_api_v2_list_gives_one_case_per_firing_alert(alertmanager_run: Run) 
     assert queried.bad == {} and {c.uuid: c for c in queried.cases} == by_id
 
 
-def test_cli_diagnoses_every_group_of_the_receivers_log(alertmanager_run: Run, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """`rca diagnose --alerts webhook.log --print-prompt --json`: a prompt per group, each for its window."""
+def _fake_diagnoser(monkeypatch: pytest.MonkeyPatch):
+    """The CLI tests' Diagnoser: a static index (one candidate) and knowledge base; no model is called."""
     import diagnose.service
     from diagnose.service import Diagnoser
     from tests.fakes import StaticEvidence, StaticKnowledge
@@ -324,6 +325,13 @@ def test_cli_diagnoses_every_group_of_the_receivers_log(alertmanager_run: Run, t
                                                          knowledge=StaticKnowledge())))
     for name in ("RCA_DIAGNOSE__ALERT_LEAD", "RCA_DIAGNOSE__ALERT_SPAN"):
         monkeypatch.delenv(name, raising=False)
+    return evidence
+
+
+def test_cli_diagnoses_every_group_of_the_receivers_log(alertmanager_run: Run, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rca diagnose --alerts webhook.log --print-prompt --json`: a prompt per group, each for its window."""
+    evidence = _fake_diagnoser(monkeypatch)
     expected = read_alerts(alertmanager_run.webhook_log, lead=LEAD, span=SPAN).cases  # the settings' defaults
     result = runner.invoke(app, ["diagnose", "--alerts", str(alertmanager_run.webhook_log), "--print-prompt",
                                  "--json", "--index-dir", str(tmp_path)])
@@ -333,3 +341,51 @@ def test_cli_diagnoses_every_group_of_the_receivers_log(alertmanager_run: Run, t
     assert {p["uuid"] for p in prompts} == {_case_id("HighErrorRate", CHECKOUT_KEY), _case_id("HighLatency", CART_KEY)}
     assert all(p["candidates"] == ["checkoutservice"] for p in prompts)
     assert evidence.queries == [(case.start, case.end) for case in expected]  # each group's window, as read
+
+
+def test_cli_diagnoses_what_fires_now_at_the_alertmanager(alertmanager_run: Run, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rca diagnose --alertmanager URL --print-prompt --json`: GET /api/v2/alerts (active, neither silenced nor
+    inhibited) gives a case per firing alert, named and windowed as the saved API v2 file's; --alert-filter
+    narrows them (all must match); none firing is said, exit status 0; an unreachable URL is named."""
+    import preprocess.formats.pull_http
+
+    evidence = _fake_diagnoser(monkeypatch)
+    saved = {case.uuid: case for case in read_alerts(alertmanager_run.api_file, lead=LEAD, span=SPAN).cases}
+    listing = json.loads(alertmanager_run.api_file.read_text(encoding="utf-8"))
+    ids = {alert["labels"]["pod"]: f"{alert['labels']['alertname']}-{alert['fingerprint']}" for alert in listing}
+    firing = [ids[pod] for pod in ("checkoutservice-0", "checkoutservice-1", "checkoutservice-2")]  # cart: resolved
+
+    def diagnose(*flags: str) -> tuple[int, list[str], str]:
+        evidence.queries.clear()
+        result = runner.invoke(app, ["diagnose", "--alertmanager", alertmanager_run.url, *flags, "--print-prompt",
+                                     "--json", "--index-dir", str(tmp_path)])
+        prompts = [json.loads(line)["uuid"] for line in result.output.splitlines() if line.startswith('{"uuid"')]
+        return result.exit_code, prompts, result.output
+
+    code, prompts, output = diagnose()
+    assert code == 0, output
+    assert sorted(prompts) == sorted(firing)
+    assert sorted(evidence.queries) == sorted((saved[uuid].start, saved[uuid].end) for uuid in firing)
+
+    code, prompts, output = diagnose("--alert-filter", 'service="checkoutservice"', "--alert-filter",
+                                     'pod=~"checkoutservice-[01]"')
+    assert code == 0, output
+    assert sorted(prompts) == sorted(firing[:2])
+
+    code, prompts, output = diagnose("--alert-filter", 'service=~"checkout.*"', "--uuid", firing[1])
+    assert (code, prompts) == (0, [firing[1]]), output
+
+    code, prompts, output = diagnose("--alert-filter", 'service="cartservice"')
+    assert (code, prompts) == (0, []), output
+    assert f'no alert firing matching service="cartservice" at {alertmanager_run.url}/api/v2/alerts' in output
+
+    code, prompts, output = diagnose("--alert-filter", "service")  # no matcher: refused before any request
+    assert code == 2 and "--alert-filter 'service': expected a label matcher" in output, output
+
+    monkeypatch.setattr(preprocess.formats.pull_http, "RETRY_BACKOFF_S", 0.0)
+    unreachable = f"http://127.0.0.1:{free_port()}"
+    result = runner.invoke(app, ["diagnose", "--alertmanager", unreachable, "--print-prompt", "--json",
+                                 "--index-dir", str(tmp_path)])
+    assert result.exit_code == 2 and f"{unreachable}/api/v2/alerts" in result.output, result.output
+    assert "ConnectError" in result.output and not evidence.queries
