@@ -202,11 +202,11 @@ def _select_cases(settings: Settings, uuids: list[str], all_cases: bool, *, wind
 def _firing_alerts(settings: Settings, url: str, filters: list[str], header_lines: list[str]) -> CaseFile:
     """The cases of the alerts firing now at the Alertmanager ``url``; none firing ends the command (status 0)."""
     from diagnose.alertmanager import pull_alerts
-    from preprocess.formats.cli import _headers  # `rca import --url`'s --header parser: one rule for both
+    from preprocess.formats.cli import header_options  # `rca import --url`'s --header parser: one rule for both
     from preprocess.formats.pull_http import PullError
 
     try:
-        case_file = pull_alerts(url, filters=filters, headers=_headers(header_lines),
+        case_file = pull_alerts(url, filters=filters, headers=header_options(header_lines),
                                 lead=settings.diagnose.alert_lead, span=settings.diagnose.alert_span)
     except PullError as exc:
         fail(f"--alertmanager: {exc}")

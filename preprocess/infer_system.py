@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -79,6 +80,13 @@ class InferredSystem:
     trace: TraceNaming = field(default_factory=TraceNaming)  # the [traces] the spans were read with
     # Tag (``rpc.service``, ``db.system``) -> value -> client spans carrying it whose peer ``trace`` does not name.
     unnamed_peers: dict[str, dict[str, int]] = field(default_factory=dict)
+    newest: datetime | None = None  # the newest row's time (UTC) in the days read; None when they hold none
+    # Calls added from a service mesh's counts (``with_mesh_calls``), not seen in the spans, and the
+    # query that counted them; the mesh's workloads that are no component here (not added).
+    mesh_edges: list[tuple[str, str]] = field(default_factory=list)
+    mesh_query: str | None = None
+    mesh_source: str | None = None  # the server and the instant the query was evaluated at
+    mesh_unknown: list[str] = field(default_factory=list)
 
     @property
     def unreached_stateful(self) -> list[str]:
@@ -105,6 +113,41 @@ def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> Inferred
                 inferred.runtimes[name] = runtime
                 inferred.runtime_evidence[name] = f"given: --runtime {spec}"
     return inferred
+
+
+def with_mesh_calls(inferred: InferredSystem, *, calls: Sequence[tuple[str, str, float]],
+                    query: str, source: str) -> InferredSystem:
+    """``inferred`` with the calls a service mesh counted (``preprocess.mesh_calls``; caller, callee, count;
+    most first) after the ones the spans showed, each once. A workload that is no component of the
+    draft is listed in ``mesh_unknown``, its calls left out: a call through an unknown component
+    would not load."""
+    known = {*inferred.services, *inferred.stateful, *inferred.client_only}
+    seen = set(inferred.edges)
+    unknown: set[str] = set()
+    for caller, callee, _ in calls:
+        strangers = {caller, callee} - known
+        if strangers:
+            unknown |= strangers
+            continue
+        if (caller, callee) not in seen:
+            seen.add((caller, callee))
+            inferred.edges.append((caller, callee))
+            inferred.mesh_edges.append((caller, callee))
+    inferred.mesh_query, inferred.mesh_source = query, source
+    inferred.mesh_unknown = sorted(unknown)
+    log.info("the mesh added %d call edge(s); %d workload(s) are no component of the draft",
+             len(inferred.mesh_edges), len(inferred.mesh_unknown))
+    return inferred
+
+
+def _newest(frame: pl.DataFrame | None, column: str, newest: datetime | None) -> datetime | None:
+    """The later of ``newest`` and ``frame``'s latest ``column``."""
+    if frame is None or column not in frame.columns:
+        return newest
+    latest = frame[column].max()
+    if not isinstance(latest, datetime):
+        return newest
+    return latest if newest is None or latest > newest else newest
 
 
 def _frames(data_dir: Path, days: list[str], family: str, *, naming: TraceNaming) -> pl.DataFrame | None:
@@ -218,6 +261,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
     calls: Counter[tuple[str, str]] = Counter()
 
     spans = _frames(data_dir, chosen, "trace", naming=naming)
+    out.newest = _newest(spans, "start", out.newest)
     serving: set[str] = set()
     if spans is not None:
         out.unnamed_peers = unnamed_peers(spans)
@@ -240,6 +284,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
                         len(out.unnamed_pods), *next(iter(out.unnamed_pods.items())))
 
     logs = _frames(data_dir, chosen, "log", naming=naming)
+    out.newest = _newest(logs, "time", out.newest)
     from_logs: dict[str, tuple[str, str]] = {}
     if logs is not None:
         for pod, node in logs.select("pod", "node").unique().drop_nulls(["pod"]).iter_rows():
@@ -250,6 +295,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
         from_logs = _runtime_from_logs(logs, spec)
 
     apm = _frames(data_dir, chosen, "apm", naming=naming)
+    out.newest = _newest(apm, "time", out.newest)
     if apm is not None:
         for kind, name in apm.select("object_type", "object_id").unique().drop_nulls().iter_rows():
             if kind == "pod":
@@ -258,6 +304,7 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
                 services[name] += 0
 
     infra = _frames(data_dir, chosen, "infra", naming=naming)
+    out.newest = _newest(infra, "time", out.newest)
     from_metrics: dict[str, str] = {}
     if infra is not None:
         nodes.update(infra["node"].drop_nulls().unique().to_list())
@@ -392,6 +439,15 @@ def render_toml(inferred: InferredSystem, *, data_dir: Path, name: str) -> str:
             f"# No call seen reaches {', '.join(inferred.unreached_stateful)}: add who calls them above, e.g.",
             f"# [\"SERVICE\", {_s(inferred.unreached_stateful[0])}]. Until then a fault of theirs is blamed on their callers.",
         ]
+    if inferred.mesh_query is not None:
+        added = ", ".join(f"{a} -> {b}" for a, b in inferred.mesh_edges) or "none the spans had not shown"
+        lines += [
+            f"# From the service mesh, not the spans (calls here and in storage): {added}.",
+            f"# Counted by (at {inferred.mesh_source}): {inferred.mesh_query}",
+        ]
+        if inferred.mesh_unknown:
+            lines.append(f"# The mesh also names workloads that are no service here (their calls not added): "
+                         f"{', '.join(inferred.mesh_unknown)}.")
     lines += [
         "# Every other call seen, most frequent first: the ranker's call graph for a caller the",
         "# traces of a window show calling nothing. Add the calls the data did not show"

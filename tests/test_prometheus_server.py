@@ -15,6 +15,9 @@ every value the presets compute is known from the rates the series were written 
   (reporter="source") series, a timeout among them, and its latency histogram;
 - the OpenTelemetry Collector's spanmetrics: server and client spans of checkout.
 
+``rca system infer --mesh-calls`` drafts the call graph of the pulled dataset (no spans) from the same
+server's Istio series, queried at the dataset's newest time (the backfill lies in the past).
+
 A second server, on a copy of the same TSDB, runs with a low ``--query.max-samples``: it refuses a
 whole-range preset query for too many samples (HTTP 422), and the pull, halving the refused chunks,
 must import the same frames as from the first.
@@ -42,7 +45,9 @@ from app.cli import app
 from index.query import query_window
 from preprocess.formats.prom_presets import load_preset
 from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES
+from preprocess.mesh_calls import mesh_query
 from preprocess.readers import read_apm, read_infra
+from rca.system import load_system
 from tests.judge_server_support import free_port
 from tests.server_process import ready, running, wait_until
 
@@ -485,3 +490,25 @@ def test_a_pulled_dataset_is_described_indexed_and_ranks_the_burst_first(pulled:
     assert ranked.candidates, ranked
     assert ranked.candidates[0].component in ("cart-1", "cart"), [c.component for c in ranked.candidates[:3]]
     assert "cart-0" not in [c.component for c in ranked.candidates[:2]]
+
+
+def test_infer_drafts_the_call_graph_from_the_mesh_at_the_datasets_time(prometheus_url: str, pulled: tuple[Path, str],
+                                                                        tmp_path: Path) -> None:
+    """``rca system infer --mesh-calls``: the pulled dataset holds no span, so no call; frontend's sidecar counted
+    its calls to cart (reporter="source"), and the draft's call graph has them, from the mesh. The backfill lies
+    in the past: the query is evaluated at the dataset's newest time (16:55), where "now" finds nothing."""
+    data_dir, _ = pulled
+    system_file = tmp_path / "system.toml"
+    inferred = runner.invoke(app, ["system", "infer", "--data-dir", str(data_dir), "--out", str(system_file),
+                                   "--mesh-calls", prometheus_url, "--mesh-since", "1h"])
+    assert inferred.exit_code == 0, inferred.output
+    assert "1 call edge(s) from the mesh" in inferred.output
+    spec = load_system(system_file)
+    assert ("frontend", "cart") in spec.calls
+    text = system_file.read_text(encoding="utf-8")
+    assert "# From the service mesh, not the spans (calls here and in storage): frontend -> cart." in text
+    query = mesh_query(since=timedelta(hours=1))
+    assert f"# Counted by (at {prometheus_url}, {_iso(END)}): {query}" in text
+    # The same query now: the backfilled hour is long gone from its window.
+    now = httpx.get(f"{prometheus_url}/api/v1/query", params={"query": query}).json()
+    assert now["status"] == "success" and now["data"]["result"] == []

@@ -186,7 +186,8 @@ def _step(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _headers(lines: list[str] | None) -> dict[str, str]:
+def header_options(lines: list[str] | None) -> dict[str, str]:
+    """The `--header` lines as a header mapping; a malformed one exits 2 (`fail`), naming only its first word."""
     from preprocess.formats.pull_http import parse_header
 
     headers: dict[str, str] = {}
@@ -208,7 +209,7 @@ def pull_and_import(fmt: str, *, url: str, out: Path, window: tuple[datetime, da
     from preprocess.formats.pull_http import PullClient, redacted
     from preprocess.formats.pull_store import PulledPages
 
-    headers = _headers(header_lines)
+    headers = header_options(header_lines)
     pages = PulledPages(out, fmt)
     first, last = window
     # The range in full: a --since pull is resumed by giving it again as --start/--end.
