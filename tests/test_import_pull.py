@@ -13,15 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import polars as pl
@@ -35,10 +31,10 @@ from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES, prometheus_chun
 from preprocess.formats.pull_http import PullClient, PullError, parse_header
 from preprocess.readers import read_infra, read_logs, read_traces
 from rca.system import bundled_system
+from tests.fake_http import Answer, FakeServer, fake_servers
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 5, 0, 0, tzinfo=UTC)
-Answer = Callable[[str, dict[str, str]], tuple[int, Any]]
 
 
 @pytest.fixture(autouse=True)
@@ -46,74 +42,11 @@ def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("preprocess.formats.pull_http.RETRY_BACKOFF_S", 0.01)
 
 
-# --------------------------------------------------------------------------- a fake server
-
-
-@dataclass
-class Seen:
-    path: str
-    params: dict[str, str]
-    headers: dict[str, str]
-
-
-@dataclass
-class FakeServer:
-    """``answer(path, params) -> (status, JSON-able or text)``; ``fail_at`` answers request N (1-based) with a status."""
-
-    answer: Answer
-    fail_at: dict[int, int] = field(default_factory=dict)
-    requests: list[Seen] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                parts = urlsplit(self.path)
-                params = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-                server.requests.append(Seen(parts.path, params, {k.lower(): v for k, v in self.headers.items()}))
-                number = len(server.requests)
-                if number in server.fail_at:
-                    status, body = server.fail_at[number], "injected failure"
-                else:
-                    status, body = server.answer(parts.path, params)
-                data = (body if isinstance(body, str) else json.dumps(body)).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def paths(self) -> list[str]:
-        return [r.path for r in self.requests]
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[Answer], FakeServer]]:
-    servers: list[FakeServer] = []
-
-    def start(answer: Answer) -> FakeServer:
-        servers.append(FakeServer(answer))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
+    yield from fake_servers()
 
 
 def _rca(*args: str) -> Any:

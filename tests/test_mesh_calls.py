@@ -1,6 +1,6 @@
 """``rca system infer --mesh-calls URL``: the calls an Istio mesh counted join the drafted call graph.
 
-A loopback fake Prometheus (``tests/test_import_pull.py``'s ``FakeServer``) answers the instant query;
+A loopback fake Prometheus (``tests/fake_http.py``'s ``FakeServer``) answers the instant query;
 the dataset is a few minutes of APM for four services, one of them a store. A real Prometheus with
 backfilled Istio series is in ``tests/test_prometheus_server.py``.
 """
@@ -20,7 +20,7 @@ from preprocess.dataset_writer import write_frames
 from preprocess.mesh_calls import mesh_query
 from preprocess.schema import APM_SCHEMA
 from rca.system import load_system
-from tests.test_import_pull import Answer, FakeServer
+from tests.fake_http import Answer, FakeServer, fake_servers
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 5, 8, 0, tzinfo=UTC)
@@ -30,15 +30,7 @@ NEWEST = T0 + timedelta(minutes=9)
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[Answer], FakeServer]]:
-    servers: list[FakeServer] = []
-
-    def start(answer: Answer) -> FakeServer:
-        servers.append(FakeServer(answer))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
+    yield from fake_servers()
 
 
 @pytest.fixture(scope="module")

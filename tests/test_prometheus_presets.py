@@ -1,7 +1,7 @@
 """``rca import prometheus --preset``: the preset files, ``--match``, the naming of nameless series, errors.
 
 No Prometheus here (tests/test_prometheus_server.py runs the shipped presets against a real one): a
-preset file of the user's is pulled from the small fake query API of tests/test_import_pull.py,
+preset file of the user's is pulled from the small fake query API of tests/fake_http.py,
 which answers series without ``__name__``, as ``rate()`` and ``sum()`` leave them.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from preprocess.formats.pull import named
 from preprocess.readers import read_apm, read_infra
 from preprocess.schema import POD_CLIENT_LATENCY_PREFIX
 from simulate.metrics import NODE_KPIS, POD_KPIS
-from tests.test_import_pull import FakeServer
+from tests.fake_http import FakeServer
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 5, 0, 0, tzinfo=UTC)
