@@ -38,6 +38,7 @@ from pathlib import Path
 import polars as pl
 
 from index import store
+from index.code_digest import code_digest
 from index.engine_local import LocalEngine
 from index.engines import DEFAULT_THREADS, PartitionEngine, PartitionResult, PartitionTask
 from index.lock import writer_lock
@@ -295,11 +296,14 @@ def _run_locked(
 
 
 def _reading(family: str, detector: Detector, *, params: Mapping[str, object], naming: TraceNaming) -> str:
-    """What besides its files decides a partition's tables: the detector's knobs (``repr`` of its
-    frozen ``Params``) and, for a detector reading spans, the system's ``[traces]`` (other rules
-    name other services and peers). Either changed, the partition is stale."""
+    """What besides its files decides a partition's tables: the code that reads and builds them
+    (``code_digest`` of the detector's module and the raw readers), the detector's knobs (``repr``
+    of its frozen ``Params``) and, for a detector reading spans, the system's ``[traces]`` (other
+    rules name other services and peers). Any of them changed, the partition is stale."""
+    code = code_digest((type(detector).__module__, read_day.__module__))
     knobs = repr(params.get(family, detector.Params()))
-    return f"{knobs}\n{naming.model_dump_json()}" if "trace" in detector.raw.sources else knobs
+    reading = f"code {code}\n{knobs}"
+    return f"{reading}\n{naming.model_dump_json()}" if "trace" in detector.raw.sources else reading
 
 
 # Failures that stop one partition but not the job (anything else is a bug and propagates).

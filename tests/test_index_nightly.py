@@ -104,6 +104,19 @@ def test_other_detector_knobs_rebuild_only_their_partition(raw_day, tmp_path):
     assert default["log"] == "written"  # back to the defaults: rebuilt again
 
 
+def test_other_build_code_rebuilds_every_partition(raw_day, tmp_path, monkeypatch):
+    # An upgraded package computes the tables by other code although no file or knob changed:
+    # what the old code built is stale (index.code_digest), not served to the new query side.
+    import index.build
+
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
+    monkeypatch.setattr(index.build, "code_digest", lambda roots: "another version")
+    outcomes = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)}
+    assert outcomes == {"metric": "written", "log": "written", "trace": "written"}
+    again = {o.family: o.status for o in run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)}
+    assert again == {"metric": "skipped", "log": "skipped", "trace": "skipped"}
+
+
 def test_older_schema_version_is_rebuilt_not_misread(raw_day, tmp_path):
     run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
     counts_path = store.table_path(tmp_path, DAY, "log_counts")
