@@ -838,7 +838,7 @@ def read_traces(
 # --------------------------------------------------------------------------- whole day
 
 
-def read_day(day_dir: Path, family: str, *, naming: TraceNaming | None = None, peer_tags: bool = False,
+def read_day(day_dir: Path, family: str, *, naming: TraceNaming, peer_tags: bool = False,
              skip_unreadable: bool = False, report_missing: bool = True, ordered: bool = True) -> ReadResult:
     """Every row of one family in a CST day directory, unfiltered (for the nightly job).
 
@@ -849,7 +849,10 @@ def read_day(day_dir: Path, family: str, *, naming: TraceNaming | None = None, p
     ``ordered=False`` leaves APM and infra rows in file order instead of sorting them as
     ``read_apm`` / ``read_infra`` do, for a caller that groups them itself (a full-scale
     day's infra sort costs about a third of a second). ``naming`` and ``peer_tags`` are
-    ``read_traces``'; traces need ``naming`` (the other families name no peer).
+    ``read_traces``'. ``naming`` has no default (the peers a span names are the system's, and
+    HipsterShop's are not everyone's) and is required whatever the family, though only spans
+    name peers: a caller reading every family in one loop cannot leave it out for traces and
+    find out at run time (the type checker says so).
     """
     day_dir = Path(day_dir)
     day, data_dir = day_dir.name, day_dir.parent
@@ -871,9 +874,6 @@ def read_day(day_dir: Path, family: str, *, naming: TraceNaming | None = None, p
             read_file=lambda p, scanned: _read_log_file(p, scanned, columns=names, window=None), schema=LOG_SCHEMA,
             skip_unreadable=skip_unreadable, report_missing=report_missing,
         )
-    if naming is None:
-        # No default: the peers a span names are the system's, and HipsterShop's are not everyone's.
-        raise ValueError("reading traces needs the system's trace naming (naming=SystemSpec.trace)")
     check_trace_naming(naming)
     return _hourly(data_dir, "trace", slots,
                    read_file=lambda p, scanned: _read_trace_file(p, scanned, window=None, naming=naming,

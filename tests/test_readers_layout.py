@@ -217,7 +217,7 @@ def test_read_day(data_dir: Path, family: str) -> None:
 
 def test_read_day_rejects_other_dirs(tmp_path: Path) -> None:
     with pytest.raises(ReaderError, match="not a day directory"):
-        read_day(tmp_path, "log")
+        read_day(tmp_path, "log", naming=NAMING)
 
 
 @pytest.fixture()
