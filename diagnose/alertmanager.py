@@ -41,16 +41,14 @@ def pull_alerts(url: str, *, filters: Sequence[str] = (), headers: Mapping[str, 
     """The cases of the alerts firing now at the Alertmanager ``url`` (its base: ``http://am:9093``, or
     the path it is served under), only those matching every filter; errors name the URL.
 
-    Raises ``PullError`` when the API cannot be queried, ``CaseError`` for a bad URL or filter and when
-    the answer is no alert list.
+    Raises ``PullError`` for a URL that is no http(s) base and when the API cannot be queried,
+    ``CaseError`` for a bad filter and when the answer is no alert list. Neither a bad URL nor a bad
+    filter is sent.
     """
-    base = httpx.URL(url)
-    if base.scheme not in ("http", "https") or not base.host:
-        raise CaseError(f"--alertmanager {redacted(url)!r}: expected http(s)://HOST[:PORT][/PATH]")
     params: dict[str, str | list[str]] = {**FIRING_NOW}
     if filters:
         params["filter"] = [check_filter(text) for text in filters]
-    with PullClient(url, headers=headers, transport=transport) as client:
+    with PullClient(url, option="--alertmanager", headers=headers, transport=transport) as client:
         document = client.get_json(ALERTS_PATH, params=params)
         source = redacted(client.url(ALERTS_PATH))
     if not isinstance(document, list):

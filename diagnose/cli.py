@@ -208,8 +208,8 @@ def _firing_alerts(settings: Settings, url: str, filters: list[str], header_line
     try:
         case_file = pull_alerts(url, filters=filters, headers=header_options(header_lines),
                                 lead=settings.diagnose.alert_lead, span=settings.diagnose.alert_span)
-    except PullError as exc:
-        fail(f"--alertmanager: {exc}")
+    except PullError as exc:  # names the flag, or the URL it asked
+        fail(str(exc))
     if not case_file.cases and not case_file.bad:
         matching = f" matching {' and '.join(filters)}" if filters else ""
         typer.echo(f"no alert firing{matching} at {case_file.path} (active, neither silenced nor inhibited): "

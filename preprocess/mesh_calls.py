@@ -9,7 +9,8 @@ dataset's newest time (so a dataset of past days finds its own calls), gives eac
 the pairs with a positive count whose two ends are both named (Istio writes ``unknown`` for a
 caller outside the mesh) are the calls. ``preprocess.infer_system.with_mesh_calls`` adds them to
 a draft. The HTTP side (timeout, headers, retries, errors naming URL, status and the server's
-text) is ``preprocess.formats.pull_http.PullClient``'s.
+text) is ``preprocess.formats.pull_http.PullClient``'s, and the answer's envelope (status, a
+vector) is checked as every pull's (``preprocess.formats.pull.checked_answer``).
 """
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ from typing import Any
 
 import httpx
 
+from preprocess.formats.pull import checked_answer
 from preprocess.formats.pull_http import PullClient, PullError, redacted
 from rca.timeutil import format_utc
 
 log = logging.getLogger(__name__)
 
+INSTANT_QUERY = "/api/v1/query"
 UNKNOWN_WORKLOAD = "unknown"  # Istio's name for a peer outside the mesh (or one it could not name)
 
 
@@ -51,23 +54,19 @@ def fetch_mesh_calls(url: str, *, since: timedelta, at: datetime, headers: Mappi
                      timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None) -> MeshCalls:
     """The mesh's calls at ``url`` over ``since`` before ``at``; ``PullError`` for no or a malformed answer."""
     query = mesh_query(since=since)
-    with PullClient(url, timeout_s=timeout_s, headers=headers, transport=transport) as client:
-        where = redacted(client.url("/api/v1/query"))
-        answer = client.get_json("/api/v1/query", params={"query": query, "time": f"{at.timestamp():.3f}"})
-    calls = _calls(answer, where=where)
+    with PullClient(url, option="--mesh-calls", timeout_s=timeout_s, headers=headers, transport=transport) as client:
+        where = redacted(client.url(INSTANT_QUERY))
+        answer = checked_answer(client.get_json(INSTANT_QUERY, params={"query": query, "time": f"{at.timestamp():.3f}"}),
+                                client=client, path=INSTANT_QUERY, result_types=("vector",))
+    calls = _calls(answer["data"]["result"], where=where)
     log.info("%s: %d call(s) between mesh workloads over %s before %s", where, len(calls), since, format_utc(at))
     return MeshCalls(url=redacted(url), query=query, at=at, calls=calls)
 
 
-def _calls(answer: Any, *, where: str) -> list[tuple[str, str, float]]:
-    """(caller, callee, count) of a Prometheus instant-query vector, most first; ``PullError`` when it is none."""
-    data = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(answer, dict) or answer.get("status") != "success" or not isinstance(data, dict) \
-            or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-        raise PullError(f"GET {where}: not a Prometheus instant-query answer (expected status \"success\" and a "
-                        f"vector): {str(answer)[:300]}")
+def _calls(samples: list[Any], *, where: str) -> list[tuple[str, str, float]]:
+    """(caller, callee, count) of an instant-query vector's samples, most first; ``PullError`` for a malformed one."""
     counts: dict[tuple[str, str], float] = {}
-    for sample in data["result"]:
+    for sample in samples:
         metric = sample.get("metric") if isinstance(sample, dict) else None
         value = sample.get("value") if isinstance(sample, dict) else None
         if not isinstance(metric, dict) or not isinstance(value, list) or len(value) != 2:

@@ -93,7 +93,7 @@ def test_mesh_calls_join_the_draft_known_workloads_only(serve: Callable[[Answer]
     (lambda path, params: (400, {"status": "error", "errorType": "bad_data", "error": "parse error"}),
      "HTTP 400: bad_data: parse error"),
     (lambda path, params: (200, {"status": "success", "data": {"resultType": "matrix", "result": []}}),
-     "not a Prometheus instant-query answer"),
+     "resultType 'matrix', expected vector"),
     (lambda path, params: (200, {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}}]}}),
      "a sample without its labels or [time, value]"),
 ])

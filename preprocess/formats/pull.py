@@ -112,7 +112,7 @@ def _done(result: PullResult, page: PageDone, on_page: OnPage) -> None:
     on_page(page)
 
 
-def _checked(document: Any, *, client: PullClient, path: str, result_types: tuple[str, ...]) -> dict[str, Any]:
+def checked_answer(document: Any, *, client: PullClient, path: str, result_types: tuple[str, ...]) -> dict[str, Any]:
     """A Prometheus / Loki answer with ``status: success`` and ``data.result`` of an expected type."""
     where = f"GET {redacted(client.url(path))}"
     if not isinstance(document, dict) or document.get("status") != "success":
@@ -244,7 +244,7 @@ def _pull_chunk(*, client: PullClient, pages: PulledPages, query: PromQuery, fir
         split = document is not None and bool(meta_of(document).get("split"))
         if document is None:
             try:
-                document = _checked(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
+                document = checked_answer(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
                                     path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
             except PullRefused as exc:
                 if not _too_many_samples(exc):
@@ -344,7 +344,7 @@ def pull_loki(*, client: PullClient, pages: PulledPages, queries: Sequence[str],
                 meta = meta_of(document)
                 returned, last_ns = int(meta["returned"]), int(meta["last_ns"])
             else:
-                raw = _checked(client.get_json(LOKI_QUERY_RANGE, params=params), client=client,
+                raw = checked_answer(client.get_json(LOKI_QUERY_RANGE, params=params), client=client,
                                path=LOKI_QUERY_RANGE, result_types=("streams",))
                 entries = _lines(raw)
                 # Never before the cursor (a malformed timestamp reads as -1): the cursor only moves forward.

@@ -104,14 +104,18 @@ def _error_fields(body: bytes) -> tuple[str | None, str | None]:
 
 
 class PullClient:
-    """GET JSON from one server (``base_url``), with the timeout, headers, size bound and retries above."""
+    """GET JSON from one server (``base_url``), with the timeout, headers, size bound and retries above.
 
-    def __init__(self, base_url: str, *, timeout_s: float = 30.0, headers: Mapping[str, str] | None = None,
-                 max_bytes: int = MAX_RESPONSE_BYTES, retries: int = RETRIES, backoff_s: float | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    ``option`` is the flag the user gave the URL with: a URL that is no http(s) base is refused,
+    before any request, in those words.
+    """
+
+    def __init__(self, base_url: str, *, option: str = "--url", timeout_s: float = 30.0,
+                 headers: Mapping[str, str] | None = None, max_bytes: int = MAX_RESPONSE_BYTES, retries: int = RETRIES,
+                 backoff_s: float | None = None, transport: httpx.BaseTransport | None = None) -> None:
         base = httpx.URL(base_url)
         if base.scheme not in ("http", "https") or not base.host:
-            raise PullError(f"--url {redacted(base_url)!r}: expected http(s)://HOST[:PORT][/PATH]")
+            raise PullError(f"{option} {redacted(base_url)!r}: expected http(s)://HOST[:PORT][/PATH]")
         self.base_url = base
         self.max_bytes = max_bytes
         self.retries = retries
