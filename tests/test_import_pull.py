@@ -3,8 +3,9 @@
 Real HTTP servers on 127.0.0.1 (``http.server`` in a thread) implement just enough of each API
 to hold the client to the servers' rules: Prometheus refuses a range of more than 11,000 steps
 (400, Prometheus' error JSON), and, given a ``--query.max-samples``, a query that would load more
-points than that (422, Prometheus' own "too many samples" error); Loki answers at most ``limit`` lines (and refuses a limit above
-its maximum), forward in time, several lines sharing a timestamp across the page borders;
+points than that (422, Prometheus' own "too many samples" error); Loki answers at most ``limit``
+lines (and refuses a limit above its maximum, and, given a ``max_query_length``, a longer range),
+forward in time, several lines sharing a timestamp across the page borders;
 Jaeger answers at most ``limit`` traces. Every test reads the dataset the command wrote back
 with ``preprocess.readers`` and counts the requests each server saw.
 """
@@ -423,6 +424,47 @@ def test_more_lines_in_one_nanosecond_than_the_limit_is_reported_as_loss(
     messages = [m for _, _, m in _logs(out)]
     assert "before" in messages and "after" in messages
     assert sum(m.startswith("burst") for m in messages) == LOKI_MAX
+
+
+def loki_refusing_longer_than(max_length: timedelta, lines: list[tuple[int, int, str]]) -> Answer:
+    """Loki with a ``max_query_length``: a longer range is refused with Loki's text, as Loki does (HTTP 400)."""
+    inner = loki_with(lines)
+
+    def loki(path: str, params: dict[str, str]) -> tuple[int, Any]:
+        length_ns = int(params["end"]) - int(params["start"])
+        if length_ns > max_length // timedelta(microseconds=1) * 1000:
+            return 400, (f"the query time range exceeds the limit (query length: {length_ns // 10**9}s, "
+                         f"limit: {max_length.total_seconds():.0f}s)")
+        return inner(path, params)
+    return loki
+
+
+def test_a_range_longer_than_lokis_max_query_length_is_halved_and_read_once(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
+    lines = _loki_lines()
+    server = serve(loki_refusing_longer_than(timedelta(minutes=20), lines))
+    out = tmp_path / "data"
+    result = _rca(*_loki_args(server, out))  # two hours: refused, halved down to 15-minute ranges
+    assert result.exit_code == 0, result.output
+    assert _logs(out) == _expected_logs(lines)
+    refused = [r for r in server.requests if int(r.params["end"]) - int(r.params["start"]) > 20 * 60 * 10**9]
+    assert len(refused) == 1 + 2 + 4  # 2 h, then both 1 h halves, then the four 30-minute quarters
+    assert all(int(r.params["end"]) - int(r.params["start"]) <= 15 * 60 * 10**9
+               for r in server.requests if r not in refused)
+
+    before, requests = _dataset_files(out), len(server.requests)
+    again = _rca(*_loki_args(server, out))  # the refusals were saved: straight to the pieces, which are saved too
+    assert again.exit_code == 0, again.output
+    assert len(server.requests) == requests and _dataset_files(out) == before
+
+
+def test_a_range_loki_refuses_even_at_a_minute_is_an_error_naming_the_query(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
+    server = serve(loki_refusing_longer_than(timedelta(seconds=10), _loki_lines()))
+    result = _rca(*_loki_args(server, tmp_path / "data"))
+    assert result.exit_code == 2
+    assert "the server refuses even" in result.output and "the query time range exceeds the limit" in result.output
+    assert len(server.requests) <= 8 + 1  # halved from two hours down to a minute, not further
 
 
 def test_a_limit_above_the_servers_is_refused_with_its_text(serve: Callable[[Answer], FakeServer],

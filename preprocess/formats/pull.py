@@ -48,6 +48,11 @@ PROMETHEUS_MAX_STEPS = 11_000  # Prometheus refuses (end - start) / step above t
 # "execution"): "query processing would load too many samples into memory in query execution".
 PROMETHEUS_TOO_MANY_SAMPLES = "query processing would load too many samples into memory"
 LOKI_LIMIT = 5000  # Loki's default max_entries_limit_per_query: a larger limit is refused
+# Loki's refusals of a query over too long or too large a range (HTTP 400; its limits max_query_length,
+# default 30d1h, max_query_bytes_read, max_querier_bytes_read): the same query over a shorter range passes.
+LOKI_RANGE_REFUSALS = ("the query time range exceeds the limit", "the query would read too many bytes",
+                       "query too large to execute on a single querier")
+LOKI_MIN_RANGE = timedelta(minutes=1)  # a range refused even this short is not the range's fault
 JAEGER_LIMIT = 1000
 JAEGER_CHUNK = timedelta(hours=1)
 JAEGER_MIN_CHUNK = timedelta(seconds=1)
@@ -245,7 +250,7 @@ def _pull_chunk(*, client: PullClient, pages: PulledPages, query: PromQuery, fir
         if document is None:
             try:
                 document = checked_answer(client.get_json(PROMETHEUS_QUERY_RANGE, params=params), client=client,
-                                    path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
+                                          path=PROMETHEUS_QUERY_RANGE, result_types=("matrix",))
             except PullRefused as exc:
                 if not _too_many_samples(exc):
                     raise
@@ -323,55 +328,94 @@ def _without(document: dict[str, Any], seen: set[LineKey]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "streams", "result": streams}}
 
 
+def _range_refused(exc: PullRefused) -> bool:
+    """Loki's refusal of a query for its range (too long, or reading too much), not for the query itself."""
+    text = exc.error or str(exc)
+    return exc.status == 400 and any(refusal in text for refusal in LOKI_RANGE_REFUSALS)
+
+
 def pull_loki(*, client: PullClient, pages: PulledPages, queries: Sequence[str], start: datetime, end: datetime,
               limit: int = LOKI_LIMIT, on_page: OnPage = _ignore, clock: Clock = _now) -> PullResult:
-    """Every log query's lines in ``[start, end)``, page after page of at most ``limit`` lines."""
+    """Every log query's lines in ``[start, end)``, page after page of at most ``limit`` lines.
+
+    A range Loki refuses as too long or too large (``LOKI_RANGE_REFUSALS``) is halved, down to
+    ``LOKI_MIN_RANGE``, and its halves are read in order; the refusal is saved as a marker
+    (``split``), so a rerun goes straight to the halves.
+    """
     if limit < 1:
         raise PullError(f"--limit {limit}: must be at least 1")
-    start_ns, end_ns = _nanos(start), _nanos(end)
     result = PullResult()
     for qi, query in enumerate(queries, start=1):
-        cursor, seen, page_no = start_ns, set[LineKey](), 0
-        while cursor < end_ns:
-            page_no += 1
-            params = {"query": query, "start": str(cursor), "end": str(end_ns), "limit": str(limit),
-                      "direction": "forward"}
-            key = PageKey.of(url=redacted(client.base_url), path=LOKI_QUERY_RANGE, params=params,
-                             start=from_epoch_us(cursor // 1000), end=as_utc(end))
-            document = pages.load(key)
-            reused = document is not None
-            if document is not None:
-                meta = meta_of(document)
-                returned, last_ns = int(meta["returned"]), int(meta["last_ns"])
-            else:
-                raw = checked_answer(client.get_json(LOKI_QUERY_RANGE, params=params), client=client,
-                               path=LOKI_QUERY_RANGE, result_types=("streams",))
-                entries = _lines(raw)
-                # Never before the cursor (a malformed timestamp reads as -1): the cursor only moves forward.
-                returned, last_ns = len(entries), max([cursor, *(ns for (_, ns, _), _, _ in entries)])
-                # Saved without the lines already read, so the saved pages hold every line once.
-                document = _without(raw, seen)
-                pages.save(key, document, fetched_at=clock(), returned=returned, last_ns=last_ns)
-            kept = [identity for identity, _, _ in _lines(document)]
-            result.files.append(pages.path(key))
-            full = returned >= limit
-            _done(result, PageDone("loki", f"query {qi}/{len(queries)} page {page_no}", key.start, key.end,
-                                   len(kept), "lines", reused, "limit reached, next page" if full else ""), on_page)
-            if not full:
-                break
-            if last_ns == cursor:
-                # A full page of lines all at the nanosecond it started from: asking again from it would
-                # return the same ones. Step past it; lines of it beyond the first `limit` are not had.
-                result.losses.append(f"loki: query {query!r}: {limit} or more lines at "
-                                     f"{from_epoch_us(cursor // 1000).isoformat()} ({cursor} ns): any beyond the first "
-                                     f"{limit} are not imported; raise --limit (up to the server's "
-                                     "max_entries_limit_per_query)")
-                cursor, seen = cursor + 1, set()
-                continue
-            # Lines at the last timestamp may continue on the next page: ask again from it, and drop
-            # there the ones this page gave (only this page can hold lines of that later instant).
-            seen = {identity for identity in kept if identity[1] == last_ns}
-            cursor = last_ns
+        # (from, to, the lines at `from` already read): a range halved mid-way keeps what its first
+        # half's cursor had seen, so a line at the border is read once.
+        ranges: list[tuple[int, int, set[LineKey]]] = [(_nanos(start), _nanos(end), set())]
+        page_no = 0
+        while ranges:
+            cursor, stop, seen = ranges.pop(0)
+            while cursor < stop:
+                page_no += 1
+                params = {"query": query, "start": str(cursor), "end": str(stop), "limit": str(limit),
+                          "direction": "forward"}
+                key = PageKey.of(url=redacted(client.base_url), path=LOKI_QUERY_RANGE, params=params,
+                                 start=from_epoch_us(cursor // 1000), end=from_epoch_us(stop // 1000))
+                what = f"query {qi}/{len(queries)} page {page_no}"
+                document = pages.load(key)
+                reused = document is not None
+                if document is not None and meta_of(document).get("split"):
+                    split = True
+                elif document is not None:
+                    split = False
+                    meta = meta_of(document)
+                    returned, last_ns = int(meta["returned"]), int(meta["last_ns"])
+                else:
+                    try:
+                        raw = checked_answer(client.get_json(LOKI_QUERY_RANGE, params=params), client=client,
+                                             path=LOKI_QUERY_RANGE, result_types=("streams",))
+                    except PullRefused as exc:
+                        if not _range_refused(exc):
+                            raise
+                        if stop - cursor <= LOKI_MIN_RANGE // timedelta(microseconds=1) * 1000:
+                            raise PullError(f"loki: query {query!r}: the server refuses even "
+                                            f"{format_utc(key.start)}..{format_utc(key.end)}: {exc}. Narrow the "
+                                            "query's stream selector, or have the server's limits raised") from None
+                        # Only the refusal is kept: the halves bring the lines.
+                        document = {"status": "error", "error": exc.error or str(exc)}
+                        pages.save(key, document, fetched_at=clock(), split=True)
+                        split = True
+                    else:
+                        split = False
+                        entries = _lines(raw)
+                        # Never before the cursor (a malformed timestamp reads as -1): the cursor only moves forward.
+                        returned, last_ns = len(entries), max([cursor, *(ns for (_, ns, _), _, _ in entries)])
+                        # Saved without the lines already read, so the saved pages hold every line once.
+                        document = _without(raw, seen)
+                        pages.save(key, document, fetched_at=clock(), returned=returned, last_ns=last_ns)
+                if split:
+                    middle = cursor + (stop - cursor) // 2
+                    ranges[:0] = [(cursor, middle, seen), (middle, stop, set())]
+                    _done(result, PageDone("loki", what, key.start, key.end, 0, "lines", reused,
+                                           "refused: range too long, halved"), on_page)
+                    break
+                kept = [identity for identity, _, _ in _lines(document)]
+                result.files.append(pages.path(key))
+                full = returned >= limit
+                _done(result, PageDone("loki", what, key.start, key.end, len(kept), "lines", reused,
+                                       "limit reached, next page" if full else ""), on_page)
+                if not full:
+                    break
+                if last_ns == cursor:
+                    # A full page of lines all at the nanosecond it started from: asking again from it would
+                    # return the same ones. Step past it; lines of it beyond the first `limit` are not had.
+                    result.losses.append(f"loki: query {query!r}: {limit} or more lines at "
+                                         f"{from_epoch_us(cursor // 1000).isoformat()} ({cursor} ns): any beyond the "
+                                         f"first {limit} are not imported; raise --limit (up to the server's "
+                                         "max_entries_limit_per_query)")
+                    cursor, seen = cursor + 1, set()
+                    continue
+                # Lines at the last timestamp may continue on the next page: ask again from it, and drop
+                # there the ones this page gave (only this page can hold lines of that later instant).
+                seen = {identity for identity in kept if identity[1] == last_ns}
+                cursor = last_ns
     return result
 
 
