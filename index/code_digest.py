@@ -4,10 +4,10 @@ A partition's fingerprint covers its input files and the detector's knobs; witho
 that turns them into tables, an upgraded package would keep serving tables the old code built
 (the query side, new, reads them as if its own build half had). So the fingerprint also holds a
 hash of every module the detector's and the raw readers' modules import, transitively, from the
-project packages that compute tables. The walk is static (``ast``): no module is run but the
-packages' ``__init__`` (which ``importlib.util.find_spec`` imports to search a package), and each
-module is found by the import system's own search, so the digest is that of the files this
-process would run.
+project packages that compute tables. The walk is static (``ast``) and imports nothing: a
+package is found by the import system's own search (``importlib.util.find_spec`` of its top-level
+name, which imports nothing), its modules by their files under it, so the digest is that of the
+files this process would run.
 
 Any edit to one of those files (a comment too) makes the partitions stale: one rebuild after an
 upgrade is the price of never reading tables another version built. Where a change alters the
@@ -28,14 +28,33 @@ BUILD_PACKAGES = ("preprocess", "rca")
 
 
 def _source_file(module: str) -> Path | None:
-    """The ``.py`` file of ``module``, or None when it is no module (an attribute) or has no source."""
+    """The ``.py`` file of ``module``, or None when it is no module (an attribute) or has no source.
+
+    Only the top-level package is looked up with ``find_spec``; the rest of the name is followed
+    through the package's directories. ``find_spec`` of a dotted name would import its parents (and
+    of ``package.module.ATTRIBUTE``, the module), which a digest has no business doing.
+    """
+    top, *rest = module.split(".")
     try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # a parent that is no package: ``x.y`` where x is a module
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
         return None
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+    if spec is None:
         return None
-    return Path(spec.origin)
+    if not rest:
+        return Path(spec.origin) if spec.origin is not None and spec.origin.endswith(".py") else None
+    directories = [Path(location) for location in spec.submodule_search_locations or ()]
+    for i, part in enumerate(rest):
+        last = i == len(rest) - 1
+        package = next((d / part for d in directories if (d / part / "__init__.py").is_file()), None)
+        if package is not None:
+            if last:
+                return package / "__init__.py"
+            directories = [package]
+            continue
+        file = next((d / f"{part}.py" for d in directories if (d / f"{part}.py").is_file()), None)
+        return file if last else None  # a name below a plain module is an attribute of it
+    return None
 
 
 def _imported(tree: ast.Module, *, packages: tuple[str, ...]) -> set[str]:

@@ -42,6 +42,8 @@ def test_the_modules_a_root_imports_transitively_and_nothing_else(package):
     name, _ = package
     found = build_modules((f"{name}.a",), packages=(name,))
     assert sorted(found) == [name, f"{name}.a", f"{name}.b", f"{name}.c", f"{name}.nested"]
+    assert found[f"{name}.b"].name == "b.py" and found[name].name == "__init__.py"
+    assert not [m for m in sys.modules if m == name or m.startswith(f"{name}.")]  # read, not imported
 
 
 @pytest.mark.parametrize(("edited", "changes"), [("c.py", True), ("b.py", True), ("d.py", False)])
