@@ -5,6 +5,8 @@ incident. When the caller knows the other incidents' windows (the diagnoser know
 window of its input file: input, not ground truth) they are passed as ``exclude`` spans: their
 rows are dropped from the baseline and the baseline reaches further back to keep its length.
 Only minutes before the window are ever excluded: the window itself is what is judged.
+Where the baseline is too thin (sources that record only around incidents), the log and trace
+detectors judge against the history around the window instead (``history_span``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,17 @@ def window_first_minute(start: datetime) -> datetime:
     """The first per-minute row of a window starting at ``start``: rows are whole minutes stamped
     with their first second, so the row of the minute ``start`` falls in (13:03:00 holds 13:03:21)."""
     return start.replace(second=0, microsecond=0)
+
+
+def history_span(start: datetime, end: datetime, *, history_minutes: int, after_minutes: int) -> Span:
+    """The history that stands in for a thin baseline of the window [start, end]: ``history_minutes``
+    before the window's first minute to ``after_minutes`` after its end.
+
+    One rule for the log and trace scorers and for the minutes their detectors ask the index to
+    read (``context_spans``), so the history a scorer judges against is the one that was read.
+    """
+    window_start = window_first_minute(start)
+    return window_start - timedelta(minutes=history_minutes), end + timedelta(minutes=after_minutes)
 
 
 def spans_before(exclude: Iterable[Span], *, window_start: datetime, margin: timedelta = timedelta(0)) -> list[Span]:

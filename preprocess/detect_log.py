@@ -43,7 +43,15 @@ from drain3.persistence_handler import PersistenceHandler
 from drain3.template_miner_config import TemplateMinerConfig
 
 from preprocess.arrow_numpy import numpy_view
-from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before, window_first_minute
+from preprocess.baseline import (
+    Span,
+    bucket_spans,
+    clean_minutes,
+    drop_spans,
+    history_span,
+    spans_before,
+    window_first_minute,
+)
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.atomic import write_bytes_atomic
 from rca.errors import DataError
@@ -490,8 +498,8 @@ def score_log_window(
     baseline_recorded = int((recorded < window_start).sum())
     baseline_minutes = max(1.0, min(clean_minutes(baseline_start, window_start, spans), float(baseline_recorded)))
     if baseline_recorded < params.min_baseline_minutes:
-        lo = window_start - timedelta(minutes=params.history_minutes)
-        hi = end + timedelta(minutes=params.after_minutes)
+        lo, hi = history_span(window_start, end, history_minutes=params.history_minutes,
+                              after_minutes=params.after_minutes)
         around = counts.filter(pl.col("time").is_between(lo, hi) & ~pl.col("time").is_between(window_start, end))
         history_minutes = around.filter(pl.col("count") > 0).get_column("time").n_unique()
         if history_minutes > baseline_recorded:
@@ -688,9 +696,8 @@ class LogDetector:
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
         """The history that stands in for a thin baseline (logs recorded only around incidents)."""
-        window_start = window_first_minute(start)
-        return [(window_start - timedelta(minutes=self.params.history_minutes),
-                 end + timedelta(minutes=self.params.after_minutes))]
+        return [history_span(start, end, history_minutes=self.params.history_minutes,
+                             after_minutes=self.params.after_minutes)]
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, system: SystemSpec, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:

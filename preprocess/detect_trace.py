@@ -33,7 +33,15 @@ import networkx as nx
 import numpy as np
 import polars as pl
 
-from preprocess.baseline import Span, bucket_spans, clean_minutes, drop_spans, spans_before, window_first_minute
+from preprocess.baseline import (
+    Span,
+    bucket_spans,
+    clean_minutes,
+    drop_spans,
+    history_span,
+    spans_before,
+    window_first_minute,
+)
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
 from preprocess.prefetch import read_ahead
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
@@ -396,7 +404,7 @@ def _against_usual_share(shares: pl.DataFrame, *, start: datetime, end: datetime
     spans = bucket_spans(spans_before(exclude, window_start=window_start))
     baseline = drop_spans(shares.filter((pl.col("time") >= baseline_start) & (pl.col("time") < window_start)), spans)
     history = shares.filter(~in_window & pl.col("time").is_between(
-        window_start - timedelta(minutes=params.history_minutes), end + timedelta(minutes=params.after_minutes)))
+        *history_span(window_start, end, history_minutes=params.history_minutes, after_minutes=params.after_minutes)))
     usual = [part.group_by("caller", "callee").agg((pl.col("count") / pl.col("demand")).median().alias(name),
                                                    pl.len().alias(f"{name}_minutes"),
                                                    pl.col("count").sum().alias(f"{name}_count"),
@@ -628,8 +636,7 @@ def _stop(counts: np.ndarray, times: np.ndarray, *, base_calls: float, baseline_
 def _history(stats: pl.DataFrame, *, key: tuple[str, ...], window_start: datetime, end: datetime,
              params: TraceParams) -> dict[tuple, dict[str, np.ndarray]]:
     """Per edge, the ``_SERIES`` of its recorded minutes around the window but not in it."""
-    lo = window_start - timedelta(minutes=params.history_minutes)
-    hi = end + timedelta(minutes=params.after_minutes)
+    lo, hi = history_span(window_start, end, history_minutes=params.history_minutes, after_minutes=params.after_minutes)
     around = stats.filter(pl.col("time").is_between(lo, hi) & ~pl.col("time").is_between(window_start, end))
     if around.height == 0:
         return {}
@@ -737,9 +744,8 @@ class TraceDetector:
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:
         """The history that stands in for a thin baseline (traces recorded only around incidents)."""
-        window_start = window_first_minute(start)
-        return [(window_start - timedelta(minutes=self.params.history_minutes),
-                 end + timedelta(minutes=self.params.after_minutes))]
+        return [history_span(start, end, history_minutes=self.params.history_minutes,
+                             after_minutes=self.params.after_minutes)]
 
     def score(self, features: Mapping[str, pl.DataFrame], *, start: datetime, end: datetime,
               baseline_start: datetime, system: SystemSpec, exclude: Sequence[Span] = ()) -> dict[str, pl.DataFrame]:
