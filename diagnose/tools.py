@@ -421,12 +421,26 @@ COMPONENT = Param("component", "service, pod or node name; omit for all", kind="
 LIMIT = Param("limit", f"lines to return (default {DEFAULT_LIMIT})", kind="integer")
 
 
-class MetricsTool:
-    spec = ToolSpec("get_metrics", "KPIs that changed most in the incident window against the baseline",
-                    (COMPONENT, LIMIT))
+def _nothing(text: str) -> Observation:
+    return Observation(text=text, lead=text, empty=True)
+
+
+def _findings(lines: list[str]) -> Observation:
+    """Finding lines, the strongest first: the first leads (what a trace step quotes)."""
+    return Observation(text="\n".join(lines), lead=lines[0])
+
+
+class _WindowTool:
+    """A tool over the case's window: the metric, log and trace tools each read the one
+    ``CaseWindow`` that ``case_toolbox`` made, so the case's telemetry is read once."""
 
     def __init__(self, window: CaseWindow) -> None:
         self.window = window
+
+
+class MetricsTool(_WindowTool):
+    spec = ToolSpec("get_metrics", "KPIs that changed most in the incident window against the baseline",
+                    (COMPONENT, LIMIT))
 
     def run(self, args: dict[str, Any]) -> Observation:
         w = self.window
@@ -467,19 +481,12 @@ class MetricsTool:
                     (f" and {len(kpis) - 5} more KPIs" if len(kpis) > 5 else "")
             lines.append(text)
         lines.append(f"({len(lines)} of {len(ranked)} findings; {events.height} changed series of {checked}; {w.label})")
-        return Observation(text="\n".join(lines), lead=lines[0])
+        return _findings(lines)
 
 
-def _nothing(text: str) -> Observation:
-    return Observation(text=text, lead=text, empty=True)
-
-
-class LogsTool:
+class LogsTool(_WindowTool):
     spec = ToolSpec("get_logs", "log templates whose count rose or that are new in the window, and pods gone silent",
                     (COMPONENT, LIMIT))
-
-    def __init__(self, window: CaseWindow) -> None:
-        self.window = window
 
     def run(self, args: dict[str, Any]) -> Observation:
         w = self.window
@@ -535,15 +542,12 @@ class LogsTool:
             return _nothing(f"{component or 'all components'}: no log template rose against the baseline "
                             f"({counts.height} templates checked)")
         lines.append(f"({counts.height} risen or new templates; {w.label})")
-        return Observation(text="\n".join(lines), lead=lines[0])
+        return _findings(lines)
 
 
-class TracesTool:
+class TracesTool(_WindowTool):
     spec = ToolSpec("get_traces", "call edges caller->callee whose latency or error rate changed against the baseline",
                     (COMPONENT, LIMIT))
-
-    def __init__(self, window: CaseWindow) -> None:
-        self.window = window
 
     def run(self, args: dict[str, Any]) -> Observation:
         w = self.window
@@ -596,7 +600,7 @@ class TracesTool:
             return _nothing(f"{component or 'all edges'}: no call edge changed latency or errors "
                             f"({len(rows)} edges checked)")
         lines.append(f"({len(changed)} of {len(rows)} edges changed; {w.label})")
-        return Observation(text="\n".join(lines), lead=lines[0])
+        return _findings(lines)
 
 
 class CandidatesTool:
@@ -624,7 +628,7 @@ class CandidatesTool:
         for rank, cand in enumerate(ranked[:limit], start=1):
             evidence = "; ".join(item.text for item in cand.evidence[: self.evidence_lines]) or "no evidence lines"
             lines.append(f"{evidence} [#{rank} {cand.component} ({cand.level}) score {cand.score:.2f}]")
-        return Observation(text="\n".join(lines), lead=lines[0])
+        return _findings(lines)
 
 
 class KnowledgeLike(Protocol):
@@ -653,7 +657,7 @@ class SopTool:
             metrics = self.knowledge.key_metrics(doc.fault_type) if doc.fault_type else []
             head = f"{doc.title}" + (f" (key metrics: {', '.join(metrics[:4])})" if metrics else "")
             lines.append(f"{head}: {doc.excerpt[: self.chars]}")
-        return Observation(text="\n".join(lines), lead=lines[0])
+        return _findings(lines)
 
 
 def case_toolbox(
