@@ -78,6 +78,13 @@ def mixed_seed_ranges(seeds: Sequence[int]) -> bool:
     return any(s in TUNING_SEEDS for s in seeds) and any(s in EVALUATION_SEEDS for s in seeds)
 
 
+def refuse_mixed_seeds(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> None:
+    """A usage error (``parser.error`` exits) when ``seeds`` mixes tuning and evaluation seeds."""
+    if mixed_seed_ranges(seeds):
+        parser.error(f"do not mix tuning seeds ({TUNING_SEEDS.start}-{TUNING_SEEDS.stop - 1}) and evaluation seeds "
+                     f"({EVALUATION_SEEDS.start}-{EVALUATION_SEEDS.stop - 1}) in one report")
+
+
 def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, randomize: bool, per_type: int,
                         difficulty: float, packed: bool = False,
                         recording: Recording | None = None) -> tuple[ProblemSet, Path]:
@@ -125,9 +132,14 @@ def tuning_sets(seeds: Sequence[int], *, settings: Settings, work_dir: Path, ref
                                                      randomize=randomize, per_type=per_type, difficulty=difficulty,
                                                      packed=packed)
         truth = {row["uuid"]: row for row in read_jsonl(problem_set.truth_file)}
-        aimed = settings.model_copy(update={"paths": settings.paths.model_copy(update={
-            "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
-        yield TuningSet(seed=seed, problem_set=problem_set, truth=truth, settings=aimed)
+        yield TuningSet(seed=seed, problem_set=problem_set, truth=truth,
+                        settings=aimed_settings(settings, problem_set, index_dir=index_dir))
+
+
+def aimed_settings(settings: Settings, problem_set: ProblemSet, *, index_dir: Path) -> Settings:
+    """``settings`` with their paths on one simulated set: its index, its case file and its data."""
+    return settings.model_copy(update={"paths": settings.paths.model_copy(update={
+        "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
 
 
 def add_seed_set_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -137,6 +149,22 @@ def add_seed_set_arguments(parser: argparse.ArgumentParser, *, required: bool) -
     parser.add_argument("--randomize", action="store_true", help="domain-randomised simulation (simulate --randomize)")
     parser.add_argument("--per-type", type=int, default=1, help="faults of every type per simulated seed")
     parser.add_argument("--difficulty", type=float, default=1.0)
+
+
+def seed_index_sets(args: argparse.Namespace, *, packed: bool = False,
+                    recording: Recording | None = None) -> Iterator[tuple[int, ProblemSet, Path]]:
+    """Each ``--simulate-seed``'s set simulated and indexed (``simulated_index_set``) as the options of
+    ``add_seed_set_arguments`` say, under ``--work-dir``: (seed, problem set, index dir), one seed at a time."""
+    for seed in args.simulate_seed:
+        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
+                                                     randomize=args.randomize, per_type=args.per_type,
+                                                     difficulty=args.difficulty, packed=packed, recording=recording)
+        yield seed, problem_set, index_dir
+
+
+def seed_report_name(kind: str, args: argparse.Namespace) -> str:
+    """The file stem of a ``kind`` report over the seed sets of ``add_seed_set_arguments``' options."""
+    return f"{kind}-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}-x{args.per_type}"
 
 
 def seeded_truth_rows(problem_set: ProblemSet, *, seed: int) -> list[str]:

@@ -36,13 +36,14 @@ from rich.table import Table
 from bench import export
 from bench.pipeline import (
     add_seed_set_arguments,
-    mixed_seed_ranges,
+    aimed_settings,
     print_score_intervals,
+    refuse_mixed_seeds,
     rules_answers,
+    seed_index_sets,
+    seed_report_name,
     seeded_truth_rows,
-    simulated_index_set,
 )
-from bench.problems import REFERENCE_SCHEDULE
 from bench.report import score_file, score_intervals
 from index.build import run_nightly
 from preprocess.dataset_writer import write_frames
@@ -109,21 +110,16 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index] and [diagnose] apply)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if mixed_seed_ranges(args.simulate_seed):
-        parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
+    refuse_mixed_seeds(parser, args.simulate_seed)
 
     base = load_settings(config_path=args.config)
     rules = rule_version(base.challenge.rules)
     truth_rows: list[str] = []
     by_path: dict[str, list[str]] = {"released": [], args.format: []}
-    for seed in args.simulate_seed:
-        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
-                                                     randomize=args.randomize, per_type=args.per_type,
-                                                     difficulty=args.difficulty)
+    for seed, problem_set, index_dir in seed_index_sets(args):
         truth_rows += seeded_truth_rows(problem_set, seed=seed)
-        paths = {"index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir}
-        released = base.model_copy(update={"paths": base.paths.model_copy(update=paths),
-                                           "system": base.system.model_copy(update={"file": None})})
+        released = aimed_settings(base, problem_set, index_dir=index_dir).model_copy(
+            update={"system": base.system.model_copy(update={"file": None})})
         by_path["released"] += rules_answers(released, seed=seed, rules=rules)
 
         user_dir = index_dir.parent / f"user-{args.format}"
@@ -132,13 +128,12 @@ def main() -> int:
         spec = load_system(system_file)
         user_index = user_dir / f"index-{system_file.stem}"
         run_nightly(data_dir=data_dir, index_dir=user_index, naming=spec.trace, workers=1)
-        user = base.model_copy(update={
-            "paths": base.paths.model_copy(update={**paths, "index_dir": user_index, "data_dir": data_dir}),
+        user = released.model_copy(update={
+            "paths": released.paths.model_copy(update={"index_dir": user_index, "data_dir": data_dir}),
             "system": base.system.model_copy(update={"file": system_file})})
         by_path[args.format] += rules_answers(user, seed=seed, rules=rules)
 
-    name = (f"formats-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}"
-            f"-x{args.per_type}-{args.format}")
+    name = f"{seed_report_name('formats', args)}-{args.format}"
     truth_file = args.work_dir / f"{name}.truth.jsonl"
     truth_file.write_text("\n".join(truth_rows) + "\n", encoding="utf-8")
     console = Console(width=160)

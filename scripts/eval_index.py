@@ -28,8 +28,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.index_eval import IndexEvaluation, confidence_table, evaluate_index, index_table
-from bench.pipeline import PACKED_HELP, add_seed_set_arguments, mixed_seed_ranges, simulated_index_set
-from bench.problems import REFERENCE_SCHEDULE
+from bench.pipeline import PACKED_HELP, add_seed_set_arguments, refuse_mixed_seeds, seed_index_sets
 from bench.recording import NEZHA_RECORDING, TRACES_ONLY
 from index.params import IndexParams
 from rca.settings import load_settings
@@ -63,14 +62,9 @@ def main() -> int:
 
     sets: list[tuple[Path, Path, Path, Path]] = []
     if args.simulate_seed:
-        if mixed_seed_ranges(args.simulate_seed):
-            parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
-        for seed in args.simulate_seed:
-            problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
-                                                         randomize=args.randomize, per_type=args.per_type,
-                                                         difficulty=args.difficulty, packed=args.packed,
-                                                         recording=NEZHA_RECORDING if args.nezha_recording
-                                                         else TRACES_ONLY if args.traces_only else None)
+        refuse_mixed_seeds(parser, args.simulate_seed)
+        recording = NEZHA_RECORDING if args.nezha_recording else TRACES_ONLY if args.traces_only else None
+        for _, problem_set, index_dir in seed_index_sets(args, packed=args.packed, recording=recording):
             data_dir = problem_set.data_dir
             sets.append((data_dir, index_dir, data_dir / "input.json", data_dir / "groundtruth.jsonl"))
     elif args.data_dir and args.index_dir and args.gt:

@@ -23,13 +23,14 @@ from rich.console import Console
 
 from bench.pipeline import (
     add_seed_set_arguments,
-    mixed_seed_ranges,
+    aimed_settings,
     print_score_intervals,
+    refuse_mixed_seeds,
     rules_answers,
+    seed_index_sets,
+    seed_report_name,
     seeded_truth_rows,
-    simulated_index_set,
 )
-from bench.problems import REFERENCE_SCHEDULE
 from bench.report import score_file, score_intervals
 from judge.render import print_challenge
 from rca.challenge import rule_version
@@ -46,23 +47,17 @@ def main() -> int:
     parser.add_argument("--show-misses", action="store_true", help="print every case the rules get wrong")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if mixed_seed_ranges(args.simulate_seed):
-        parser.error("do not mix tuning seeds (100-199) and evaluation seeds (200-299) in one report")
+    refuse_mixed_seeds(parser, args.simulate_seed)
 
     base = load_settings(config_path=args.config)
     rules = rule_version(base.challenge.rules)
     truth_rows: list[str] = []
     answers: list[str] = []
-    for seed in args.simulate_seed:
-        problem_set, index_dir = simulated_index_set(seed, work_dir=args.work_dir, reference_schedule=REFERENCE_SCHEDULE,
-                                                     randomize=args.randomize, per_type=args.per_type,
-                                                     difficulty=args.difficulty)
-        settings = base.model_copy(update={"paths": base.paths.model_copy(update={
-            "index_dir": index_dir, "input_file": problem_set.input_file, "data_dir": problem_set.data_dir})})
+    for seed, problem_set, index_dir in seed_index_sets(args):
         truth_rows += seeded_truth_rows(problem_set, seed=seed)
-        answers += rules_answers(settings, seed=seed, rules=rules)
+        answers += rules_answers(aimed_settings(base, problem_set, index_dir=index_dir), seed=seed, rules=rules)
 
-    name = f"rules-{'-'.join(map(str, args.simulate_seed))}-{'rand' if args.randomize else 'plain'}-x{args.per_type}"
+    name = seed_report_name("rules", args)
     truth_file = args.work_dir / f"{name}.truth.jsonl"
     result_file = args.work_dir / f"{name}.answers.jsonl"
     truth_file.write_text("\n".join(truth_rows) + "\n", encoding="utf-8")
