@@ -90,6 +90,13 @@ def _merge_write(path: Path, table: pa.Table, *, key: list[str] | None) -> Path:
     return path
 
 
+def _hour_file(out: Path, family: str, *, day: str, hour: int) -> Path:
+    """Where ``family`` ("log" or "trace") writes a CST day's hour: ``<prefix>_<day>_<HH>-00-00.parquet``
+    in its directory, the name ``layout.hour_files`` looks the hour up by."""
+    sub, prefix = layout.HOURLY_DIRS[family]
+    return out / day / sub / f"{prefix}_{day}_{hour:02d}-00-00.parquet"
+
+
 def _iso(column: str) -> pl.Expr:
     return pl.col(column).dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
 
@@ -133,7 +140,7 @@ def _span_table(spans: pl.DataFrame) -> pa.Table:
 def _write_spans(out: Path, spans: pl.DataFrame) -> list[Path]:
     written = []
     for (day, hour), part in _with_slot(spans, "start").sort("start").group_by(["_day", "_hour"], maintain_order=True):
-        path = out / str(day) / layout.HOURLY_DIRS["trace"][0] / f"{layout.HOURLY_DIRS['trace'][1]}_{day}_{hour:02d}-00-00.parquet"
+        path = _hour_file(out, "trace", day=day, hour=hour)
         written.append(_merge_write(path, _span_table(part.drop("_day", "_hour")), key=["traceID", "spanID"]))
     return written
 
@@ -152,7 +159,7 @@ def _write_logs(out: Path, logs: pl.DataFrame) -> list[Path]:
             pl.col("node").alias("k8_node_name"),
             pl.col("message"),
         ).to_arrow()
-        path = out / str(day) / layout.HOURLY_DIRS["log"][0] / f"{layout.HOURLY_DIRS['log'][1]}_{day}_{hour:02d}-00-00.parquet"
+        path = _hour_file(out, "log", day=day, hour=hour)
         written.append(_merge_write(path, table, key=None))
     return written
 
