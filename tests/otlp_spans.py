@@ -1,6 +1,8 @@
 """Small OTLP/JSON trace exports written by hand, imported with ``rca import otlp`` (the tests of span naming)."""
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
@@ -25,6 +27,13 @@ def otlp_span(trace: int, span: int, parent: int | None, *, name: str, kind: int
     if parent is not None:
         out["parentSpanId"] = f"{trace:08x}{parent:08x}"
     return out
+
+
+def export_line(spans_by_service: Mapping[str, list[dict]]) -> str:
+    """One OTLP/JSON export line: a resource per service (its pod ``<service>-0``) holding that service's spans."""
+    return json.dumps({"resourceSpans": [
+        {"resource": {"attributes": [attr("service.name", service), attr("k8s.pod.name", f"{service}-0")]},
+         "scopeSpans": [{"spans": spans}]} for service, spans in spans_by_service.items()]})
 
 
 def import_export(base: Path, text: str) -> Path:

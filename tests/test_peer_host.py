@@ -21,7 +21,7 @@ from app.cli import app
 from preprocess import span_arrow
 from preprocess.readers import _read_trace_file, _scan_schema, read_traces
 from rca.system import TraceNaming, load_system
-from tests.otlp_spans import attr, client_peers, import_export, otlp_span
+from tests.otlp_spans import client_peers, export_line, import_export, otlp_span
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 6, 10, 0, tzinfo=UTC)
@@ -67,9 +67,7 @@ def _otlp_export() -> str:
         place = 2 + list(CLIENT_CALLS).index("shop.v1.Orders/Place")
         orders = [otlp_span(trace, 20, place, name="shop.v1.Orders/Place", kind=2, start_us=start + 100,
                              attrs=[("rpc.service", "shop.v1.Orders"), ("server.address", "gateway:443")])]
-        lines.append(json.dumps({"resourceSpans": [
-            {"resource": {"attributes": [attr("service.name", service), attr("k8s.pod.name", f"{service}-0")]},
-             "scopeSpans": [{"spans": spans}]} for service, spans in (("web", web), ("orders", orders))]}))
+        lines.append(export_line({"web": web, "orders": orders}))
     return "\n".join(lines) + "\n"
 
 

@@ -14,25 +14,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from index.rank import rank_candidates
-from preprocess.detect_log import LOG_EVENT_SCHEMA
-from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
-from preprocess.detect_trace import (
-    TraceParams,
-    binomial_tail_z,
-    call_edges,
-    call_graph,
-    caller_fanout,
-    dropped_calls,
-    edge_stats,
-    score_trace_window,
-    stopped_after,
-)
+from preprocess.detect_trace import TraceParams, binomial_tail_z, call_edges, dropped_calls, edge_stats, stopped_after
 from preprocess.schema import SPAN_SCHEMA
-from rca.system import bundled_system
-from tests.fakes import undeclared_system
+from tests.trace_ranking import ranked_services
 
-SYSTEM = bundled_system()  # names a candidate's service
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 FAULT_FROM, FAULT_TO = 40, 42  # minutes after T0
 WINDOW = {"start": T0 + timedelta(minutes=FAULT_FROM), "end": T0 + timedelta(minutes=FAULT_TO),
@@ -79,15 +64,7 @@ def _spans(*, fault: str | None, seed: int = 0, minutes: int = 50, per_minute: i
 
 
 def _ranked(spans: pl.DataFrame) -> list[str]:
-    stats = edge_stats(spans)
-    events = {"metric": pl.DataFrame(schema=METRIC_EVENT_SCHEMA), "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
-              "trace": score_trace_window(stats, **WINDOW), "fanout": caller_fanout(stats, **WINDOW),
-              "dropped": dropped_calls(stats, **WINDOW), "stopped_after": stopped_after(stats, **WINDOW)}
-    candidates = rank_candidates(events=events, graph=call_graph(stats),
-                                 placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
-                                 known_pods={f"{s}-0" for s in PODS}, top_k=10, window_start=WINDOW["start"],
-                                 system=undeclared_system())
-    return [SYSTEM.service_of(c.component) for c in candidates]
+    return ranked_services(spans, **WINDOW, services=PODS)
 
 
 def test_a_call_is_followed_when_its_handler_makes_another_call_after_it_returned():

@@ -22,7 +22,7 @@ from preprocess.readers import read_traces
 from rca.system import SystemSpecError, TraceNaming, bundled_system, load_system
 from rca.timeutil import cst_day_bounds_utc
 from tests import layout_fixtures as fx
-from tests.otlp_spans import attr, client_peers, import_export, otlp_span
+from tests.otlp_spans import client_peers, export_line, import_export, otlp_span
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 6, 10, 0, tzinfo=UTC)
@@ -62,9 +62,7 @@ def _otlp_export() -> str:
                                   attrs=[("db.system", "redis")])],
             "redis": [otlp_span(trace, 7, 5, name="GET", kind=2, start_us=start + 45, attrs=[])],
         }
-        lines.append(json.dumps({"resourceSpans": [
-            {"resource": {"attributes": [attr("service.name", service), attr("k8s.pod.name", f"{service}-0")]},
-             "scopeSpans": [{"spans": spans}]} for service, spans in by_service.items()]}))
+        lines.append(export_line(by_service))
     return "\n".join(lines) + "\n"
 
 

@@ -18,23 +18,10 @@ import pytest
 
 from index.evidence import wait_items
 from index.params import RankWeights
-from index.rank import rank_candidates
-from preprocess.detect_log import LOG_EVENT_SCHEMA
-from preprocess.detect_metric import METRIC_EVENT_SCHEMA, PLACEMENT_SCHEMA
-from preprocess.detect_trace import (
-    TRACE_EVENT_SCHEMA,
-    call_graph,
-    caller_fanout,
-    dropped_calls,
-    edge_stats,
-    score_trace_window,
-    stopped_after,
-)
+from preprocess.detect_trace import TRACE_EVENT_SCHEMA, edge_stats
 from preprocess.schema import SPAN_SCHEMA
-from rca.system import bundled_system
-from tests.fakes import undeclared_system
+from tests.trace_ranking import ranked_services, trace_events
 
-SYSTEM = bundled_system()  # names a candidate's service
 T0 = datetime(2022, 8, 22, 3, 0, tzinfo=UTC)
 FAULT_FROM, FAULT_TO = 40, 43  # minutes after T0
 START, END = T0 + timedelta(minutes=FAULT_FROM), T0 + timedelta(minutes=FAULT_TO)
@@ -97,19 +84,12 @@ def _spans(*, delayed: str | None, slow_inside: str | None = None, calls: dict[s
 
 
 def _events(spans: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    stats = edge_stats(spans)
-    window = {"start": START, "end": END, "baseline_start": BASELINE_START}
-    return {"metric": pl.DataFrame(schema=METRIC_EVENT_SCHEMA), "log": pl.DataFrame(schema=LOG_EVENT_SCHEMA),
-            "trace": score_trace_window(stats, **window), "fanout": caller_fanout(stats, **window),
-            "dropped": dropped_calls(stats, **window), "stopped_after": stopped_after(stats, **window)}
+    return trace_events(edge_stats(spans), start=START, end=END, baseline_start=BASELINE_START)
 
 
 def _ranked(spans: pl.DataFrame, weights: RankWeights = RankWeights()) -> list[str]:
-    graph = call_graph(edge_stats(spans))
-    candidates = rank_candidates(events=_events(spans), graph=graph, placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
-                                 known_pods={f"{s}-0" for s in OWN_MS}, top_k=10, window_start=START,
-                                 weights=weights, system=undeclared_system())
-    return [SYSTEM.service_of(c.component) for c in candidates]
+    return ranked_services(spans, start=START, end=END, baseline_start=BASELINE_START, services=OWN_MS,
+                           weights=weights)
 
 
 def test_the_wait_of_a_call_is_its_client_span_less_its_server_span():
