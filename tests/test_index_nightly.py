@@ -203,22 +203,14 @@ def test_partitions_built_at_once_give_the_same_index(raw_day, tmp_path, how):
 def test_sigkill_mid_run_then_resume(tmp_path):
     """A real kill of the CLI process: finished partitions survive, the rerun completes the rest."""
     import signal
-    import subprocess
-    import sys
-    import time
+
+    from tests.nightly_process import preprocess_past_first_partition
 
     data = tmp_path / "data"
     for day in ("2025-06-06", "2025-06-07", "2025-06-08"):
         write_day(data, day)
     index = tmp_path / "index"
-    command = [sys.executable, "-m", "app.cli", "-q", "preprocess", "--data-dir", str(data),
-               "--index-dir", str(index), "--all"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if (index / store.MANIFEST_NAME).exists() and store.load_manifest(index).partitions:
-            break
-        time.sleep(0.05)
+    process = preprocess_past_first_partition(data_dir=data, index_dir=index, timeout_s=120)
     process.send_signal(signal.SIGKILL)
     process.wait()
     done_before = set(store.load_manifest(index).partitions)

@@ -146,21 +146,14 @@ def test_killed_ray_driver_resumes_like_the_local_job(raw_days, tmp_path):
     """SIGKILL of `rca preprocess --engine ray` mid-run: its local cluster goes with it, finished
     partitions survive, and the rerun builds only the rest."""
     import signal
-    import subprocess
-    import sys
-    import time
 
     import psutil
 
+    from tests.nightly_process import preprocess_past_first_partition
+
     index = tmp_path / "index"
-    command = [sys.executable, "-m", "app.cli", "-q", "preprocess", "--data-dir", str(raw_days),
-               "--index-dir", str(index), "--all", "--engine", "ray", "--workers", "2"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if (index / store.MANIFEST_NAME).exists() and store.load_manifest(index).partitions:
-            break
-        time.sleep(0.05)
+    process = preprocess_past_first_partition("--engine", "ray", "--workers", "2", data_dir=raw_days,
+                                              index_dir=index, timeout_s=300)
     cluster = psutil.Process(process.pid).children(recursive=True)
     assert cluster  # gcs_server, raylet, workers
     process.send_signal(signal.SIGKILL)
