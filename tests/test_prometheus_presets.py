@@ -1,4 +1,5 @@
-"""``rca import prometheus --preset``: the preset files, ``--match``, the naming of nameless series, errors.
+"""``rca import prometheus --preset``: the preset files, ``--match``, ``--rate-window``, the naming of nameless
+series, errors.
 
 No Prometheus here (tests/test_prometheus_server.py runs the shipped presets against a real one): a
 preset file of the user's is pulled from the small fake query API of tests/fake_http.py,
@@ -7,6 +8,7 @@ which answers series without ``__name__``, as ``rate()`` and ``sum()`` leave the
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,12 +22,15 @@ from typer.testing import CliRunner
 from app.cli import app
 from preprocess.formats.metric_map import apm_kpi
 from preprocess.formats.prom_presets import (
+    DEFAULT_RATE_WINDOW,
     MATCH_PLACEHOLDER,
+    WINDOW_PLACEHOLDER,
     PresetError,
     load_preset,
     parse_matcher,
     parse_preset,
     preset_queries,
+    promql_duration,
     shipped_presets,
 )
 from preprocess.formats.pull import named
@@ -52,6 +57,29 @@ about = "calls into the service, per minute"
 query = '''
 sum by (service) (increase(http_requests_total{<match>}[1m]))
 '''
+"""
+
+
+MY_WINDOWED = """
+[[series]]
+name = "pod_cpu_usage"
+about = "CPU of the pod, percent of one core"
+query = 'sum by (pod) (rate(cpu_seconds_total{app="shop", <match>}[<window>]))'
+
+[[series]]
+name = "pod_processes"
+about = "most processes of the pod over the window"
+query = 'sum by (pod) (max_over_time(processes{<match>}[ <window> ]))'
+
+[[series]]
+name = "container_processes"
+about = "processes of the pod"
+query = 'sum by (pod) (processes{<match>})'
+
+[[series]]
+name = "pod_busy_seconds"
+about = "seconds busy, per second (a label value that looks like a range is no range)"
+query = 'sum by (pod) (rate(seconds_total{job="a[1m]", }[<window>]))'
 """
 
 
@@ -91,6 +119,82 @@ def test_pod_queries_are_scoped_by_match_and_node_queries_are_not() -> None:
         assert MATCH_PLACEHOLDER not in query.query
         assert query.scoped == (not query.name.startswith("node_")), query.name
         assert ('namespace="prod"' in query.query) == query.scoped
+
+
+# A range written out in PromQL ([1m], [90s], [1h30m]), and the functions that take a range.
+RANGE = re.compile(r"\[\s*[^\]]*\]")
+RANGE_FUNCTIONS = re.compile(r"\b(rate|irate|increase|delta|idelta|deriv|changes|resets|\w+_over_time)\s*\(")
+
+
+@pytest.mark.parametrize("window", [DEFAULT_RATE_WINDOW, timedelta(minutes=4), timedelta(seconds=90)])
+def test_every_shipped_range_is_the_rate_window(window: timedelta) -> None:
+    spelled, per_minute = promql_duration(window), []
+    for query in preset_queries(shipped_presets(), matchers=['namespace="prod"'], window=window):
+        assert WINDOW_PLACEHOLDER not in query.query and MATCH_PLACEHOLDER not in query.query, query.name
+        ranges = RANGE.findall(query.query)
+        # Every range of every shipped query is the window (none written out, which --rate-window would not
+        # reach), and a query holds one exactly when it takes a rate.
+        assert ranges == [f"[{spelled}]"] * len(ranges), (query.name, ranges)
+        assert bool(ranges) == bool(RANGE_FUNCTIONS.search(query.query)) == (query.window == window), query.name
+        assert query.fixed_range is None
+        # increase() counts over the whole range: a per-minute count written so would grow with the window.
+        assert "increase(" not in query.query, query.name
+        if query.about.endswith("per minute"):
+            assert re.match(r"(label_replace\(\s*)?60 \* ", query.query), query.name
+            per_minute.append(query.name)
+    assert set(per_minute) == {"apm_request", "apm_error", "apm_timeout"}
+
+
+def test_the_default_window_is_the_one_minute_the_presets_always_had() -> None:
+    default = preset_queries(["kubernetes"])
+    assert promql_duration(DEFAULT_RATE_WINDOW) == "1m"
+    assert default[0].query == ('100 * sum by (namespace, pod, node, instance) (rate(container_cpu_usage_seconds_total'
+                                '{container!="", container!="POD", }[1m]))')
+    assert [q.query for q in default] == [q.query for q in preset_queries(["kubernetes"], window=timedelta(minutes=1))]
+
+
+@pytest.mark.parametrize(("window", "spelled"), [
+    (timedelta(minutes=1), "1m"), (timedelta(minutes=4), "4m"), (timedelta(seconds=90), "90s"),
+    (timedelta(hours=1, minutes=30), "90m"), (timedelta(hours=2), "2h"), (timedelta(days=1), "1d"),
+    (timedelta(milliseconds=1500), "1500ms"),
+])
+def test_a_window_is_written_in_one_promql_unit(window: timedelta, spelled: str) -> None:
+    assert promql_duration(window) == spelled
+
+
+@pytest.mark.parametrize("window", [timedelta(0), timedelta(minutes=-1), timedelta(microseconds=100),
+                                    timedelta(milliseconds=1, microseconds=1)])
+def test_a_window_promql_cannot_take_is_refused_naming_the_flag(window: timedelta) -> None:
+    with pytest.raises(PresetError, match="^--rate-window .*: must be a positive duration of whole milliseconds"):
+        preset_queries(["kubernetes"], window=window)
+
+
+def test_a_users_ranges_written_out_are_kept_whatever_the_window() -> None:
+    preset = parse_preset(MY_PRESET, source="mine.toml")
+    wide = preset.queries(window=timedelta(minutes=4))
+    assert [q.query for q in wide] == [q.query for q in preset.queries()]
+    assert wide[0].query == 'sum by (pod) (rate(cpu_seconds_total{app="shop", }[1m]))'
+    assert [(q.window, q.fixed_range) for q in wide] == [(None, "[1m]"), (None, "[1m]")]
+    # The note on an empty one says where the window would go.
+    assert wide[0].if_empty == ("a rate over [1m] needs two samples inside it: if the scrape interval is half of "
+                                "it or more, write the preset's ranges as [<window>] and give --rate-window "
+                                "(four scrape intervals)")
+
+
+def test_a_users_preset_may_use_the_window() -> None:
+    preset = parse_preset(MY_WINDOWED, source="mine.toml")
+    four = preset.queries(['namespace="prod"'], window=timedelta(minutes=4))
+    assert [q.query for q in four] == [
+        'sum by (pod) (rate(cpu_seconds_total{app="shop", namespace="prod"}[4m]))',
+        'sum by (pod) (max_over_time(processes{namespace="prod"}[ 4m ]))',  # spaces kept, as written
+        'sum by (pod) (processes{namespace="prod"})',
+        'sum by (pod) (rate(seconds_total{job="a[1m]", }[4m]))']
+    assert [q.window for q in four] == [timedelta(minutes=4)] * 2 + [None, timedelta(minutes=4)]
+    assert four[2].if_empty == "" and four[2].fixed_range is None  # no rate: nothing to say about a window
+    assert four[0].if_empty == ("a rate over [4m] needs two samples inside 4m: if the scrape interval is 2m or "
+                                "more, give --rate-window 16m (four scrape intervals of 4m)")
+    assert preset.queries()[0].if_empty == ("a rate over [1m] needs two samples inside 1m: if the scrape interval "
+                                            "is 30s or more, give --rate-window 4m (four scrape intervals of 1m)")
 
 
 # --------------------------------------------------------------------------- the placeholder and --match
@@ -138,6 +242,10 @@ def test_a_malformed_matcher_is_refused(text: str) -> None:
     ("[[series]]\nname='up'\nabout='x'\nquery='up'\nunit='s'\n", r"series\[0\] \(up\): unknown key\(s\) unit"),
     ("[[series]]\nname='up'\nabout='x'\nquery='up{<match>, job=\"a\"}'\n", r"series\[0\] \(up\): <match> must be the last"),
     ("[[series]]\nname='up'\nabout='x'\nquery='up <match>'\n", "<match> must be the last"),
+    ("[[series]]\nname='up'\nabout='x'\nquery='rate(up[<window>:1m])'\n",
+     r"series\[0\] \(up\): <window> must stand alone inside a range's brackets"),
+    ("[[series]]\nname='up'\nabout='x'\nquery='rate(up[<window>]) + rate(up<window>)'\n",
+     "<window> must stand alone"),
     ("series = ['up']\n", r"series\[0\]: not a table"),
 ])
 def test_a_malformed_preset_is_named_with_its_entry(tmp_path: Path, text: str, message: str) -> None:
@@ -241,6 +349,15 @@ def test_a_users_preset_is_pulled_named_and_scoped(fake_prometheus: FakeServer, 
 
 def test_preset_flags_are_checked(fake_prometheus: FakeServer, tmp_path: Path) -> None:
     out = tmp_path / "data"
+    only_window = _import(fake_prometheus, out, "--query", "up", "--rate-window", "4m")
+    assert only_window.exit_code == 2 and "--rate-window sets the range of a --preset's rates" in only_window.output
+    for window, message in (("0s", "--rate-window '0s': a duration must be positive"),
+                            ("-1m", "--rate-window '-1m' is not a duration"),
+                            ("soon", "--rate-window 'soon' is not a duration"),
+                            ("0", "--rate-window '0': must be a positive number of seconds"),
+                            ("0.0001", "--rate-window 0.0001s: must be a positive duration of whole milliseconds")):
+        refused = _import(fake_prometheus, out, "--preset", "istio", f"--rate-window={window}")
+        assert refused.exit_code == 2 and message in refused.output, (window, refused.output)
     only_match = _import(fake_prometheus, out, "--query", "up", "--match", 'namespace="prod"')
     assert only_match.exit_code == 2 and "--match scopes the queries of a --preset" in only_match.output
     bad_match = _import(fake_prometheus, out, "--preset", "istio", "--match", "namespace=prod")
@@ -254,6 +371,9 @@ def test_preset_flags_are_checked(fake_prometheus: FakeServer, tmp_path: Path) -
                                                                                          "result": []}}))
     with_files = runner.invoke(app, ["import", "prometheus", str(export), "--preset", "istio", "--out", str(out)])
     assert with_files.exit_code == 2 and "only apply with --url" in with_files.output
+    window_with_files = runner.invoke(app, ["import", "prometheus", str(export), "--rate-window", "4m", "--out",
+                                            str(out)])
+    assert window_with_files.exit_code == 2 and "--rate-window only apply with --url" in window_with_files.output
     assert fake_prometheus.requests == []  # every error before the first request
 
 
@@ -263,3 +383,51 @@ def test_a_query_that_matches_nothing_is_noted_not_lost(fake_prometheus: FakeSer
     result = _import(fake_prometheus, tmp_path / "data", "--preset", str(preset), "--query", "up")
     assert result.exit_code == 0, result.output
     assert "note: no series: query 2/2 pod_processes: sum by (pod) (absent_processes{})" in result.output
+
+
+MY_WINDOWED_PRESET = MY_PRESET.replace("[1m]", f"[{WINDOW_PLACEHOLDER}]") + """
+[[series]]
+name = "pod_network_receive_bytes"
+about = "bytes the pod received, per second"
+query = 'sum by (pod) (rate(absent_receive_bytes_total{<match>}[<window>]))'
+"""
+
+
+def test_rate_window_sets_the_presets_ranges_and_so_the_pages(fake_prometheus: FakeServer, tmp_path: Path) -> None:
+    windowed, fixed = _write(tmp_path / "windowed.toml", MY_WINDOWED_PRESET), _write(tmp_path / "mine.toml", MY_PRESET)
+    out = tmp_path / "data"
+    result = _import(fake_prometheus, out, "--preset", str(windowed), "--preset", str(fixed), "--rate-window", "4m")
+    assert result.exit_code == 0, result.output
+    sent = [r.params["query"] for r in fake_prometheus.requests]
+    assert sent == ['sum by (pod) (rate(cpu_seconds_total{app="shop", }[4m]))',
+                    "sum by (service) (increase(http_requests_total{}[4m]))",
+                    "sum by (pod) (rate(absent_receive_bytes_total{}[4m]))",
+                    # The user's file that writes its ranges out keeps them, and the command says so.
+                    'sum by (pod) (rate(cpu_seconds_total{app="shop", }[1m]))',
+                    "sum by (service) (increase(http_requests_total{}[1m]))"]
+    assert f"preset {windowed}: 3 queries\n" in result.output
+    assert f"preset {fixed}: 2 queries (ranges written out, not set by --rate-window: pod_cpu_usage, apm_request)" \
+        in result.output
+    # The empty rate is noted, on one line, with why it may be empty and the window to try.
+    assert ("  note: no series: query 3/5 pod_network_receive_bytes: sum by (pod) (rate(absent_receive_bytes_total{}"
+            "[4m])); a rate over [4m] needs two samples inside 4m: if the scrape interval is 2m or more, give "
+            "--rate-window 16m (four scrape intervals of 4m)\n") in result.output
+
+    # The same window, however spelled, is the same queries: on disk. Another is other queries, fetched.
+    again = _import(fake_prometheus, out, "--preset", str(windowed), "--preset", str(fixed), "--rate-window", "240")
+    assert again.exit_code == 0 and len(fake_prometheus.requests) == 5, again.output
+    other = _import(fake_prometheus, out, "--preset", str(windowed), "--preset", str(fixed), "--rate-window", "5m")
+    assert other.exit_code == 0 and len(fake_prometheus.requests) == 8
+    assert [r.params["query"] for r in fake_prometheus.requests[5:]] == [
+        query.replace("[4m]", "[5m]") for query in sent[:3]]
+
+
+def test_an_empty_rate_over_the_default_window_says_to_widen_it(fake_prometheus: FakeServer, tmp_path: Path) -> None:
+    preset = _write(tmp_path / "windowed.toml", MY_WINDOWED_PRESET)
+    result = _import(fake_prometheus, tmp_path / "data", "--preset", str(preset))
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if "note:" in line]
+    assert notes == ["  note: no series: query 3/3 pod_network_receive_bytes: sum by (pod) (rate("
+                     "absent_receive_bytes_total{}[1m])); a rate over [1m] needs two samples inside 1m: if the scrape "
+                     "interval is 30s or more, give --rate-window 4m (four scrape intervals of 1m)"]
+    assert "ranges written out" not in result.output  # --rate-window not given: nothing to warn about

@@ -13,7 +13,12 @@ every value the presets compute is known from the rates the series were written 
 - Istio: HTTP into frontend (200, 404 and 500), gRPC into two cart pods, one of which answers
   ``UNAVAILABLE`` (grpc_response_status 14, HTTP 200) for six minutes; the caller's own
   (reporter="source") series, a timeout among them, and its latency histogram;
-- the OpenTelemetry Collector's spanmetrics: server and client spans of checkout.
+- the OpenTelemetry Collector's spanmetrics: server and client spans of checkout;
+- a pod (ledger-0, namespace ``minutely``) and a spanmetrics service (ledger) scraped every 60 s, as
+  Prometheus' default ``scrape_interval`` does, half a minute off the pulled steps: a ``[1m]`` rate
+  holds one sample of them and matches nothing, ``--rate-window 4m`` gives their rates. Over the
+  default ``[1m]`` their rates are empty, so the other tests' figures are as without them (ledger-0's
+  memory, a gauge, aside: no test counts those rows).
 
 ``rca system infer --mesh-calls`` drafts the call graph of the pulled dataset (no spans) from the same
 server's Istio series, queried at the dataset's newest time (the backfill lies in the past).
@@ -28,6 +33,7 @@ installs them): a silent skip would let the preset queries go unchecked.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -84,21 +90,25 @@ class OpenMetrics:
     def _family(self, name: str, kind: str) -> list[str]:
         return self._families.setdefault(name, (kind, []))[1]
 
-    def counter(self, family: str, labels: dict[str, str], rate: Rate) -> None:
+    # Every series is sampled every `every` seconds from `offset` seconds after T0 (a scrape interval and offset).
+    def counter(self, family: str, labels: dict[str, str], rate: Rate, *, every: int = SCRAPE_S,
+                offset: int = 0) -> None:
         lines, total = self._family(family, "counter"), 0.0
-        for at in range(0, SPAN_S + 1, SCRAPE_S):
+        for at in range(offset, SPAN_S + 1, every):
             lines.append(f"{family}_total{_labels(labels)} {total!r} {T0.timestamp() + at:.0f}")
-            total += rate(at) * SCRAPE_S
+            total += rate(at) * every
 
-    def gauge(self, family: str, labels: dict[str, str], value: float) -> None:
+    def gauge(self, family: str, labels: dict[str, str], value: float, *, every: int = SCRAPE_S,
+              offset: int = 0) -> None:
         lines = self._family(family, "gauge")
-        lines += [f"{family}{_labels(labels)} {value!r} {T0.timestamp() + at:.0f}" for at in range(0, SPAN_S + 1, SCRAPE_S)]
+        lines += [f"{family}{_labels(labels)} {value!r} {T0.timestamp() + at:.0f}"
+                  for at in range(offset, SPAN_S + 1, every)]
 
     def histogram(self, family: str, labels: dict[str, str], rate: Rate, *, mean: Callable[[int], float],
-                  bucket: float, bounds: tuple[float, ...]) -> None:
+                  bucket: float, bounds: tuple[float, ...], every: int = SCRAPE_S, offset: int = 0) -> None:
         """Calls at ``rate``, each lasting ``mean(at)`` on average, all within the bucket whose upper bound is ``bucket``."""
         lines, count, total = self._family(family, "histogram"), 0.0, 0.0
-        for at in range(0, SPAN_S + 1, SCRAPE_S):
+        for at in range(offset, SPAN_S + 1, every):
             stamp = f"{T0.timestamp() + at:.0f}"
             for bound in (*bounds, float("inf")):
                 le = "+Inf" if bound == float("inf") else repr(bound)
@@ -106,8 +116,8 @@ class OpenMetrics:
                              f"{stamp}")
             lines.append(f"{family}_count{_labels(labels)} {count!r} {stamp}")
             lines.append(f"{family}_sum{_labels(labels)} {total!r} {stamp}")
-            count += rate(at) * SCRAPE_S
-            total += rate(at) * SCRAPE_S * mean(at)
+            count += rate(at) * every
+            total += rate(at) * every * mean(at)
 
     def text(self) -> str:
         out = []
@@ -228,9 +238,35 @@ def _spanmetrics(series: OpenMetrics) -> None:
                          mean=lambda _: 12.0, bucket=25.0, bounds=DURATION_BOUNDS)
 
 
+MINUTELY_S = 60  # Prometheus' default scrape_interval
+# Half a minute off the pulled steps (whole minutes), as a real target's scrape offset falls anywhere: a [1m]
+# window then holds exactly one of its samples (on a step, a closed [1m] window could hold two).
+MINUTELY_OFFSET_S = 30
+LEDGER_CORES, LEDGER_RECEIVE, LEDGER_CALLS, LEDGER_ERRORS, LEDGER_MS = 0.3, 2400.0, 2.0, 0.5, 30.0
+
+
+def _minutely(series: OpenMetrics) -> None:
+    """ledger-0's cAdvisor series and the ledger service's spanmetrics, scraped every 60 s, in namespace minutely."""
+    every = {"every": MINUTELY_S, "offset": MINUTELY_OFFSET_S}
+    scrape = {"job": "kubelet", "instance": f"{NODES['node-2'][0]}:10250", "node": "node-2", "namespace": "minutely",
+              "pod": "ledger-0"}
+    series.counter("container_cpu_usage_seconds", {**scrape, "container": "server"}, _constant(LEDGER_CORES), **every)
+    series.gauge("container_memory_working_set_bytes", {**scrape, "container": "server"}, 1e9, **every)
+    series.counter("container_network_receive_bytes", {**scrape, "container": "", "interface": "eth0"},
+                   _constant(LEDGER_RECEIVE), **every)
+    # The Collector set to add the namespace (a resource attribute) as a label, so --match scopes it too.
+    base = {"job": "otel-collector", "service_name": "ledger", "span_name": "Post", "namespace": "minutely",
+            "span_kind": "SPAN_KIND_SERVER"}
+    for status, per_s in (("STATUS_CODE_UNSET", LEDGER_CALLS - LEDGER_ERRORS), ("STATUS_CODE_ERROR", LEDGER_ERRORS)):
+        labels = {**base, "status_code": status}
+        series.counter("traces_span_metrics_calls", labels, _constant(per_s), **every)
+        series.histogram("traces_span_metrics_duration_milliseconds", labels, _constant(per_s),
+                         mean=lambda _: LEDGER_MS, bucket=50.0, bounds=DURATION_BOUNDS, **every)
+
+
 def exposition() -> str:
     series = OpenMetrics()
-    for write in (_cadvisor, _node_exporter, _istio, _spanmetrics):
+    for write in (_cadvisor, _node_exporter, _istio, _spanmetrics, _minutely):
         write(series)
     return series.text()
 
@@ -459,6 +495,51 @@ def test_a_server_that_refuses_too_many_samples_is_pulled_in_pieces_with_the_sam
 
     again = _pull(refusing_prometheus_url, out, *presets)
     assert "0 page(s) fetched" in again and "0 request(s)" in again  # the pieces, and the refusals, are on disk
+
+
+def test_a_minutely_scrape_gives_no_rate_over_one_minute_and_its_rates_over_four(prometheus_url: str,
+                                                                                  tmp_path: Path) -> None:
+    """The trap of Prometheus' default scrape interval: ledger's series are sampled every 60 s, so a [1m] rate holds
+    one sample and matches nothing. The note on each empty rate says why and what to give; ``--rate-window 4m``
+    gives every rate at every step, per second as before and the counts still per minute (not per 4 minutes)."""
+    scoped = ("--preset", "kubernetes", "--preset", "spanmetrics", "--match", 'namespace="minutely"')
+    narrow_out = tmp_path / "narrow"
+    narrow = _pull(prometheus_url, narrow_out, *scoped)
+    notes = dict(re.findall(r"note: no series: query \d+/\d+ (\w+): (.*)", narrow))
+    hint = ("; a rate over [1m] needs two samples inside 1m: if the scrape interval is 30s or more, give "
+            "--rate-window 4m (four scrape intervals of 1m)")
+    for name in ("pod_cpu_usage", "pod_network_receive_bytes", "apm_request", "apm_error", "apm_rrt"):
+        assert name in notes and notes[name].endswith(hint), (name, notes.get(name))
+    assert "}[1m]))" + hint in notes["pod_cpu_usage"]
+    # A gauge ledger has is no empty query; one it has not (processes) is noted without a rate's hint.
+    assert "pod_memory_working_set_bytes" not in notes and notes["pod_processes"].endswith("container!=\"POD\", "
+                                                                                        'namespace="minutely"})')
+    narrow_infra = read_infra(narrow_out, start=START, end=END).frame.filter(pl.col("component") == "ledger-0")
+    assert narrow_infra["kpi_key"].unique().to_list() == ["pod_memory_working_set_bytes"]
+
+    wide_out = tmp_path / "wide"
+    wide = _pull(prometheus_url, wide_out, *scoped, "--rate-window", "4m")
+    wide_notes = dict(re.findall(r"note: no series: query \d+/\d+ (\w+): (.*)", wide))
+    assert not {"pod_cpu_usage", "pod_network_receive_bytes", "apm_request", "apm_error", "apm_error_ratio",
+                "apm_rrt"} & set(wide_notes), wide_notes
+    infra = read_infra(wide_out, start=START, end=END).frame.filter(pl.col("component") == "ledger-0")
+    cpu = infra.filter(pl.col("kpi_key") == "pod_cpu_usage")
+    assert cpu.height == 51  # every minute of 16:05..16:55: the first window, 16:01..16:05, holds four samples
+    for when in (START, CALM, END):
+        assert _at(cpu, when) == pytest.approx(100 * LEDGER_CORES)  # percent of one core
+        assert _at(infra.filter(pl.col("kpi_key") == "pod_network_receive_bytes"), when) == \
+            pytest.approx(LEDGER_RECEIVE)  # bytes a second
+    ledger = read_apm(wide_out, start=START, end=END).frame.filter(pl.col("object_id") == "ledger")
+    assert ledger.height == 51
+    assert _at(ledger, CALM, "request") == pytest.approx(60 * LEDGER_CALLS)  # per minute, not per 4 minutes
+    assert _at(ledger, CALM, "error") == pytest.approx(60 * LEDGER_ERRORS)
+    assert _at(ledger, CALM, "error_ratio") == pytest.approx(100 * LEDGER_ERRORS / LEDGER_CALLS)
+    assert _at(ledger, CALM, "rrt") == pytest.approx(1000 * LEDGER_MS)  # µs
+    sent = {json.loads(p.read_text())["rca_pull"]["params"]["query"] for p in (wide_out / ".pulled").rglob("*.json")}
+    assert all("[1m]" not in query for query in sent) and sum("[4m]" in query for query in sent) > 10
+
+    again = _pull(prometheus_url, wide_out, *scoped, "--rate-window", "4m")
+    assert "0 page(s) fetched" in again and "0 request(s)" in again
 
 
 def test_match_scopes_the_pod_queries_and_leaves_the_nodes(prometheus_url: str, tmp_path: Path) -> None:

@@ -172,17 +172,18 @@ def _window(*, start: str | None, end: str | None, since: str | None) -> tuple[d
     return first, last
 
 
-def _step(text: str) -> timedelta:
-    """``--step``: a duration (``60s``, ``1m``) or a number of seconds, as Prometheus takes it."""
+def _duration(flag: str, text: str) -> timedelta:
+    """``--step``, ``--rate-window``: a duration (``60s``, ``1m``, ``1h30m``) or a number of seconds, as Prometheus
+    takes it; anything else, or one not positive, is a usage error naming ``flag``."""
     try:
         seconds = float(text)
     except ValueError:
         try:
             return parse_duration(text)
         except ValueError as exc:
-            fail(f"--step {exc}")
+            fail(f"{flag} {exc}")
     if not (seconds > 0 and math.isfinite(seconds)):
-        fail(f"--step {text!r}: must be a positive number of seconds")
+        fail(f"{flag} {text!r}: must be a positive number of seconds")
     return timedelta(seconds=seconds)
 
 
@@ -252,6 +253,11 @@ def _prometheus(
     matchers: list[str] | None = typer.Option(
         None, "--match", help="With --preset: label matcher put into the presets' selectors, e.g. "
                               "'namespace=\"prod\"' (repeatable).", show_default=False),
+    rate_window: str | None = typer.Option(
+        None, "--rate-window", metavar="DURATION",
+        help="With --preset: the range of the presets' rates, [<window>] in their queries (default 1m). It must hold "
+             "two samples: give four scrape intervals, e.g. 4m where Prometheus scrapes every minute (its default).",
+        show_default=False),
     start: str | None = _start_option(),
     end: str | None = _end_option(),
     since: str | None = _since_option(),
@@ -261,7 +267,8 @@ def _prometheus(
 ) -> None:
     """Prometheus /api/v1/query_range JSON, or a text / OpenMetrics exposition; or pull with --url and --query / --preset."""
     if _file_or_url(sources, url, pull_only={"--query": queries, "--preset": presets, "--match": matchers,
-                                             "--start": start, "--end": end, "--since": since, "--header": header}):
+                                             "--rate-window": rate_window, "--start": start, "--end": end,
+                                             "--since": since, "--header": header}):
         from preprocess.formats.pull import PromQuery, pull_prometheus
 
         if at is not None:
@@ -270,8 +277,12 @@ def _prometheus(
             fail("give at least one --query EXPR or --preset NAME to pull")
         if matchers and not presets:
             fail("--match scopes the queries of a --preset; write the matchers into your --query")
-        window, resolution = _window(start=start, end=end, since=since), _step(step)
-        pulled = [PromQuery(expr) for expr in queries or []] + _preset_queries(presets or [], matchers or [])
+        if rate_window is not None and not presets:
+            fail("--rate-window sets the range of a --preset's rates; write the range into your --query")
+        window, resolution = _window(start=start, end=end, since=since), _duration("--step", step)
+        rates = None if rate_window is None else _duration("--rate-window", rate_window)
+        pulled = [PromQuery(expr) for expr in queries or []] + _preset_queries(presets or [], matchers or [],
+                                                                               rate_window=rates)
         pull_and_import("prometheus", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
                         pull=lambda client, pages, on_page: pull_prometheus(
                             client=client, pages=pages, queries=pulled, start=window[0], end=window[1],
@@ -286,21 +297,27 @@ def _prometheus(
     run_import("prometheus", sources=sources, out=out, at=when)
 
 
-def _preset_queries(presets: list[str], matchers: list[str]) -> list[PromQuery]:
-    """The queries of every ``--preset``, scoped by ``--match``; what a matcher cannot scope is said."""
-    from preprocess.formats.prom_presets import preset_queries
+def _preset_queries(presets: list[str], matchers: list[str], *, rate_window: timedelta | None) -> list[PromQuery]:
+    """The queries of every ``--preset``, scoped by ``--match``, their rates over ``--rate-window`` (None: the
+    default); what a matcher cannot scope, and a range written out that the window does not set, are said."""
+    from preprocess.formats.prom_presets import DEFAULT_RATE_WINDOW, preset_queries
     from preprocess.formats.pull import PromQuery
 
     try:
-        entries = preset_queries(presets, matchers=matchers)
+        entries = preset_queries(presets, matchers=matchers, window=rate_window or DEFAULT_RATE_WINDOW)
     except RcaError as exc:
         fail(str(exc))
     for preset in dict.fromkeys(entry.preset for entry in entries):
         mine = [entry for entry in entries if entry.preset == preset]
         unscoped = [entry.name for entry in mine if not entry.scoped]
+        # A user's file may write its ranges out ([1m]): --rate-window does not reach them, and a pull that
+        # seemed to set them would still come back empty.
+        fixed = [entry.name for entry in mine if entry.fixed_range is not None]
         typer.echo(f"prometheus: preset {preset}: {len(mine)} queries"
-                   + (f" (not scoped by --match: {', '.join(unscoped)})" if matchers and unscoped else ""), err=True)
-    return [PromQuery(entry.query, name=entry.name) for entry in entries]
+                   + (f" (not scoped by --match: {', '.join(unscoped)})" if matchers and unscoped else "")
+                   + (f" (ranges written out, not set by --rate-window: {', '.join(fixed)})"
+                      if rate_window is not None and fixed else ""), err=True)
+    return [PromQuery(entry.query, name=entry.name, if_empty=entry.if_empty) for entry in entries]
 
 
 def _loki(

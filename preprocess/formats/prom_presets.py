@@ -8,7 +8,7 @@ A preset is data, not code: a TOML file, shipped in ``preprocess/formats/presets
     [[series]]
     name = "pod_cpu_usage"          # the name every series of the answer takes (the canonical KPI)
     about = "CPU used by the pod's containers, percent of one core"   # what it measures, its unit
-    query = 'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="", <match>}[1m]))'
+    query = 'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="", <match>}[<window>]))'
 
 The answers of ``rate()``, ``sum()`` and the like carry no ``__name__``: the pull names each
 series after its entry (``preprocess.formats.pull.PromQuery.name``), and ``metric_map`` reads the
@@ -20,6 +20,15 @@ a preset needs (Istio's ``destination_workload`` as ``service``) are written in 
 ``--match`` label matchers go (``{container!="", <match>}`` -> ``{container!="", namespace="prod"}``;
 none given: ``{container!="", }``, which PromQL reads as ``{container!=""}``). A query without it
 is not scoped by ``--match`` (node_exporter's: a node serves every namespace).
+
+``<window>`` (``WINDOW_PLACEHOLDER``) marks, alone inside a range's brackets, the range of a rate
+(``rate``, ``increase``, ``irate``, ``*_over_time``): ``rate(x[<window>])`` -> ``rate(x[4m])`` with
+``--rate-window 4m``, ``[1m]`` by default (``DEFAULT_RATE_WINDOW``). A rate needs two samples inside
+its range, so the range must span two scrape intervals, four to be safe: Prometheus' default
+``scrape_interval`` of 1m needs ``--rate-window 4m``. A query whose range is written out (``[1m]``, a
+user's file) keeps it whatever ``--rate-window`` says. A count per minute is written
+``60 * rate(x[<window>])``, not ``increase(x[<window>])``, so it stays per minute whatever the window
+(``increase`` counts over the whole range); a wider window smooths: each value is the mean over it.
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -40,6 +50,9 @@ from rca.errors import InputError
 log = logging.getLogger(__name__)
 
 MATCH_PLACEHOLDER = "<match>"
+WINDOW_PLACEHOLDER = "<window>"
+# A [1m] rate is what the presets always pulled: a rerun with no --rate-window fetches the same queries.
+DEFAULT_RATE_WINDOW = timedelta(minutes=1)
 SHIPPED_DIR = "presets"  # under this package, shipped as package data (pyproject.toml)
 _ENTRY_KEYS = frozenset({"name", "about", "query"})
 _FILE_KEYS = frozenset({"about", "series"})
@@ -47,6 +60,15 @@ _METRIC_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 # The placeholder is the last item of a selector: after "{" or ",", before "}". Anywhere else its
 # replacement (or its absence) would not be valid PromQL.
 _PLACED = re.compile(r"[{,]\s*" + re.escape(MATCH_PLACEHOLDER) + r"\s*}")
+# The window placeholder is a whole range: alone inside a range's brackets.
+_WINDOWED = re.compile(r"\[\s*" + re.escape(WINDOW_PLACEHOLDER) + r"\s*\]")
+# A range written out ([1m], [1h30m]; a subquery's [5m:30s] is no rate's range), read outside the query's
+# string literals (a label value may hold anything): such a query keeps it whatever --rate-window says.
+_FIXED_RANGE = re.compile(r"\[\s*(?:\d+(?:ms|[smhdwy]))+\s*\]")
+_STRING = re.compile(r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`""")
+# PromQL's duration units, largest first, to write a window in a single unit (1m, 90s, 1500ms).
+_UNITS = (("d", timedelta(days=1)), ("h", timedelta(hours=1)), ("m", timedelta(minutes=1)),
+          ("s", timedelta(seconds=1)), ("ms", timedelta(milliseconds=1)))
 # LABEL OP "VALUE" (PromQL's operators; a value in double or single quotes, escapes kept as written).
 _MATCHER = re.compile(r"""\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')\s*""")
 
@@ -57,17 +79,38 @@ class PresetError(InputError):
 
 @dataclass(frozen=True)
 class PresetQuery:
-    """One entry of a preset, its ``<match>`` already replaced."""
+    """One entry of a preset, its ``<match>`` and ``<window>`` already replaced."""
 
     preset: str  # the shipped name, or the path of the user's file
     name: str  # the series' canonical name: an infra KPI, or apm_<kpi>
     about: str
     query: str  # the PromQL sent
     scoped: bool  # the entry holds <match>: the --match matchers are in its query
+    window: timedelta | None = None  # the range put at <window>; None: the entry holds none
+    fixed_range: str | None = None  # the first range written out ("[1m]") of an entry without <window>
+
+    @property
+    def if_empty(self) -> str:
+        """Why the query may match no series though the exporter is scraped, and what to do; "" when no rate.
+
+        The commonest empty rate: a range holding a single sample (a scrape interval of half the
+        range or more; Prometheus' default interval is 1m, the default range too). Said after the
+        note on an empty query, not checked against the server (its scrape interval is not asked).
+        """
+        if self.window is not None:
+            window = promql_duration(self.window)
+            return (f"a rate over [{window}] needs two samples inside {window}: if the scrape interval is "
+                    f"{_spelled(self.window / 2)} or more, give --rate-window {promql_duration(4 * self.window)} "
+                    f"(four scrape intervals of {window})")
+        if self.fixed_range is not None:
+            return (f"a rate over {self.fixed_range} needs two samples inside it: if the scrape interval is half "
+                    f"of it or more, write the preset's ranges as [{WINDOW_PLACEHOLDER}] and give --rate-window "
+                    "(four scrape intervals)")
+        return ""
 
 
 class PresetEntry(NamedTuple):
-    """One ``[[series]]`` of a preset file, as written (its query still holds ``<match>``)."""
+    """One ``[[series]]`` of a preset file, as written (its query still holds ``<match>`` and ``<window>``)."""
 
     name: str
     about: str
@@ -80,12 +123,39 @@ class Preset:
     about: str
     entries: tuple[PresetEntry, ...]
 
-    def queries(self, matchers: Sequence[str] = ()) -> list[PresetQuery]:
-        """Every entry's query with ``matchers`` (already checked by ``parse_matcher``) at ``<match>``."""
-        text = ", ".join(matchers)
-        return [PresetQuery(preset=self.name, name=entry.name, about=entry.about,
-                            query=entry.query.replace(MATCH_PLACEHOLDER, text), scoped=MATCH_PLACEHOLDER in entry.query)
-                for entry in self.entries]
+    def queries(self, matchers: Sequence[str] = (), *, window: timedelta = DEFAULT_RATE_WINDOW) -> list[PresetQuery]:
+        """Every entry's query with ``matchers`` (already checked by ``parse_matcher``) at ``<match>``, ``window`` at
+        ``<window>``; ``PresetError`` naming ``--rate-window`` when PromQL cannot take ``window``."""
+        text, range_text = ", ".join(matchers), promql_duration(window)
+        out = []
+        for entry in self.entries:
+            windowed = WINDOW_PLACEHOLDER in entry.query
+            fixed = None if windowed else _FIXED_RANGE.search(_STRING.sub('""', entry.query))
+            out.append(PresetQuery(
+                preset=self.name, name=entry.name, about=entry.about,
+                query=entry.query.replace(MATCH_PLACEHOLDER, text).replace(WINDOW_PLACEHOLDER, range_text),
+                scoped=MATCH_PLACEHOLDER in entry.query, window=window if windowed else None,
+                fixed_range=" ".join(fixed.group().split()) if fixed else None))
+        return out
+
+
+def promql_duration(span: timedelta) -> str:
+    """``span`` as PromQL writes a duration, in its largest whole unit (``1m``, ``90s``, ``4h``, ``1500ms``).
+
+    One unit, not ``1m30s``: every PromQL version reads it. ``PresetError`` naming ``--rate-window`` when
+    ``span`` is not a positive whole number of milliseconds (Prometheus' resolution).
+    """
+    if span <= timedelta(0) or span % timedelta(milliseconds=1):
+        raise PresetError(f"--rate-window {span.total_seconds():g}s: must be a positive duration of whole "
+                          "milliseconds, e.g. 4m")
+    unit, size = next((unit, size) for unit, size in _UNITS if not span % size)
+    return f"{span // size}{unit}"
+
+
+def _spelled(span: timedelta) -> str:
+    """A duration said in a note: as PromQL writes it, or in seconds where it is finer than a millisecond."""
+    return promql_duration(span) if span >= timedelta(milliseconds=1) and not span % timedelta(milliseconds=1) \
+        else f"{span.total_seconds():g}s"
 
 
 def _shipped() -> Traversable:
@@ -158,6 +228,9 @@ def _entry(raw: Any, *, source: str, index: int) -> PresetEntry:
     if query.count(MATCH_PLACEHOLDER) != len(_PLACED.findall(query)):
         raise PresetError(f"{where}: {MATCH_PLACEHOLDER} must be the last item inside a selector's braces, "
                           f"e.g. {{job=\"x\", {MATCH_PLACEHOLDER}}} or {{{MATCH_PLACEHOLDER}}}")
+    if query.count(WINDOW_PLACEHOLDER) != len(_WINDOWED.findall(query)):
+        raise PresetError(f"{where}: {WINDOW_PLACEHOLDER} must stand alone inside a range's brackets, "
+                          f"e.g. rate(x[{WINDOW_PLACEHOLDER}])")
     return PresetEntry(name, about, query)
 
 
@@ -170,7 +243,10 @@ def parse_matcher(text: str) -> str:
     return f"{label}{op}{value}"
 
 
-def preset_queries(presets: Sequence[str], *, matchers: Sequence[str] = ()) -> list[PresetQuery]:
-    """Every query of every preset named (shipped names or file paths), in order, scoped by ``matchers``."""
+def preset_queries(presets: Sequence[str], *, matchers: Sequence[str] = (),
+                   window: timedelta = DEFAULT_RATE_WINDOW) -> list[PresetQuery]:
+    """Every query of every preset named (shipped names or file paths), in order, scoped by ``matchers``, their
+    rates over ``window``."""
     checked = [parse_matcher(text) for text in matchers]
-    return [query for name in presets for query in load_preset(name).queries(checked)]
+    promql_duration(window)  # a window PromQL cannot take is refused before any file is read
+    return [query for name in presets for query in load_preset(name).queries(checked, window=window)]

@@ -19,6 +19,9 @@ the format's own reader, exactly as it reads exports saved by hand:
 A Prometheus query may carry a name (``PromQuery.name``, a preset's entry): the series of its
 answer, which ``rate()``, ``sum()`` and the like leave without ``__name__``, are saved under that
 name, and the page's key holds the name beside the query text, so a renamed entry is fetched again.
+A query that matches no series over the range is listed in ``PullResult.empty`` with what its
+``PromQuery.if_empty`` adds (a preset's rate range too short for the scrape interval: the
+``--rate-window`` to give).
 
 What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger chunk
 still full at the smallest size) is returned in ``PullResult.losses``; the command exits 3.
@@ -182,6 +185,9 @@ class PromQuery:
 
     expr: str
     name: str | None = None
+    # Said after the "no series" note when the query matches nothing (a preset's rate: why it may be empty and
+    # what to do). Not part of the page's key: it changes nothing the server is asked.
+    if_empty: str = field(default="", kw_only=True)
 
 
 def named(document: dict[str, Any], name: str) -> dict[str, Any]:
@@ -213,7 +219,8 @@ def pull_prometheus(*, client: PullClient, pages: PulledPages, queries: Sequence
                                        step_ms=step_ms, what=f"{label} chunk {ci}/{len(chunks)}", result=result,
                                        on_page=on_page, clock=clock)
         if not series_seen:
-            shown = f"{label}: {_one_line(query.expr)}"
+            # One line a query: the hint after '; ', which PromQL does not use outside its strings.
+            shown = f"{label}: {_one_line(query.expr)}" + (f"; {query.if_empty}" if query.if_empty else "")
             log.warning("prometheus: no series over the range: %s", shown)
             result.empty.append(shown)
     return result
