@@ -378,9 +378,10 @@ def _group_case_id(group_key: str, group_labels: dict[str, str]) -> str:
     return f"{_id_part(name)}-{hashlib.sha256(group_key.encode('utf-8')).hexdigest()[:10]}"
 
 
-def _webhook_incident(payload: dict[str, Any], *, where: str, place: str, now: datetime,
-                      span: timedelta) -> tuple[str, _Incident]:
-    """A webhook payload's case id and its alerts' firings (an alert that cannot be read fails alone)."""
+def _webhook_incident(payload: dict[str, Any], *, where: str, place: str, now: datetime, span: timedelta,
+                      sent: datetime | None = None) -> tuple[str, _Incident]:
+    """A webhook payload's case id and its alerts' firings (an alert that cannot be read fails alone);
+    ``sent``: when the payload was sent, where the reader knows it (a receiver: when it arrived)."""
     group_key = payload.get("groupKey")
     if not isinstance(group_key, str) or not group_key.strip():
         raise CaseError(f"{where}: Alertmanager webhook payload without field 'groupKey'")
@@ -390,7 +391,7 @@ def _webhook_incident(payload: dict[str, Any], *, where: str, place: str, now: d
     incident = _Incident()
     for i, alert in enumerate(alerts):
         try:
-            incident.add(_firing(alert, where=f"{where}: alert {i}", sent=None, now=now, span=span))
+            incident.add(_firing(alert, where=f"{where}: alert {i}", sent=sent, now=now, span=span))
         except CaseError as exc:
             incident.errors[f"{place} alert {i}"] = str(exc)
     truncated = payload.get("truncatedAlerts")
@@ -528,18 +529,23 @@ def read_alerts(path: Path, *, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
 
 
 def alert_cases(document: object, *, source: Path | str, lead: timedelta = _ALERT_DEFAULTS.alert_lead,
-                span: timedelta = _ALERT_DEFAULTS.alert_span, now: datetime | None = None) -> CaseFile:
+                span: timedelta = _ALERT_DEFAULTS.alert_span, now: datetime | None = None,
+                sent: datetime | None = None) -> CaseFile:
     """The cases of one decoded alert document, as ``read_alerts`` reads a file that holds one: an alert
-    file's JSON, or the answer of Alertmanager's ``GET /api/v2/alerts`` (``diagnose --alertmanager``).
+    file's JSON, the answer of Alertmanager's ``GET /api/v2/alerts`` (``diagnose --alertmanager``), or a
+    webhook payload as it arrives (``diagnose --listen``).
 
     ``source`` (the file, the URL) names the document in every error and is the ``CaseFile``'s path.
+    ``sent``: when the webhook payloads were sent, where the reader knows it (the receiver: when one
+    arrived); a still-firing alert of a payload then ends there instead of ``span`` after its startsAt.
     A document of no known shape raises ``CaseError``; bad alerts and payloads fail alone.
     """
-    return _alert_cases(_document_objects(source, document), {}, source=source, lead=lead, span=span, now=now)
+    return _alert_cases(_document_objects(source, document), {}, source=source, lead=lead, span=span, now=now,
+                        sent=sent)
 
 
 def _alert_cases(objects: list[tuple[object, str]], bad: dict[str, str], *, source: Path | str, lead: timedelta,
-                 span: timedelta, now: datetime | None) -> CaseFile:
+                 span: timedelta, now: datetime | None, sent: datetime | None = None) -> CaseFile:
     """The cases of an alert document's objects, each with its place; ``bad``: the places already unusable."""
     now = datetime.now(UTC) if now is None else as_utc(now)
     found: dict[str, Case | _Incident] = {}  # by case id, in the order the document first names them
@@ -548,7 +554,8 @@ def _alert_cases(objects: list[tuple[object, str]], bad: dict[str, str], *, sour
         name = place
         try:
             if isinstance(obj, dict) and "alerts" in obj:
-                case_id, incident = _webhook_incident(obj, where=where, place=place, now=now, span=span)
+                case_id, incident = _webhook_incident(obj, where=where, place=place, now=now, span=span,
+                                                      sent=None if sent is None else as_utc(sent))
             elif isinstance(obj, dict) and "labels" in obj:
                 name = _api_alert_case_id(obj) or place
                 case_id, incident = _api_incident(obj, where=where, now=now, span=span)

@@ -6,6 +6,8 @@
     rca diagnose --alerts alerts.json [--uuid ID]              # Alertmanager webhook payloads / API v2 alerts, or [{id, start, end, summary}]
     rca diagnose --alertmanager http://am:9093 [--alert-filter 'service="cart"'] [--header 'Name: value'] [--uuid ID]
                                                                # the alerts firing now (GET /api/v2/alerts); none: exit 0
+    rca diagnose --listen 127.0.0.1:9095 [--out answers.jsonl] # Alertmanager's webhook receiver (POST /alerts), until
+                                                               # SIGINT/SIGTERM (diagnose/receiver.py)
     diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +58,10 @@ def rca_diagnose(
         None, "--alertmanager", help="Diagnose the alerts firing now at this Alertmanager (http://am:9093): "
         "GET URL/api/v2/alerts, active and neither silenced nor inhibited; every alert, or those named by --uuid. "
         "None firing: says so, exit status 0."),
+    listen: str | None = typer.Option(
+        None, "--listen", help="Serve Alertmanager's (or Grafana's) webhook receiver on HOST:PORT (127.0.0.1:9095) "
+        "until SIGINT/SIGTERM: POST /alerts diagnoses each firing group once, answers appended to --out "
+        "(default <runs_dir>/webhook.jsonl); GET /healthz, GET /answers?limit=N."),
     alert_filters: list[str] | None = typer.Option(
         None, "--alert-filter", help="--alertmanager: only alerts matching this label matcher, Alertmanager's "
         "filter: 'service=\"cart\"', 'pod=~\"cart-.*\"' (=, !=, =~, !~; repeatable: all must match).",
@@ -63,7 +70,7 @@ def rca_diagnose(
         None, "--header", help="--alertmanager: 'Name: value' sent with the request (repeatable, e.g. "
         "authorisation; never logged).", show_default=False),
     alert_lead: str | None = typer.Option(
-        None, "--alert-lead", help="--alerts/--alertmanager: open each window this long before the alert fired (5m; "
+        None, "--alert-lead", help="--alerts/--alertmanager/--listen: open each window this long before the alert fired (5m; "
         "its rule's for: and rate window; config diagnose.alert_lead)."),
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
@@ -113,6 +120,16 @@ def rca_diagnose(
                          "alert_lead": alert_lead},
         },
     )
+    if listen is not None:
+        given = [flag for flag, value in (
+            ("--window", window), ("--since", since), ("--alerts", alerts), ("--alertmanager", alertmanager)) if value]
+        if given:
+            fail(f"give one of {', '.join(given)}, --listen")
+        _listen(settings, listen, out=out, leave_out=[flag for flag, value in (
+            ("--uuid", uuid), ("--all", all_cases), ("--alert-filter", alert_filters), ("--header", header),
+            ("--print-prompt", print_prompt), ("--detect", detect), ("--json", as_json), ("--report", report),
+            ("--report-dir", report_dir)) if value])
+        return
     cases, unusable, case_windows = _select_cases(settings, uuid or [], all_cases, window=window, since=since,
                                                   alerts=alerts, alertmanager=alertmanager,
                                                   alert_filters=alert_filters or [], header_lines=header or [])
@@ -216,6 +233,56 @@ def _firing_alerts(settings: Settings, url: str, filters: list[str], header_line
                    "nothing to diagnose", err=True)
         raise typer.Exit(0)
     return case_file
+
+
+# HOST:PORT of --listen: a host name, an IPv4 address or a bracketed IPv6 one, and a port.
+_LISTEN = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?))"
+                     r":(?P<port>[0-9]{1,5})")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``--listen``'s ``HOST:PORT`` as (host, port); ``typer.Exit`` (status 2) with the usage error otherwise."""
+    match = _LISTEN.fullmatch(text.strip())
+    port = int(match.group("port")) if match else 0
+    if match is None or not 1 <= port <= 65535:
+        fail(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9095 (0.0.0.0:9095 for every interface, "
+             "[::1]:9095 for IPv6; port 1-65535)")
+    return match.group("ipv6") or match.group("host"), port
+
+
+def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[str]) -> None:
+    """``--listen HOST:PORT``: the webhook receiver (diagnose/receiver.py) until SIGINT or SIGTERM.
+
+    The socket is bound before the model loads (a port in use fails at once, status 2), and the model
+    is loaded before the first request is served (a backend that cannot start is said here, not per case).
+    """
+    if leave_out:
+        fail(f"--listen serves until stopped, answers to --out: leave out {', '.join(leave_out)}")
+    host, port = listen_address(text)
+    from diagnose.receiver import CaseWorker, create_app, listening_socket, serve
+    from diagnose.service import Diagnoser
+
+    out = out if out is not None else settings.paths.runs_dir / "webhook.jsonl"
+    try:
+        sock = listening_socket(host, port)
+    except OSError as exc:
+        fail(f"--listen {text}: cannot listen there: {exc.strerror or exc}")
+    with sock:
+        try:
+            # No other incident is known ahead: each window's baseline is its own history (case_windows=[]).
+            with Diagnoser.from_settings(settings, case_windows=[]) as diagnoser:
+                worker = CaseWorker(diagnoser, settings=settings, out=out)
+                _ = diagnoser.llm  # the model, loaded once, now
+                typer.echo(f"listening on http://{text.strip()}/alerts (Alertmanager webhook_configs url); answers "
+                           f"appended to {out}; SIGINT or SIGTERM stops", err=True)
+                stopped_by = serve(create_app(worker, settings=settings), sock=sock)
+        except LLMError as exc:
+            fail(f"LLM backend failed: {exc}")
+        except RcaError as exc:
+            fail(str(exc))
+    counts = worker.counts()
+    typer.echo(f"stopped{f' ({stopped_by})' if stopped_by else ''}: {counts['answered']} answered, "
+               f"{counts['failed']} failed, in {out}", err=True)
 
 
 def _newest_telemetry(index_dir: Path) -> datetime:

@@ -193,10 +193,16 @@ class DiagnoseSettings(_Section):
     # `diagnose --alerts` (diagnose/cases.py read_alerts). Alertmanager's startsAt is when the rule
     # fired, after its `for:` and a rate() window of evidence, so an alert's window opens alert_lead
     # before it. An alert still firing ends at the time its file says it was sent (API v2's
-    # updatedAt), else alert_span after its startsAt: a webhook payload carries no such time.
+    # updatedAt), else alert_span after its startsAt: a saved webhook payload carries no such time (`--listen`
+    # knows it: the time the payload was received).
     # 5m + 10m make a ~15-minute window, like the challenge's cases (median 16) the index is tuned on.
     alert_lead: Duration = Field(default=timedelta(minutes=5), ge=timedelta(0))
     alert_span: Duration = Field(default=timedelta(minutes=10), gt=timedelta(0))
+    # `diagnose --listen HOST:PORT` (diagnose/receiver.py), Alertmanager's webhook receiver: the largest
+    # POST /alerts body it reads (413 beyond; Alertmanager's payloads are a few KiB, max_alerts bounds them),
+    # and how many cases may wait for the one worker (503 with Retry-After beyond: Alertmanager retries).
+    listen_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    listen_max_queue: int = Field(default=100, ge=1)
 
 
 class PreprocessSettings(_Section):
