@@ -35,7 +35,6 @@ from rca.errors import RcaError
 from rca.llm.base import LLMError
 from rca.logsetup import configure_logging
 from rca.settings import Settings
-from rca.timeutil import as_utc
 
 if TYPE_CHECKING:
     from diagnose.cases import CaseFile
@@ -261,6 +260,7 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
     host, port = listen_address(text)
     from diagnose.receiver import CaseWorker, create_app, listening_socket, serve
     from diagnose.service import Diagnoser
+    from index.status import newest_telemetry
 
     out = out if out is not None else settings.paths.runs_dir / "webhook.jsonl"
     try:
@@ -271,7 +271,8 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
         try:
             # No other incident is known ahead: each window's baseline is its own history (case_windows=[]).
             with Diagnoser.from_settings(settings, case_windows=[]) as diagnoser:
-                worker = CaseWorker(diagnoser, settings=settings, out=out)
+                worker = CaseWorker(diagnoser, settings=settings, out=out,
+                                    indexed_until=lambda: newest_telemetry(settings.paths.index_dir))
                 _ = diagnoser.llm  # the model, loaded once, now
                 typer.echo(f"listening on http://{text.strip()}/alerts (Alertmanager webhook_configs url); answers "
                            f"appended to {out}; SIGINT or SIGTERM stops", err=True)
@@ -291,27 +292,16 @@ def _newest_telemetry(index_dir: Path) -> datetime:
     Why not always now: an SRE replaying yesterday's data, or an index built nightly, would
     otherwise ask for minutes the index has not seen.
     """
-    import polars as pl
-
-    from index.store import day_path, load_manifest
+    from index.status import newest_telemetry
 
     try:
-        days = sorted({key.split("/", 1)[0] for key in load_manifest(index_dir).partitions})
+        newest = newest_telemetry(index_dir)
     except RcaError as exc:
         log.warning("no index manifest to date --since from (%s); counting back from now", exc)
-        days = []
-    for day in reversed(days):
-        newest: datetime | None = None
-        for table in sorted(day_path(index_dir, day).glob("*.parquet")):
-            lazy = pl.scan_parquet(table)
-            if "time" not in lazy.collect_schema():
-                continue
-            value = lazy.select(pl.col("time").max()).collect().item()
-            if isinstance(value, datetime) and (newest is None or as_utc(value) > newest):
-                newest = as_utc(value)
-        if newest is not None:
-            log.info("--since counts back from the newest indexed telemetry, %s", newest.isoformat())
-            return newest
+        newest = None
+    if newest is not None:
+        log.info("--since counts back from the newest indexed telemetry, %s", newest.isoformat())
+        return newest
     log.info("--since counts back from now: the index at %s holds no telemetry", index_dir)
     return datetime.now(UTC)
 

@@ -5,7 +5,9 @@ Alertmanager POSTs an alert group to a ``webhook_configs`` URL when it fires, wh
 windowed as ``--alerts`` names and windows a payload of a file (``diagnose.cases.alert_cases``), except
 that the receiver knows when the payload came: a still-firing alert ends there, not ``alert_span``
 after its start. One worker thread diagnoses the cases in the order they came, with the one
-``Diagnoser`` (its model loaded once), and appends each answer to ``--out`` as a batch does.
+``Diagnoser`` (its model loaded once), and appends each answer to ``--out`` as a batch does. An alert
+fires before the telemetry of its last minutes is indexed: a case first waits, up to ``[diagnose]
+listen_wait``, for the index to reach its end.
 
 | route | what |
 | --- | --- |
@@ -30,7 +32,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -52,6 +54,9 @@ MAX_JSON_DEPTH = 10
 MAX_ANSWERS_SHOWN = 100  # GET /answers?limit=N: the bound of N, and the answers kept in memory
 DEFAULT_ANSWERS_SHOWN = 20
 RETRY_AFTER_S = 60  # a full queue: Retry-After (Alertmanager retries a 5xx notification with its own backoff)
+INDEX_POLL_S = 15.0  # how often a case waiting for the index asks how far it reaches
+# The index's tables hold minute buckets: its newest minute covers telemetry up to a minute later.
+INDEX_BUCKET = timedelta(minutes=1)
 
 
 class RequestError(Exception):
@@ -129,10 +134,17 @@ class CaseWorker:
     with a log line: Alertmanager sends their groups again.
     """
 
-    def __init__(self, diagnoser: CaseRunner, *, settings: Settings, out: Path) -> None:
+    def __init__(self, diagnoser: CaseRunner, *, settings: Settings, out: Path,
+                 indexed_until: Callable[[], datetime | None] | None = None,
+                 poll_s: float = INDEX_POLL_S) -> None:
+        """``indexed_until`` says how far the index reaches (``index.status.newest_telemetry``; it returns
+        None for no telemetry): a case waits up to ``[diagnose] listen_wait`` for it to reach its end,
+        asking every ``poll_s`` seconds. Without it a case is diagnosed at once."""
         self._diagnoser = diagnoser
         self._settings = settings
         self._out = out
+        self._indexed_until = indexed_until
+        self._poll_s = poll_s
         self._rules = rule_version(settings.challenge.rules)
         self._max_queue = settings.diagnose.listen_max_queue
         self._answered_ids = finished_uuids(out)  # NotAnAnswerFile: --out is not ours, refused untouched
@@ -233,10 +245,44 @@ class CaseWorker:
                 case = self._waiting.popleft()
                 self._current = case.uuid
             try:
-                self._diagnose(case)
+                if self._indexed(case):
+                    self._diagnose(case)
             finally:
                 with self._wake:
                     self._current = None
+
+    def _indexed(self, case: Case) -> bool:
+        """Wait (up to ``listen_wait``) until the index reaches ``case``'s end; False when stopped meanwhile.
+
+        Past the wait the case is diagnosed on what the index holds, said in the log: the answer's data
+        status names the minutes it lacks."""
+        if self._indexed_until is None:
+            return True
+        waited = time.monotonic()
+        deadline = waited + self._settings.diagnose.listen_wait.total_seconds()
+        while True:
+            try:
+                reached = self._indexed_until()
+            except RcaError as exc:  # no index yet, or one being replaced: as if it reached nothing
+                log.info("case %s: the index cannot say how far it reaches (%s)", case.uuid, exc)
+                reached = None
+            if reached is not None and reached + INDEX_BUCKET >= case.end:
+                if time.monotonic() - waited >= self._poll_s:
+                    log.info("case %s: the index reached its end after %.0f s", case.uuid, time.monotonic() - waited)
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("case %s: the index reaches %s only, its window ends %s; diagnosed on what it holds "
+                            "(keep `rca preprocess` running every few minutes, or raise diagnose.listen_wait)",
+                            case.uuid, reached.isoformat() if reached else "no telemetry", case.end.isoformat())
+                return True
+            with self._wake:
+                if not self._stopping:
+                    self._wake.wait(timeout=min(self._poll_s, left))
+                if self._stopping:
+                    log.warning("case %s: stopped while it waited for the index: not diagnosed (Alertmanager sends "
+                                "its group again)", case.uuid)
+                    return False
 
     def _diagnose(self, case: Case) -> None:
         """One case through the diagnoser; a failure is logged and counted, never raised."""

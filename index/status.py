@@ -12,6 +12,7 @@ partition keys, because absent evidence is not evidence of health. Sources of a 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 
@@ -99,3 +100,23 @@ def window_status(
     """``frames`` maps each modality to its loaded rows and the missing partitions ``load_table`` reported."""
     return [modality_status(modality=m, manifest=manifest, frame=frame, missing_partitions=missing,
                             start=start, end=end) for m, (frame, missing) in frames.items()]
+
+
+def newest_telemetry(index_dir: Path) -> datetime | None:
+    """The newest minute any table of the index holds (its latest day with rows), or None when none.
+
+    Raises what ``store.load_manifest`` raises for a directory that holds no index.
+    """
+    days = sorted({key.split("/", 1)[0] for key in store.load_manifest(index_dir).partitions})
+    for day in reversed(days):
+        newest: datetime | None = None
+        for table in sorted(store.day_path(index_dir, day).glob("*.parquet")):
+            lazy = pl.scan_parquet(table)
+            if "time" not in lazy.collect_schema():
+                continue
+            value = lazy.select(pl.col("time").max()).collect().item()
+            if isinstance(value, datetime) and (newest is None or as_utc(value) > newest):
+                newest = as_utc(value)
+        if newest is not None:
+            return newest
+    return None

@@ -203,6 +203,10 @@ class DiagnoseSettings(_Section):
     # and how many cases may wait for the one worker (503 with Retry-After beyond: Alertmanager retries).
     listen_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     listen_max_queue: int = Field(default=100, ge=1)
+    # An alert fires before the telemetry of its last minutes is indexed (an import and `rca preprocess` run
+    # every few minutes): a case waits up to listen_wait for the index to reach its end, then is diagnosed on
+    # what the index holds (its answer's data status says what is missing). 0: never wait.
+    listen_wait: Duration = Field(default=timedelta(minutes=5), ge=timedelta(0))
 
 
 class PreprocessSettings(_Section):

@@ -297,6 +297,62 @@ class FlakyDiagnoser:
         return self.delegate.run(cases, out=out, show_progress=show_progress)
 
 
+class GrowingIndex:
+    """``indexed_until`` of an index the nightly job extends: behind the case's end for ``behind`` asks."""
+
+    def __init__(self, *, behind: int | None, reached: datetime = RECEIVED) -> None:
+        self.behind, self.reached, self.asked = behind, reached, 0
+
+    def __call__(self) -> datetime | None:
+        self.asked += 1
+        if self.behind is None or self.asked <= self.behind:
+            return self.reached - timedelta(minutes=10)
+        return self.reached
+
+
+@pytest.mark.parametrize(("behind", "reached_by"), [
+    (3, RECEIVED - timedelta(seconds=30)),  # its newest minute bucket starts before the end it covers
+    (0, RECEIVED),
+])
+def test_a_case_waits_for_the_index_to_reach_its_end(tmp_path: Path, behind: int, reached_by: datetime) -> None:
+    harness = Harness(tmp_path, listen_wait="1m")
+    index = GrowingIndex(behind=behind, reached=reached_by)
+    worker = CaseWorker(harness.diagnoser, settings=harness.settings, out=harness.out, indexed_until=index,
+                        poll_s=0.01)
+    with TestClient(create_app(worker, settings=harness.settings, clock=lambda: RECEIVED)) as client:
+        assert client.post("/alerts", json=FIRING).json()["accepted"] == [_id("HighErrorRate")]
+        _until("answer", _settled(client, answered=1))
+    assert index.asked == behind + 1 and harness.backend.calls == 1
+
+
+def test_past_listen_wait_a_case_is_diagnosed_on_what_the_index_holds(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    harness = Harness(tmp_path, listen_wait="1s")
+    index = GrowingIndex(behind=None)
+    worker = CaseWorker(harness.diagnoser, settings=harness.settings, out=harness.out, indexed_until=index,
+                        poll_s=0.01)
+    with caplog.at_level(logging.WARNING, logger="diagnose.receiver"), \
+            TestClient(create_app(worker, settings=harness.settings, clock=lambda: RECEIVED)) as client:
+        client.post("/alerts", json=FIRING)
+        _until("answer", _settled(client, answered=1))
+    assert index.asked > 1 and len(harness.answers()) == 1
+    [said] = [r.message for r in caplog.records if "diagnosed on what it holds" in r.message]
+    assert "the index reaches 2025-06-05T07:59:30.250000+00:00 only" in said
+
+
+def test_stopping_while_a_case_waits_for_the_index_drops_it_at_once(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, listen_wait="10m")
+    index = GrowingIndex(behind=None)
+    worker = CaseWorker(harness.diagnoser, settings=harness.settings, out=harness.out, indexed_until=index,
+                        poll_s=60.0)
+    started = time.monotonic()
+    with TestClient(create_app(worker, settings=harness.settings, clock=lambda: RECEIVED)) as client:
+        client.post("/alerts", json=FIRING)
+        _until("a wait", lambda: index.asked >= 1)
+    assert time.monotonic() - started < WAIT_S  # not the ten minutes, nor the poll's minute
+    assert harness.backend.calls == 0 and not harness.out.exists()
+
+
 def test_a_failed_case_is_logged_and_counted_and_the_receiver_goes_on(tmp_path: Path,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
     harness = Harness(tmp_path)
@@ -393,8 +449,8 @@ def test_cli_serves_until_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     replies: list[httpx.Response] = []
 
     def client() -> None:
+        _until("receiver", lambda: _get_ok(f"{url}/healthz"))  # a receiver that never came: no signal to send
         try:
-            _until("receiver", lambda: _get_ok(f"{url}/healthz"))
             replies.append(httpx.post(f"{url}/alerts", json=FIRING, timeout=10))
             _until("answer", lambda: httpx.get(f"{url}/healthz", timeout=5).json()["answered"] == 1)
         finally:
@@ -402,8 +458,10 @@ def test_cli_serves_until_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     thread = threading.Thread(target=client)
     thread.start()
+    # No index here to wait for (listen_wait 0): asked once how far it reaches, the case goes on at once.
     result = runner.invoke(cli_app, ["diagnose", "--listen", f"127.0.0.1:{port}", "--out", str(out),
-                                     "--runs-dir", str(tmp_path / "runs"), "--input", str(tmp_path / "none.json")])
+                                     "--runs-dir", str(tmp_path / "runs"), "--input", str(tmp_path / "none.json")],
+                           env={"RCA_DIAGNOSE__LISTEN_WAIT": "0"})
     thread.join()
     assert result.exit_code == 0, result.output
     assert [r.status_code for r in replies] == [202]
