@@ -247,3 +247,16 @@ def test_the_nightly_job_does_not_import_pandas(tmp_path):
              "print(sorted(o.status for o in outcomes), 'pandas' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "['written', 'written', 'written'] False"
+
+
+def test_newest_telemetry_is_the_newest_minute_any_table_holds(raw_day, tmp_path):
+    """What `--since` counts back from and `--listen` waits for: None before the first partition."""
+    from index.status import newest_telemetry
+
+    assert newest_telemetry(tmp_path) is None
+    run_nightly(naming=NAMING, data_dir=raw_day, index_dir=tmp_path)
+    newest = max(pl.read_parquet(table).get_column("time").max()
+                 for table in store.day_path(tmp_path, DAY).glob("*.parquet")
+                 if "time" in pl.read_parquet_schema(table))
+    expected = newest if newest.tzinfo is not None else newest.replace(tzinfo=UTC)
+    assert newest_telemetry(tmp_path) == expected
