@@ -15,8 +15,12 @@ inferred description does not know (a call no trace shows) both show here; the f
 (tests/test_formats_index.py) already hold the first to zero with the bundled description.
 
     scripts/eval_formats.py --simulate-seed 101 --simulate-seed 102 --randomize --per-type 2
+    scripts/eval_formats.py --nezha SRC                  # the real tuning day (Nezha OnlineBoutique 2022-08-22)
 
-Tuning seeds are 100-199, evaluation seeds 200-299; the script refuses to mix them.
+Tuning seeds are 100-199, evaluation seeds 200-299; the script refuses to mix them. ``--nezha SRC``
+(a clone or bare snapshot of Nezha's repository) answers the real tuning day instead, imported and
+indexed as ``scripts/eval_real.py`` does, against its user's path; it has no option for an evaluation
+set (those are run once, by eval_real.py).
 ``--system FILE`` indexes the user's path with that description instead of the drafted one (to
 measure what a reviewed description recovers).
 """
@@ -33,7 +37,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from bench import export
+from bench import export, real_sets
 from bench.pipeline import (
     add_seed_set_arguments,
     aimed_settings,
@@ -99,9 +103,39 @@ def drafted_system(data_dir: Path, *, out: Path) -> Path:
     return path
 
 
+def user_index(data_dir: Path, *, system_file: Path, out: Path) -> Path:
+    """The user's dataset indexed with ``system_file`` (its ``[traces]`` name the peers) under ``out``."""
+    index_dir = out / f"index-{system_file.stem}"
+    run_nightly(data_dir=data_dir, index_dir=index_dir, naming=load_system(system_file).trace, workers=1)
+    return index_dir
+
+
+def real_tuning_day(*, source: Path, fmt: str, system_file: Path | None, work_dir: Path,
+                    config: Path | None) -> tuple[list[str], dict[str, list[str]]]:
+    """The real tuning day answered as released (the bundled HipsterShop description) and on the user's
+    path: (truth rows, {path: answer lines})."""
+    (system, day), = real_sets.TUNING_SETS
+    data_dir, index_dir = real_sets.prepared_set(source=source, system=system, days=[day], work_dir=work_dir)
+    released = real_sets.set_settings(data_dir=data_dir, index_dir=index_dir, system=system, work_dir=work_dir,
+                                      config=config)
+    user_dir = data_dir.parent / f"user-{fmt}"
+    user_data = user_dataset(data_dir, fmt=fmt, out=user_dir)
+    described = system_file or drafted_system(user_data, out=user_dir)
+    user = released.model_copy(update={
+        "paths": released.paths.model_copy(update={"index_dir": user_index(user_data, system_file=described,
+                                                                            out=user_dir),
+                                                   "data_dir": user_data}),
+        "system": released.system.model_copy(update={"file": described})})
+    answers = {name: real_sets.rules_answers(settings, out=user_dir / f"{name}.answers.jsonl").read_text(
+        encoding="utf-8").splitlines() for name, settings in (("released", released), (fmt, user))}
+    return (data_dir / "groundtruth.jsonl").read_text(encoding="utf-8").splitlines(), answers
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_seed_set_arguments(parser, required=True)
+    add_seed_set_arguments(parser, required=False)
+    parser.add_argument("--nezha", type=Path, default=None,
+                        help="answer the real tuning day from this Nezha snapshot instead of simulated seeds")
     parser.add_argument("--format", choices=FORMATS, default="otlp",
                         help="otlp: OTLP/JSON files; mixed: Jaeger + Prometheus query_range + Loki documents")
     parser.add_argument("--system", type=Path, default=None,
@@ -110,12 +144,17 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=None, help="TOML config (its [index] and [diagnose] apply)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if bool(args.simulate_seed) == (args.nezha is not None):
+        parser.error("give --simulate-seed (one or more) or --nezha SRC")
     refuse_mixed_seeds(parser, args.simulate_seed)
 
     base = load_settings(config_path=args.config)
     rules = rule_version(base.challenge.rules)
     truth_rows: list[str] = []
     by_path: dict[str, list[str]] = {"released": [], args.format: []}
+    if args.nezha is not None:
+        truth_rows, by_path = real_tuning_day(source=args.nezha, fmt=args.format, system_file=args.system,
+                                              work_dir=args.work_dir, config=args.config)
     for seed, problem_set, index_dir in seed_index_sets(args):
         truth_rows += seeded_truth_rows(problem_set, seed=seed)
         released = aimed_settings(base, problem_set, index_dir=index_dir).model_copy(
@@ -125,15 +164,13 @@ def main() -> int:
         user_dir = index_dir.parent / f"user-{args.format}"
         data_dir = user_dataset(problem_set.data_dir, fmt=args.format, out=user_dir)
         system_file = args.system or drafted_system(data_dir, out=user_dir)
-        spec = load_system(system_file)
-        user_index = user_dir / f"index-{system_file.stem}"
-        run_nightly(data_dir=data_dir, index_dir=user_index, naming=spec.trace, workers=1)
         user = released.model_copy(update={
-            "paths": released.paths.model_copy(update={"index_dir": user_index, "data_dir": data_dir}),
+            "paths": released.paths.model_copy(update={
+                "index_dir": user_index(data_dir, system_file=system_file, out=user_dir), "data_dir": data_dir}),
             "system": base.system.model_copy(update={"file": system_file})})
         by_path[args.format] += rules_answers(user, seed=seed, rules=rules)
 
-    name = f"{seed_report_name('formats', args)}-{args.format}"
+    name = f"{seed_report_name('formats', args) if args.simulate_seed else 'formats-nezha'}-{args.format}"
     truth_file = args.work_dir / f"{name}.truth.jsonl"
     truth_file.write_text("\n".join(truth_rows) + "\n", encoding="utf-8")
     console = Console(width=160)
