@@ -7,6 +7,7 @@ defaults < config file (``config/config.toml`` or ``--config``) < environment
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tomllib
@@ -14,8 +15,18 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rca.errors import InputError
 from rca.timeutil import parse_duration
@@ -236,6 +247,90 @@ class IndexSettings(_Section):
     rank: dict[str, float | int] = Field(default_factory=dict)
 
 
+def _items(value: object) -> object:
+    """A list as the config file writes it; from an ``RCA_*`` variable (a string): a JSON array, else one item.
+
+    Never split at commas: a PromQL or LogQL selector holds them (``{namespace="shop",app="cart"}``)."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        return parsed if isinstance(parsed, list) else [value]
+    return value
+
+
+# A list of strings, which an RCA_* variable gives as one string (above).
+Items = Annotated[list[str], BeforeValidator(_items)]
+
+
+class _SourceSettings(_Section):
+    """What every ``[sources.*]`` server needs: where it is, how long to wait, what headers to send."""
+
+    url: str  # no default: a source is configured by naming its server
+    timeout_s: float = Field(default=30.0, gt=0)
+    # Sent with every request ("Authorization" = "Bearer ...", "X-Scope-OrgID" = "tenant"): the values are
+    # secrets, never shown (SecretStr: a repr or a log of the settings prints '**********'), logged or saved.
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # Only the scheme is echoed: the URL may carry a password.
+            raise ValueError(f"expected http(s)://HOST[:PORT][/PATH], got a {parts.scheme or 'schemeless'} URL")
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, headers: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name in headers:  # the names only: the values may be secrets
+            if not name.strip() or any(c.isspace() or c == ":" for c in name):
+                raise ValueError(f"header name {name!r}: expected a name such as Authorization (no space, no ':')")
+        return headers
+
+    def header_values(self) -> dict[str, str]:
+        """The headers to send, secrets revealed: for the HTTP client only."""
+        return {name: value.get_secret_value() for name, value in self.headers.items()}
+
+
+class PrometheusSource(_SourceSettings):
+    # As `rca import prometheus --preset ... --match ... --rate-window ... --query ...` (docs/formats/prometheus.md).
+    presets: Items = Field(default_factory=list)
+    match: Items = Field(default_factory=list)
+    rate_window: Duration = Field(default=timedelta(minutes=1), gt=timedelta(0))
+    queries: Items = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _something_to_pull(self) -> PrometheusSource:
+        if not self.presets and not self.queries:
+            raise ValueError("give presets (kubernetes, istio, spanmetrics or a file) or queries (PromQL) to pull")
+        if self.match and not self.presets:
+            raise ValueError("match scopes the queries of presets; write the matchers into your queries")
+        return self
+
+
+class LokiSource(_SourceSettings):
+    queries: Items = Field(min_length=1)  # LogQL log queries, '{namespace="shop"}'
+
+
+class JaegerSource(_SourceSettings):
+    services: Items = Field(default_factory=list)  # empty: every service the server knows
+
+
+class SourcesSettings(_Section):
+    """The telemetry servers `rca import sources` and `rca diagnose --listen` pull from; none: nothing to pull."""
+
+    prometheus: PrometheusSource | None = None
+    loki: LokiSource | None = None
+    jaeger: JaegerSource | None = None
+
+    def configured(self) -> list[str]:
+        """The names of the sources given, in pull order."""
+        return [name for name in ("prometheus", "loki", "jaeger") if getattr(self, name) is not None]
+
+
 class Settings(_Section):
     paths: PathSettings = PathSettings()
     llm: LLMSettings = LLMSettings()
@@ -248,6 +343,7 @@ class Settings(_Section):
     diagnose: DiagnoseSettings = DiagnoseSettings()
     preprocess: PreprocessSettings = PreprocessSettings()
     index: IndexSettings = IndexSettings()
+    sources: SourcesSettings = SourcesSettings()
 
 
 class SettingsError(InputError):
@@ -280,13 +376,32 @@ def _migrate(layer: dict[str, Any], *, source: str) -> dict[str, Any]:
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``RCA_<SECTION>__<KEY>`` values; each further ``__`` goes one table deeper
+    (``RCA_SOURCES__LOKI__HEADERS__AUTHORIZATION`` is ``[sources.loki.headers] authorization``)."""
     layer: dict[str, Any] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
-        layer.setdefault(section, {})[key] = value
+        *tables, key = name[len(ENV_PREFIX):].lower().split("__")
+        target = layer
+        for table in tables:
+            nested = target.setdefault(table, {})
+            if not isinstance(nested, dict):  # RCA_A__B and RCA_A__B__C: the deeper one is a table
+                nested = target[table] = {}
+            target = nested
+        target[key] = value
     return layer
+
+
+def _origin(layers: list[tuple[str, dict[str, Any]]], loc: tuple[Any, ...]) -> str:
+    """The last layer that wrote anything under the table holding ``loc`` (where a missing key was expected)."""
+    for source, layer in reversed(layers):
+        node: Any = layer
+        for part in loc[:-1]:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and node:
+            return source
+    return layers[-1][0]
 
 
 def load_settings(
@@ -317,12 +432,23 @@ def load_settings(
     layers.append(("command line", flag_layer))
 
     merged: dict[str, Any] = {}
-    for source, layer in layers:
-        merged = _deep_merge(merged, _migrate(layer, source=source))
+    seen: list[tuple[str, dict[str, Any]]] = []
+    for number, (source, layer) in enumerate(layers, start=1):
+        layer = _migrate(layer, source=source)
+        seen.append((source, layer))
+        merged = _deep_merge(merged, layer)
         try:
             Settings.model_validate(merged)
         except ValidationError as exc:
-            first = exc.errors()[0]
+            errors = exc.errors()
+            if number < len(layers):
+                # A key a table needs (a source's url) may come from a later layer: the file gives the
+                # source, the environment its url. Only the full merge can say it is missing.
+                errors = [e for e in errors if e["type"] != "missing"]
+                if not errors:
+                    continue
+            first = errors[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise SettingsError(f"{source}: setting '{where}': {first['msg']}") from exc
+            named = _origin(seen, tuple(first["loc"])) if first["type"] == "missing" else source
+            raise SettingsError(f"{named}: setting '{where}': {first['msg']}") from exc
     return Settings.model_validate(merged)

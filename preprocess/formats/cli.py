@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING
 import typer
 
 from preprocess.formats import FORMATS, FormatResult, make_reader
-from rca.clisupport import fail
+from rca.clisupport import build_settings, fail
 from rca.errors import RcaError
 from rca.timeutil import format_utc, parse_duration, parse_utc
 
 if TYPE_CHECKING:
-    from preprocess.formats.pull import PageDone, PromQuery, PullResult
-    from preprocess.formats.pull_http import PullClient
-    from preprocess.formats.pull_store import PulledPages
+    from preprocess.formats.pull import PageDone, PromQuery
+    from preprocess.formats.pull_sources import PullRun, Source, SourceImport
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +144,10 @@ def _file_or_url(sources: list[Path] | None, url: str | None, *, pull_only: dict
     return bool(url)
 
 
-def _window(*, start: str | None, end: str | None, since: str | None) -> tuple[datetime, datetime]:
-    """``--start/--end`` or ``--since [--end]`` as a UTC range; a bad or empty range is a usage error."""
+def _window(*, start: str | None, end: str | None, since: str | None,
+            needed: str = "with --url, give the range") -> tuple[datetime, datetime]:
+    """``--start/--end`` or ``--since [--end]`` as a UTC range; a bad or empty range is a usage error (no range
+    at all: ``needed``, then the flags)."""
     def instant(flag: str, text: str) -> datetime:
         try:
             return parse_utc(text)
@@ -166,7 +167,7 @@ def _window(*, start: str | None, end: str | None, since: str | None) -> tuple[d
             fail("--start needs --end (or give --since DURATION)")
         first, last = instant("--start", start), instant("--end", end)
     else:
-        fail("with --url, give the range: --start and --end, or --since DURATION")
+        fail(f"{needed}: --start and --end, or --since DURATION")
     if last <= first:
         fail(f"the range {format_utc(first)}..{format_utc(last)} is empty: --end must be after --start")
     return first, last
@@ -201,43 +202,55 @@ def header_options(lines: list[str] | None) -> dict[str, str]:
     return headers
 
 
-PullRun = Callable[["PullClient", "PulledPages", Callable[["PageDone"], None]], "PullResult"]
-
-
 def pull_and_import(fmt: str, *, url: str, out: Path, window: tuple[datetime, datetime], timeout_s: float,
                     header_lines: list[str] | None, pull: PullRun) -> None:
     """Fetch (or find on disk) every chunk with ``pull``, then import the saved files like given ones."""
-    from preprocess.formats.pull_http import PullClient, redacted
-    from preprocess.formats.pull_store import PulledPages
+    from preprocess.formats.pull_sources import Source, import_pulled
 
-    headers = header_options(header_lines)
-    pages = PulledPages(out, fmt)
-    first, last = window
-    # The range in full: a --since pull is resumed by giving it again as --start/--end.
-    typer.echo(f"{fmt}: pulling {format_utc(first)}..{format_utc(last)} from {redacted(url)} "
-               f"(pages kept under {pages.root}; rerun with --start {format_utc(first)} --end {format_utc(last)} "
-               "to resume)", err=True)
-
-    def on_page(page: PageDone) -> None:
-        typer.echo(f"  {page}", err=True)
-
+    source = Source(fmt, url, pull, timeout_s=timeout_s, headers=header_options(header_lines))
+    announce(source, window=window, out=out)
     try:
-        with PullClient(url, timeout_s=timeout_s, headers=headers) as client:
-            result = pull(client, pages, on_page)
+        imported = import_pulled(source, out=out, on_page=_show_page)
     except RcaError as exc:
         fail(str(exc))
-    typer.echo(f"{fmt}: {result.fetched} page(s) fetched, {result.reused} already on disk, "
-               f"{client.requests} request(s)", err=True)
-    for loss in result.losses:
-        typer.secho(f"  LOST {loss}", err=True, fg="yellow")
-    for query in result.empty:
-        typer.echo(f"  note: no series: {query}", err=True)
-    if not result.files:
-        fail(f"{fmt}: nothing was pulled from {redacted(url)}")
-    run_import(fmt, sources=result.files, out=out)
-    if result.losses:
-        typer.echo(f"finished with data loss: {len(result.losses)} range(s) could not be pulled in full", err=True)
+    if show_import(imported, out=out):
         raise typer.Exit(DATA_LOSS)
+
+
+def announce(source: Source, *, window: tuple[datetime, datetime], out: Path) -> None:
+    """The lines before a pull: the source's notes, and the range in full (a --since pull is resumed by giving
+    it as --start/--end)."""
+    from preprocess.formats.pull_http import redacted
+    from preprocess.formats.pull_store import PulledPages
+
+    for note in source.notes:
+        typer.echo(note, err=True)
+    first, last = window
+    typer.echo(f"{source.fmt}: pulling {format_utc(first)}..{format_utc(last)} from {redacted(source.url)} "
+               f"(pages kept under {PulledPages(out, source.fmt).root}; rerun with --start {format_utc(first)} "
+               f"--end {format_utc(last)} to resume)", err=True)
+
+
+def _show_page(page: PageDone) -> None:
+    typer.echo(f"  {page}", err=True)
+
+
+def show_import(imported: SourceImport, *, out: Path) -> bool:
+    """What a pull brought, on stderr, as `rca import --url` says it; True when some of it was lost."""
+    pulled = imported.pulled
+    typer.echo(f"{imported.fmt}: {pulled.fetched} page(s) fetched, {pulled.reused} already on disk, "
+               f"{imported.requests} request(s)", err=True)
+    for loss in pulled.losses:
+        typer.secho(f"  LOST {loss}", err=True, fg="yellow")
+    for query in pulled.empty:
+        typer.echo(f"  note: no series: {query}", err=True)
+    report(imported.read, fmt=imported.fmt, out=out, written=len(imported.written))
+    if imported.read.lost:
+        return True
+    if pulled.losses:
+        typer.echo(f"finished with data loss: {len(pulled.losses)} range(s) could not be pulled in full", err=True)
+        return True
+    return False
 
 
 def _prometheus(
@@ -300,24 +313,15 @@ def _prometheus(
 def _preset_queries(presets: list[str], matchers: list[str], *, rate_window: timedelta | None) -> list[PromQuery]:
     """The queries of every ``--preset``, scoped by ``--match``, their rates over ``--rate-window`` (None: the
     default); what a matcher cannot scope, and a range written out that the window does not set, are said."""
-    from preprocess.formats.prom_presets import DEFAULT_RATE_WINDOW, preset_queries
-    from preprocess.formats.pull import PromQuery
+    from preprocess.formats.pull_sources import prometheus_queries
 
     try:
-        entries = preset_queries(presets, matchers=matchers, window=rate_window or DEFAULT_RATE_WINDOW)
+        queries, notes = prometheus_queries(presets=presets, matchers=matchers, rate_window=rate_window, queries=[])
     except RcaError as exc:
         fail(str(exc))
-    for preset in dict.fromkeys(entry.preset for entry in entries):
-        mine = [entry for entry in entries if entry.preset == preset]
-        unscoped = [entry.name for entry in mine if not entry.scoped]
-        # A user's file may write its ranges out ([1m]): --rate-window does not reach them, and a pull that
-        # seemed to set them would still come back empty.
-        fixed = [entry.name for entry in mine if entry.fixed_range is not None]
-        typer.echo(f"prometheus: preset {preset}: {len(mine)} queries"
-                   + (f" (not scoped by --match: {', '.join(unscoped)})" if matchers and unscoped else "")
-                   + (f" (ranges written out, not set by --rate-window: {', '.join(fixed)})"
-                      if rate_window is not None and fixed else ""), err=True)
-    return [PromQuery(entry.query, name=entry.name, if_empty=entry.if_empty) for entry in entries]
+    for note in notes:
+        typer.echo(note, err=True)
+    return queries
 
 
 def _loki(
@@ -369,28 +373,65 @@ def _jaeger(
     """Jaeger query-API JSON (GET /api/traces); or pull with --url."""
     if _file_or_url(sources, url, pull_only={"--service": services, "--start": start, "--end": end,
                                              "--since": since, "--header": header}):
-        from preprocess.formats.pull import jaeger_services, pull_jaeger
-        from preprocess.formats.pull_http import PullError, redacted
+        from preprocess.formats.pull_sources import jaeger_pull
 
         window = _window(start=start, end=end, since=since)
-
-        def pull(client: PullClient, pages: PulledPages, on_page: Callable[[PageDone], None]) -> PullResult:
-            names = list(services or []) or jaeger_services(client)
-            if not names:
-                raise PullError(f"{redacted(str(url))}: the Jaeger server knows no service (/api/services is empty)")
-            return pull_jaeger(client=client, pages=pages, services=names, start=window[0], end=window[1],
-                               limit=limit, on_page=on_page)
-
         pull_and_import("jaeger", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
-                        pull=pull)
+                        pull=jaeger_pull(services=list(services or []), start=window[0], end=window[1], limit=limit))
         return
     run_import("jaeger", sources=sources, out=out)
+
+
+def _sources(
+    ctx: typer.Context,
+    out: Path = _out_option(),
+    start: str | None = typer.Option(None, "--start", help="UTC start of the range (ISO-8601, 2025-06-05T16:00:00Z).",
+                                     show_default=False),
+    end: str | None = typer.Option(None, "--end", help="UTC end of the range (default with --since: now).",
+                                   show_default=False),
+    since: str | None = typer.Option(None, "--since", help="The last DURATION (15m, 2h, 1d) before --end or now.",
+                                     show_default=False),
+) -> None:
+    """Pull every server of the config's [sources] (Prometheus, Loki, Jaeger) over the range into --out."""
+    from preprocess.formats.pull_sources import configured_sources, pull_sources
+
+    settings = build_settings(ctx)
+    if not settings.sources.configured():
+        fail("no source configured: give [sources.prometheus], [sources.loki] or [sources.jaeger] (each with its "
+             "url) in the config file (--config, or config/config.toml), or RCA_SOURCES__<NAME>__URL and the "
+             "rest in the environment: docs/formats/pull.md")
+    window = _window(start=start, end=end, since=since, needed="give the range")
+    try:
+        sources = configured_sources(settings.sources, start=window[0], end=window[1])
+    except RcaError as exc:
+        fail(str(exc))
+    lost: list[str] = []
+
+    def started(source: Source) -> None:
+        announce(source, window=window, out=out)
+
+    def done(source: Source, outcome: SourceImport | str) -> None:
+        if isinstance(outcome, str):
+            typer.secho(f"error: {outcome}", err=True, fg="red")
+        elif show_import(outcome, out=out):
+            lost.append(source.fmt)
+
+    pulled = pull_sources(sources, out=out, on_page=_show_page, on_start=started, on_done=done)
+    typer.echo(f"sources: {len(pulled.imports)} of {len(sources)} pulled into {out} "
+               f"({len(pulled.written)} dataset file(s) written)"
+               + (f"; failed: {', '.join(pulled.failures)}" if pulled.failures else "")
+               + (f"; data lost: {', '.join(lost)}" if lost else ""), err=True)
+    if pulled.failures:
+        raise typer.Exit(2)  # as a single pull that fails (docs/formats/pull.md): the others are in --out
+    if lost:
+        raise typer.Exit(DATA_LOSS)
 
 
 _PULLING: dict[str, Callable[..., None]] = {"prometheus": _prometheus, "loki": _loki, "jaeger": _jaeger}
 
 
 def register(app: typer.Typer) -> None:
-    """Add one ``rca import <format>`` command per registered reader to ``app``."""
+    """Add one ``rca import <format>`` command per registered reader to ``app``, and ``rca import sources``."""
     for fmt in FORMATS:
         app.command(fmt)(_PULLING.get(fmt) or _command(fmt))
+    app.command("sources")(_sources)
