@@ -7,7 +7,8 @@
     rca diagnose --alertmanager http://am:9093 [--alert-filter 'service="cart"'] [--header 'Name: value'] [--uuid ID]
                                                                # the alerts firing now (GET /api/v2/alerts); none: exit 0
     rca diagnose --listen 127.0.0.1:9095 [--out answers.jsonl] # Alertmanager's webhook receiver (POST /alerts), until
-                                                               # SIGINT/SIGTERM (diagnose/receiver.py)
+                                                               # SIGINT/SIGTERM (diagnose/receiver.py); with [sources],
+                                                               # each case's telemetry pulled into --data-dir first
     diagnose --mode react|team --uuid X [--data-dir D]   # agent modes (docs/agentic.md)
     rca diagnose --all --out result.jsonl [--report-dir reports/]
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from rca.settings import Settings
 
 if TYPE_CHECKING:
     from diagnose.cases import CaseFile
+    from diagnose.refresh import SourceRefresh
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,8 @@ def rca_diagnose(
     input_file: Path | None = typer.Option(None, "--input", "-i", help="input.json with the cases (config paths.input_file)."),
     index_dir: Path | None = typer.Option(None, "--index-dir", help="Evidence index (config paths.index_dir)."),
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir)."),
+        None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir); --listen with "
+        "[sources]: where each case's pulled telemetry goes."),
     mode: str | None = typer.Option(
         None, "--mode", help="pipeline (one prepared call) | react (tool loop) | team (specialists + judge)."),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="react: tool calls before the answer."),
@@ -271,11 +274,15 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
         try:
             # No other incident is known ahead: each window's baseline is its own history (case_windows=[]).
             with Diagnoser.from_settings(settings, case_windows=[]) as diagnoser:
+                refresh = _source_refresh(settings)
                 worker = CaseWorker(diagnoser, settings=settings, out=out,
-                                    indexed_until=lambda: newest_telemetry(settings.paths.index_dir))
+                                    indexed_until=lambda: newest_telemetry(settings.paths.index_dir), refresh=refresh)
                 _ = diagnoser.llm  # the model, loaded once, now
                 typer.echo(f"listening on http://{text.strip()}/alerts (Alertmanager webhook_configs url); answers "
                            f"appended to {out}; SIGINT or SIGTERM stops", err=True)
+                if refresh is not None:
+                    typer.echo(f"each case first pulls {', '.join(settings.sources.configured())} ([sources]) into "
+                               f"{settings.paths.data_dir} and indexes it into {settings.paths.index_dir}", err=True)
                 stopped_by = serve(create_app(worker, settings=settings), sock=sock)
         except LLMError as exc:
             fail(f"LLM backend failed: {exc}")
@@ -284,6 +291,29 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
     counts = worker.counts()
     typer.echo(f"stopped{f' ({stopped_by})' if stopped_by else ''}: {counts['answered']} answered, "
                f"{counts['failed']} failed, in {out}", err=True)
+
+
+def _source_refresh(settings: Settings) -> SourceRefresh | None:
+    """With ``[sources]``: what pulls each received case's telemetry into ``[paths] data_dir`` and indexes it
+    (``diagnose/refresh.py``); without, None: the receiver reads the index as others keep it.
+
+    The sources are made once here, over an empty range, so a preset that cannot be read is an error at
+    the start (``RcaError``), not a warning in every case."""
+    if not settings.sources.configured():
+        return None
+    from diagnose.refresh import SourceRefresh
+    from index.params import IndexParams
+    from preprocess.formats.pull_sources import configured_sources
+    from rca.system import system_from_settings
+
+    params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
+    now = datetime.now(UTC)
+    configured_sources(settings.sources, start=now, end=now)
+    return SourceRefresh(sources=lambda first, last: configured_sources(settings.sources, start=first, end=last),
+                         data_dir=settings.paths.data_dir, index_dir=settings.paths.index_dir,
+                         naming=params.system.trace, baseline=timedelta(minutes=params.baseline_minutes),
+                         detector_params=params.detector_params(), workers=settings.preprocess.workers,
+                         threads=settings.preprocess.threads)
 
 
 def _newest_telemetry(index_dir: Path) -> datetime:

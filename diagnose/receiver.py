@@ -6,7 +6,8 @@ windowed as ``--alerts`` names and windows a payload of a file (``diagnose.cases
 that the receiver knows when the payload came: a still-firing alert ends there, not ``alert_span``
 after its start. One worker thread diagnoses the cases in the order they came, with the one
 ``Diagnoser`` (its model loaded once), and appends each answer to ``--out`` as a batch does. An alert
-fires before the telemetry of its last minutes is indexed: a case first waits, up to ``[diagnose]
+fires before the telemetry of its last minutes is indexed: with ``[sources]`` configured, a case first
+pulls them and builds the index for them (``diagnose/refresh.py``); then it waits, up to ``[diagnose]
 listen_wait``, for the index to reach its end.
 
 | route | what |
@@ -34,7 +35,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -44,6 +45,9 @@ from diagnose.runner import RunSummary, finished_uuids
 from rca.challenge import rule_version
 from rca.errors import RcaError
 from rca.settings import Settings
+
+if TYPE_CHECKING:  # the refresh pulls in the nightly job (polars ...): only its callers import it
+    from diagnose.refresh import Refresh
 
 log = logging.getLogger(__name__)
 
@@ -136,14 +140,17 @@ class CaseWorker:
 
     def __init__(self, diagnoser: CaseRunner, *, settings: Settings, out: Path,
                  indexed_until: Callable[[], datetime | None] | None = None,
-                 poll_s: float = INDEX_POLL_S) -> None:
+                 refresh: Refresh | None = None, poll_s: float = INDEX_POLL_S) -> None:
         """``indexed_until`` says how far the index reaches (``index.status.newest_telemetry``; it returns
         None for no telemetry): a case waits up to ``[diagnose] listen_wait`` for it to reach its end,
-        asking every ``poll_s`` seconds. Without it a case is diagnosed at once."""
+        asking every ``poll_s`` seconds. Without it a case is diagnosed at once. ``refresh`` (``[sources]``
+        configured: ``diagnose.refresh.SourceRefresh``) brings the case's telemetry into the index first;
+        its failures are logged there, and the case waits and is diagnosed on what the index holds."""
         self._diagnoser = diagnoser
         self._settings = settings
         self._out = out
         self._indexed_until = indexed_until
+        self._refresh = refresh
         self._poll_s = poll_s
         self._rules = rule_version(settings.challenge.rules)
         self._max_queue = settings.diagnose.listen_max_queue
@@ -245,11 +252,27 @@ class CaseWorker:
                 case = self._waiting.popleft()
                 self._current = case.uuid
             try:
+                self._refreshed(case)
                 if self._indexed(case):
                     self._diagnose(case)
             finally:
                 with self._wake:
                     self._current = None
+
+    def _refreshed(self, case: Case) -> None:
+        """Pull and index ``case``'s telemetry (``refresh``), in this thread: one case at a time, and the next
+        waits for it. Whatever fails, the case goes on to the wait with what the index holds."""
+        if self._refresh is None:
+            return
+        started = time.monotonic()
+        try:
+            done = self._refresh(start=case.start, end=case.end)
+        except Exception:  # a bug: its traceback in the log, and the case still goes on
+            log.exception("case %s: refreshing its telemetry stopped by an unexpected error", case.uuid)
+            return
+        log.info("case %s: telemetry %s..%s refreshed in %.1f s (pulled: %s%s)", case.uuid, done.start.isoformat(),
+                 done.end.isoformat(), time.monotonic() - started, ", ".join(done.pulled) or "nothing",
+                 f"; failed: {', '.join(done.failures)}" if done.failures else "")
 
     def _indexed(self, case: Case) -> bool:
         """Wait (up to ``listen_wait``) until the index reaches ``case``'s end; False when stopped meanwhile.

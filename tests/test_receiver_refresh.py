@@ -1,0 +1,158 @@
+"""``rca diagnose --listen`` with ``[sources]``: each received case pulls its telemetry and indexes it first.
+
+The receiver's worker (diagnose/receiver.py) is given the refresh the command builds
+(``diagnose.cli._source_refresh``, diagnose/refresh.py) over a fake Prometheus on 127.0.0.1 answering
+two pods' memory (tests/test_import_pull.py's), and the nightly job is the real one, into a temporary
+index. The model is tests/test_receiver.py's double, the evidence static: what is checked is what the
+refresh asked the server, what the index holds afterwards, and that nothing stops the case.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from diagnose.cli import _source_refresh
+from diagnose.receiver import CaseWorker, create_app
+from diagnose.refresh import Refreshed
+from diagnose.service import Diagnoser
+from index import store
+from index.lock import writer_lock
+from index.status import newest_telemetry
+from rca.settings import Settings, load_settings
+from tests.fake_http import Answer, FakeServer, fake_servers
+from tests.fakes import StaticEvidence, StaticKnowledge
+from tests.test_import_pull import PROM_METRIC, prometheus
+from tests.test_receiver import RECEIVED, GatedBackend, _alert, _candidates, _id, _payload, _settled, _until
+
+FIRED = "2025-06-05T08:02:00Z"
+CASE_START = datetime(2025, 6, 5, 7, 57, tzinfo=UTC)  # FIRED less the 5-minute lead
+PULL_START = CASE_START - timedelta(minutes=30)  # less [index] baseline_minutes
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("preprocess.formats.pull_http.RETRY_BACKOFF_S", 0.01)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Answer], FakeServer]]:
+    yield from fake_servers()
+
+
+def _settings(tmp_path: Path, *, sources: dict[str, Any] | None) -> Settings:
+    return load_settings(environ={}, overrides={
+        "paths": {"runs_dir": tmp_path / "runs", "input_file": tmp_path / "no-input.json",
+                  "data_dir": tmp_path / "data", "index_dir": tmp_path / "index"},
+        "diagnose": {"alert_lead": "5m", "alert_span": "10m", "listen_wait": "0"},
+        **({"sources": sources} if sources else {})})
+
+
+class Receiver:
+    """The receiver as ``--listen`` wires it, its refresh counted."""
+
+    def __init__(self, settings: Settings, tmp_path: Path) -> None:
+        self.settings = settings
+        self.out = tmp_path / "answers.jsonl"
+        refresh = _source_refresh(settings)
+        assert refresh is not None
+        self.calls: list[tuple[datetime, datetime]] = []
+        self.done: list[Refreshed] = []
+
+        def counted(*, start: datetime, end: datetime) -> Refreshed:
+            self.calls.append((start, end))
+            self.done.append(refresh(start=start, end=end))
+            return self.done[-1]
+
+        diagnoser = Diagnoser(settings=settings, evidence=StaticEvidence(_candidates()), knowledge=StaticKnowledge(),
+                              llm=GatedBackend())
+        self.worker = CaseWorker(diagnoser, settings=settings, out=self.out, refresh=counted,
+                                 indexed_until=lambda: newest_telemetry(settings.paths.index_dir))
+        self.app = create_app(self.worker, settings=settings, clock=lambda: RECEIVED)
+
+
+def _seconds(instant: datetime) -> str:
+    ms = int(instant.timestamp() * 1000)
+    return f"{ms // 1000}.{ms % 1000:03d}"
+
+
+def test_a_case_pulls_its_baseline_and_window_and_the_index_then_holds_them(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
+    server = serve(prometheus)
+    settings = _settings(tmp_path, sources={"prometheus": {"url": server.url, "queries": [PROM_METRIC]}})
+    receiver = Receiver(settings, tmp_path)
+    payload = _payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED))
+    with TestClient(receiver.app) as client:
+        assert client.post("/alerts", json=payload).json()["accepted"] == [_id("HighErrorRate")]
+        _until("the answer", _settled(client, answered=1))
+        assert client.post("/alerts", json=payload).json()["skipped"][0]["reason"] == "already diagnosed"
+        time.sleep(0.1)
+
+    assert receiver.calls == [(CASE_START, RECEIVED)]  # one refresh, the case's window: resent, not again
+    (done,) = receiver.done
+    assert (done.start, done.end) == (PULL_START, RECEIVED) and done.ok and done.pulled == ["prometheus"]
+    (asked,) = [r.params for r in server.requests if r.path == "/api/v1/query_range"]
+    assert (asked["start"], asked["end"], asked["step"]) == (_seconds(PULL_START), _seconds(RECEIVED), "60.000")
+
+    # The nightly job ran for the day of the range (CST 2025-06-05), and the index reaches the case's end.
+    assert done.days == ["2025-06-05"] and done.written >= 1
+    index = settings.paths.index_dir
+    assert store.load_manifest(index).partitions[store.partition_key("2025-06-05", "metric")].rows
+    newest = newest_telemetry(index)
+    assert newest is not None and newest + timedelta(minutes=1) >= RECEIVED
+    assert (settings.paths.data_dir / ".pulled" / "prometheus").is_dir()
+
+
+def test_a_failed_pull_is_a_warning_and_the_case_is_still_answered(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    refusing = serve(lambda path, params: (400, {"status": "error", "errorType": "bad_data", "error": "parse error"}))
+    receiver = Receiver(_settings(tmp_path, sources={"prometheus": {"url": refusing.url, "queries": ["up"]}}),
+                        tmp_path)
+    caplog.set_level(logging.INFO)
+    with TestClient(receiver.app) as client:
+        client.post("/alerts", json=_payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED)))
+        _until("the answer", _settled(client, answered=1))
+    (done,) = receiver.done
+    assert list(done.failures) == ["prometheus"] and "parse error" in done.failures["prometheus"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("prometheus not pulled" in w and "HTTP 400" in w for w in warnings), warnings
+    assert done.days == []  # nothing pulled, no day directory: no build
+
+
+def test_a_build_that_cannot_run_is_a_warning_and_the_case_goes_on(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = serve(prometheus)
+    settings = _settings(tmp_path, sources={"prometheus": {"url": server.url, "queries": [PROM_METRIC]}})
+    settings.paths.index_dir.write_text("not a directory", encoding="utf-8")
+    receiver = Receiver(settings, tmp_path)
+    with TestClient(receiver.app) as client:
+        client.post("/alerts", json=_payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED)))
+        _until("the answer", _settled(client, answered=1))
+    (done,) = receiver.done
+    assert done.pulled == ["prometheus"] and "index" in done.failures
+    assert any("was not built" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_the_refresh_waits_for_another_writer_of_the_index(serve: Callable[[Answer], FakeServer],
+                                                           tmp_path: Path) -> None:
+    server = serve(prometheus)
+    settings = _settings(tmp_path, sources={"prometheus": {"url": server.url, "queries": [PROM_METRIC]}})
+    receiver = Receiver(settings, tmp_path)
+    with TestClient(receiver.app) as client:
+        with writer_lock(settings.paths.index_dir):  # a timer's `rca preprocess` in progress
+            client.post("/alerts", json=_payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED)))
+            _until("the pull", lambda: any(r.path == "/api/v1/query_range" for r in server.requests))
+            time.sleep(1.5)  # past the lock's poll: the build must still be waiting
+            assert client.get("/healthz").json() == {"queued": 1, "answered": 0, "failed": 0}
+        _until("the answer", _settled(client, answered=1))
+    assert receiver.done[0].ok and receiver.done[0].written >= 1
+
+
+def test_without_sources_the_receiver_has_no_refresh(tmp_path: Path) -> None:
+    assert _source_refresh(_settings(tmp_path, sources=None)) is None
