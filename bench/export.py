@@ -18,7 +18,7 @@ import polars as pl
 
 from preprocess import layout
 from preprocess.readers import read_day
-from preprocess.schema import APM_KPIS, SPAN_PEER_TAG_KEYS
+from preprocess.schema import APM_KPIS, SPAN_PEER_TAG_KEYS, language_key
 from rca.system import bundled_system
 from simulate.simulator import SimulationOptions, simulate
 
@@ -36,6 +36,13 @@ def _str_attr(key: str, value: str) -> dict[str, Any]:
 
 def _resource(**attrs: str | None) -> dict[str, Any]:
     return {"attributes": [_str_attr(k, v) for k, v in attrs.items() if v is not None]}
+
+
+def _language(row: dict[str, Any]) -> dict[str, str]:
+    """The language a span's frame row states (``sdk_language``, where the frame has it), under the key that
+    stated it: a resource attribute / process tag, as OpenTelemetry SDKs and Jaeger clients write it."""
+    language = row.get("sdk_language")
+    return {language_key(language): language} if language else {}
 
 
 def _chunks(rows: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -76,11 +83,12 @@ def otlp_trace_requests(spans: pl.DataFrame, *, per_request: int = 2000) -> list
             }
             if row["parent_span_id"] is not None:
                 span["parentSpanId"] = row["parent_span_id"]
-            by_resource.setdefault((row["service"], row["pod"], row["node"]), []).append(span)
+            resource = (row["service"], row["pod"], row["node"], *_language(row).items())
+            by_resource.setdefault(resource, []).append(span)
         requests.append({"resourceSpans": [
-            {"resource": _resource(**{"service.name": s, "k8s.pod.name": p, "k8s.node.name": n}),
+            {"resource": _resource(**{"service.name": s, "k8s.pod.name": p, "k8s.node.name": n}, **dict(language)),
              "scopeSpans": [{"scope": {"name": "aiops-rca.bench"}, "spans": spans_}]}
-            for (s, p, n), spans_ in by_resource.items()]})
+            for (s, p, n, *language), spans_ in by_resource.items()]})
     return requests
 
 
@@ -198,8 +206,8 @@ def jaeger_document(spans: pl.DataFrame) -> dict[str, Any]:
         trace = traces.setdefault(row["trace_id"], {"traceID": row["trace_id"], "spans": [], "processes": {},
                                                     "warnings": None})
         process = {"serviceName": row["service"], "tags": [
-            {"key": k, "type": "string", "value": v} for k, v in (("name", row["pod"]), ("node_name", row["node"]))
-            if v is not None]}
+            {"key": k, "type": "string", "value": v}
+            for k, v in (("name", row["pod"]), ("node_name", row["node"]), *_language(row).items()) if v is not None]}
         pid = next((k for k, p in trace["processes"].items() if p == process), f"p{len(trace['processes']) + 1}")
         trace["processes"][pid] = process
         tags: list[dict[str, Any]] = []

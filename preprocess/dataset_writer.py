@@ -8,7 +8,8 @@ written (a test holds the round trip), with one exception by design: a span fram
 raw ``rpc.service`` / ``db.system`` values and the host a client span connected to
 (``preprocess.schema.SPAN_PEER_TAGS``), written as tags (the host as ``server.address``), and
 the reader names the peer of a client span that names none from them, with the system it is
-given.
+given. The language its process's instrumentation states (``sdk_language``) is written as the
+process tag it came from (``telemetry.sdk.language`` or ``jaeger.version``), where Jaeger puts it.
 
 Rules:
 
@@ -36,8 +37,9 @@ from preprocess.schema import (
     INFRA_SCHEMA,
     LOG_SCHEMA,
     SPAN_PEER_TAG_KEYS,
-    SPAN_PEER_TAGS,
+    SPAN_RAW_TAGS,
     SPAN_SCHEMA,
+    language_key,
 )
 from rca.atomic import atomic_path
 from rca.errors import InputError
@@ -122,8 +124,10 @@ def _span_table(spans: pl.DataFrame) -> pa.Table:
             # The raw tags the reader names a peer from with the system's [traces] rules.
             *((key, "string", row[column]) for column, key in SPAN_PEER_TAG_KEYS.items()),
         ]))
+        language = row["sdk_language"]
         process.append({"serviceName": row["service"],
-                        "tags": _kv([("name", "string", row["pod"]), ("node_name", "string", row["node"])])})
+                        "tags": _kv([("name", "string", row["pod"]), ("node_name", "string", row["node"]),
+                                     *(((language_key(language), "string", language),) if language else ())])})
     start_us = spans["start"].dt.epoch("us")
     return pa.table({
         "traceID": pa.array(spans["trace_id"].to_list(), pa.string()),
@@ -221,12 +225,12 @@ def write_frames(
 ) -> list[Path]:
     """Write (merge) canonical frames into the dataset at ``out``; returns the files written.
 
-    ``spans`` is in ``SPAN_SCHEMA``, with the ``SPAN_PEER_TAGS`` columns too where the source had them.
+    ``spans`` is in ``SPAN_SCHEMA``, with the ``SPAN_RAW_TAGS`` columns too where the source had them.
     """
     out = Path(out)
     written: list[Path] = []
     if spans is not None and spans.height:
-        written += _write_spans(out, _check(spans, SPAN_SCHEMA, what="spans", optional=SPAN_PEER_TAGS))
+        written += _write_spans(out, _check(spans, SPAN_SCHEMA, what="spans", optional=SPAN_RAW_TAGS))
     if logs is not None and logs.height:
         written += _write_logs(out, _check(logs, LOG_SCHEMA, what="logs"))
     if apm is not None and apm.height:

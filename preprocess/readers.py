@@ -39,8 +39,9 @@ from preprocess.schema import (
     APM_SCHEMA,
     INFRA_SCHEMA,
     LOG_SCHEMA,
+    SPAN_LANGUAGE_KEYS,
     SPAN_PEER_TAG_KEYS,
-    SPAN_PEER_TAGS,
+    SPAN_RAW_TAGS,
     SPAN_SCHEMA,
     TIME,
     empty_frame,
@@ -519,7 +520,8 @@ URL_TAGS: tuple[str, ...] = ("url.full", "http.url")
 _TAGS: tuple[tuple[str, str, str, str, str], ...] = (
     *((("tags", "key", "value", key, f"tag:{key}")) for key in (
         "span.kind", *STATUS_TAGS, "rpc.service", "db.system", "peer.service", *HOST_TAGS, *URL_TAGS)),
-    *((("process.tags", "key", "value", key, f"process:{key}")) for key in ("name", "podName", "node_name", "nodeName")),
+    *((("process.tags", "key", "value", key, f"process:{key}"))
+      for key in ("name", "podName", "node_name", "nodeName", *SPAN_LANGUAGE_KEYS)),
     ("references", "refType", "spanID", "CHILD_OF", "parent"),
 )
 
@@ -665,8 +667,9 @@ def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> lis
     They read ``operationName``, ``process.serviceName`` and the tag columns of ``_tag_columns``,
     row by row: the pyarrow path (``preprocess.span_arrow``) evaluates them once per distinct
     combination of those values. ``naming`` (the system's ``[traces]``) spells the services and
-    names a client span's peer; ``peer_tags`` adds the raw tags it names peers from
-    (``SPAN_PEER_TAGS``), for a caller that looks for peers the naming misses.
+    names a client span's peer; ``peer_tags`` adds the raw tags (``SPAN_RAW_TAGS``): those it names
+    peers from, for a caller that looks for peers the naming misses, and the language the process's
+    instrumentation states (``sdk_language``), for one that drafts runtimes.
     """
     service_raw = pl.col("process").struct.field("serviceName").cast(pl.Utf8)
 
@@ -712,6 +715,10 @@ def span_attribute_exprs(*, naming: TraceNaming, peer_tags: bool = False) -> lis
         # The raw tags; the host of client spans only (a server span's net.peer.name is its caller's).
         *(((pl.when(kind == "client").then(peer_host_expr(tag)) if name == "peer_host" else tag(key)).alias(name)
            for name, key in SPAN_PEER_TAG_KEYS.items()) if peer_tags else ()),
+        # The first of the process's language tags that is not empty, as written.
+        *((pl.coalesce(*(pl.when(process_tag != "").then(process_tag)
+                         for process_tag in (pl.col(f"process:{key}") for key in SPAN_LANGUAGE_KEYS)))
+           .alias("sdk_language"),) if peer_tags else ()),
     ]
 
 
@@ -727,8 +734,8 @@ def span_identity_exprs() -> list[pl.Expr]:
 
 
 def span_schema(*, peer_tags: bool) -> dict[str, pl.DataType]:
-    """The columns a trace read returns: ``SPAN_SCHEMA``, then ``SPAN_PEER_TAGS`` when asked for."""
-    return {**SPAN_SCHEMA, **SPAN_PEER_TAGS} if peer_tags else SPAN_SCHEMA
+    """The columns a trace read returns: ``SPAN_SCHEMA``, then ``SPAN_RAW_TAGS`` when asked for."""
+    return {**SPAN_SCHEMA, **SPAN_RAW_TAGS} if peer_tags else SPAN_SCHEMA
 
 
 def span_columns(frame: pl.LazyFrame, *, naming: TraceNaming, peer_tags: bool = False) -> pl.LazyFrame:
@@ -824,7 +831,7 @@ def read_traces(
     """Flattened Jaeger spans whose ``start`` is in ``[start, end]``, in SPAN_SCHEMA.
 
     ``naming`` is the system's ``[traces]`` (``SystemSpec.trace``): how span services are
-    spelled and how a client span names its peer. ``peer_tags`` adds the raw ``SPAN_PEER_TAGS``.
+    spelled and how a client span names its peer. ``peer_tags`` adds the raw ``SPAN_RAW_TAGS``.
     """
     window = _checked_window(start, end)
     check_trace_naming(naming)

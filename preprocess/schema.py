@@ -6,6 +6,7 @@ index and tests rely on exactly these columns.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -106,10 +107,30 @@ SPAN_PEER_TAGS: dict[str, pl.DataType] = {"rpc_service": pl.Utf8(), "db_system":
 SPAN_PEER_TAG_KEYS: dict[str, str] = {  # column -> tag
     "rpc_service": "rpc.service", "db_system": "db.system", "peer_host": "server.address",
 }
+# The language the instrumentation of a span's process states, as written (``sdk_language``):
+# OpenTelemetry's resource attribute ``telemetry.sdk.language`` (the semantic conventions' values:
+# ``java``, ``dotnet``, ``nodejs`` ...), else a Jaeger client's process tag ``jaeger.version``
+# (``Java-1.8.1``, ``Go-2.30.0``); first found wins. A trace importer carries it from the
+# resource / process tags, the dataset keeps it as a process tag (where Jaeger puts it), and
+# ``rca system infer`` drafts a service's runtime from it: what it means is infer's to say.
+SPAN_LANGUAGE_KEYS: tuple[str, ...] = ("telemetry.sdk.language", "jaeger.version")
+# A Jaeger client's version: its language, a dash, the version (``Java-1.8.1``, ``C++-0.4.2``).
+# No OpenTelemetry language value has that shape, so the value tells which key stated it.
+_JAEGER_CLIENT_VERSION = re.compile(r"^[A-Za-z][A-Za-z+#]*-\d")
+# Every raw tag column a span frame may carry besides ``SPAN_SCHEMA``: the peer tags and the
+# stated language. ``read_traces(..., peer_tags=True)`` returns them all.
+SPAN_RAW_TAGS: dict[str, pl.DataType] = {**SPAN_PEER_TAGS, "sdk_language": pl.Utf8()}
 # What a foreign-format importer returns for spans.
-SPAN_IMPORT_SCHEMA: dict[str, pl.DataType] = {**SPAN_SCHEMA, **SPAN_PEER_TAGS}
+SPAN_IMPORT_SCHEMA: dict[str, pl.DataType] = {**SPAN_SCHEMA, **SPAN_RAW_TAGS}
 
 FAMILIES: tuple[str, ...] = ("apm", "infra", "log", "trace")
+
+
+def language_key(value: str) -> str:
+    """The key of ``SPAN_LANGUAGE_KEYS`` that stated ``value``: ``jaeger.version`` for a Jaeger client's
+    version (``Java-1.8.1``), else ``telemetry.sdk.language``; where a writer puts an ``sdk_language``
+    back, and how infer names where a runtime came from."""
+    return SPAN_LANGUAGE_KEYS[1] if _JAEGER_CLIENT_VERSION.match(value) else SPAN_LANGUAGE_KEYS[0]
 
 
 def empty_frame(schema: dict[str, pl.DataType]) -> pl.DataFrame:

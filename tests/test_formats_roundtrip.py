@@ -1,6 +1,9 @@
 """Done-when of issue 26 (item 3): the simulator's telemetry, exported to each foreign format by
 bench/export.py and imported back by preprocess.formats, gives the canonical frames
 it came from, column for column (for the columns each format carries: docs/formats/*.md).
+
+The simulator's spans state no language: the fixture gives some services one (an OpenTelemetry
+SDK's and a Jaeger client's), so the raw ``sdk_language`` column is compared too where it travels.
 """
 from __future__ import annotations
 
@@ -14,13 +17,21 @@ from polars.testing import assert_frame_equal
 from bench import export as ex
 from preprocess.formats import FormatResult, make_reader
 
+# Service -> the language its instrumentation states, as written (telemetry.sdk.language; jaeger.version).
+STATED = {"cartservice": "dotnet", "frontend": "go", "emailservice": "Python-4.8.0"}
+
 
 @pytest.fixture(scope="module")
 def original(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]:
-    """Canonical frames of a two-case simulated release, as preprocess.readers reads them."""
+    """Canonical frames of a two-case simulated release, as preprocess.readers reads them, some services'
+    spans stating their language."""
     frames = ex.simulated_frames(tmp_path_factory.mktemp("sim"))
     for name, frame in frames.items():
         assert frame.height > 0, name
+    assert frames["spans"]["sdk_language"].null_count() == frames["spans"].height  # the simulator states none
+    frames["spans"] = frames["spans"].with_columns(
+        pl.col("service").replace_strict(STATED, default=None, return_dtype=pl.Utf8).alias("sdk_language"))
+    assert set(frames["spans"]["sdk_language"].drop_nulls().unique()) == set(STATED.values())
     return frames
 
 
@@ -80,7 +91,8 @@ def test_jaeger_json(original: dict[str, pl.DataFrame], tmp_path: Path) -> None:
 def test_zipkin_json(original: dict[str, pl.DataFrame], tmp_path: Path) -> None:
     path = tmp_path / "zipkin.json"
     path.write_text(json.dumps(ex.zipkin_document(original["spans"])))
-    assert_same(read("zipkin", path).spans, original["spans"])
+    # Zipkin has no process: no stated language travels.
+    assert_same(read("zipkin", path).spans, original["spans"].with_columns(pl.lit(None, pl.Utf8).alias("sdk_language")))
 
 
 def test_prometheus_query_range(original: dict[str, pl.DataFrame], tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from preprocess.schema import APM_SCHEMA, INFRA_SCHEMA, LOG_SCHEMA, SPAN_IMPORT_
 from rca.errors import DataError
 
 # FormatResult attribute -> canonical schema; the same names as dataset_writer.write_frames' keywords.
-# Spans: the canonical columns and the raw tags the reader names their peers from (SPAN_PEER_TAGS).
+# Spans: the canonical columns and the raw tags (SPAN_RAW_TAGS): peers are named from them, runtimes drafted.
 FRAME_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "spans": SPAN_IMPORT_SCHEMA,
     "logs": LOG_SCHEMA,

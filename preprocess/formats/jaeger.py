@@ -7,7 +7,9 @@ list of traces or one trace object is read too. Span fields are the release parq
 read by the parquet reader's rules (preprocess/formats/spans.py). Services and peers are kept as the
 export names them; ``rpc.service``, ``db.system`` and a client span's host (``server.address``,
 ``net.peer.name``, a URL's host) are carried into the dataset, whose reader names the peer with the
-system's ``[traces]``. Mapping: docs/formats/jaeger.md.
+system's ``[traces]``; so is the language the process's instrumentation states (process tag
+``telemetry.sdk.language``, else the Jaeger client's ``jaeger.version``), which ``rca system infer``
+reads runtimes from. Mapping: docs/formats/jaeger.md.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Any
 from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, read_span_documents
-from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, peer_host
+from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, peer_host, stated_language
 
 
 def tags_of(items: Any) -> dict[str, str]:
@@ -90,6 +92,7 @@ def span_row(span: dict[str, Any], process: dict[str, Any], rows: Rows) -> None:
         peer_service=explicit_peer(kind=kind, peer=tags.get("peer.service")),
         rpc_service=tags.get("rpc.service"), db_system=tags.get("db.system"),
         peer_host=peer_host(tags, kind=kind),
+        sdk_language=stated_language(ptags),
         start=start, duration_us=duration, status_code=status,
         is_error=is_error(error_tag=tags.get("error"),
                           status_error=(tags.get("otel.status_code") or "").upper() == "ERROR",

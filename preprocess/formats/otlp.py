@@ -13,7 +13,10 @@ OTLP/JSON spells trace and span ids as hex (the OTLP spec), not the base64 that 
 ``json_format`` writes; both are accepted (the length says which). A span's service and peer are
 kept as the export names them (``service.name``, ``peer.service``); ``rpc.service``,
 ``db.system`` and a client span's host (``server.address``, ``net.peer.name``, a URL's host) are
-carried into the dataset, whose reader names the peer with the system's ``[traces]``. The mapping is in docs/formats/otlp.md.
+carried into the dataset, whose reader names the peer with the system's ``[traces]``; so is the
+language the resource's SDK states (``telemetry.sdk.language``, else ``jaeger.version``: a Jaeger
+client's spans received by a Collector), which ``rca system infer`` reads runtimes from. The
+mapping is in docs/formats/otlp.md.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from preprocess.formats.contract import FormatError, FormatResult
 from preprocess.formats.metric_map import MetricRows
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, IssueLog, read_bytes
-from preprocess.formats.spans import HEX, as_int, explicit_peer, is_error, peer_host
+from preprocess.formats.spans import HEX, as_int, explicit_peer, is_error, peer_host, stated_language
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +221,7 @@ class _Sink:
             pod=_first(resource, _POD_KEYS), node=_first(resource, _NODE_KEYS), span_kind=kind,
             peer_service=explicit_peer(kind=kind, peer=attrs.get("peer.service")),
             rpc_service=attrs.get("rpc.service"), db_system=attrs.get("db.system"),
-            peer_host=peer_host(attrs, kind=kind),
+            peer_host=peer_host(attrs, kind=kind), sdk_language=stated_language(resource),
             start=start // 1000, duration_us=(end - start) // 1000, status_code=grpc_code,
             is_error=is_error(error_tag=attrs.get("error"), status_error=status_error, status_code=grpc_code,
                               http_status=http_status),

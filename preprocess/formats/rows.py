@@ -19,7 +19,8 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "apm": ("object_id", "object_type", "time"),
     "infra": ("family", "kpi_key", "component", "time", "instance", "device", "mountpoint", "type", "sql_type"),
 }
-# Spans carry the raw tags their peer is named from at read time (``SPAN_PEER_TAGS``) besides the canonical columns.
+# Spans carry the raw tags their peer is named from at read time and the language their process states
+# (``SPAN_RAW_TAGS``) besides the canonical columns.
 _SCHEMAS: dict[str, dict[str, pl.DataType]] = {"spans": SPAN_IMPORT_SCHEMA, "logs": LOG_SCHEMA, "apm": APM_SCHEMA,
                                                "infra": INFRA_SCHEMA}
 

@@ -9,13 +9,16 @@ Naming is not done here: an importer keeps ``service`` as the source writes it a
 ``peer_service`` as an explicit peer only, and carries the raw ``rpc.service`` and
 ``db.system`` values and the host a client span connected to (``peer_host``)
 (``preprocess.schema.SPAN_PEER_TAGS``) into the dataset, where the reader applies the system's
-``[traces]`` rules when the dataset is read.
+``[traces]`` rules when the dataset is read. Nor is a runtime: the language the instrumentation
+states (``stated_language``) is carried as written, and ``rca system infer`` says what it means.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
+
+from preprocess.schema import SPAN_LANGUAGE_KEYS
 
 HEX = re.compile(r"^[0-9a-fA-F]+$")
 # The attributes that name the host a client connected to, first found wins (OpenTelemetry's current
@@ -63,6 +66,12 @@ def peer_host(attrs: Mapping[str, str], *, kind: str | None) -> str | None:
         if value := attrs.get(key):
             return value
     return next((url_host(url) for key in URL_KEYS if "://" in (url := attrs.get(key) or "")), None)
+
+
+def stated_language(attrs: Mapping[str, str]) -> str | None:
+    """The language a span's process (OTLP resource, Jaeger process tags) states, as written: the first of
+    ``telemetry.sdk.language`` (``java``) and ``jaeger.version`` (``Java-1.8.1``) not empty, else null."""
+    return next((value for key in SPAN_LANGUAGE_KEYS if (value := attrs.get(key))), None)
 
 
 def is_error(*, error_tag: str | None, status_error: bool, status_code: int | None, http_status: int | None) -> bool:
