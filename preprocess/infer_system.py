@@ -5,10 +5,11 @@
 What the data shows is learned: services (span services, APM objects, log pods), pods and
 their services, pod -> node placement, the call graph (cross-service parent/child spans and
 client spans' peers), storage components (client-span peers named like a database or cache
-that never serve a span themselves) and runtimes where the data gives them away (JVM metric
-names or Java stack traces -> java; Python tracebacks, Go panics, Node.js and .NET stack
-frames). The result is a commented TOML for a person to review; ``rca.system.load_system``
-loads it as it is.
+that never serve a span themselves) and runtimes where the data gives them away, strongest
+first: the language the spans' instrumentation states (OpenTelemetry's ``telemetry.sdk.language``,
+a Jaeger client's ``jaeger.version``), JVM metric names, then log stack traces and logger names
+(Java, Python tracebacks, Go panics, Node.js and .NET stack frames). The result is a commented
+TOML for a person to review; ``rca.system.load_system`` loads it as it is.
 
 Spans are read with the ``[traces]`` of a description given (``spec``), else with none: a
 client span names its peer by its ``peer.service`` tag, else by the host it connected to
@@ -32,7 +33,7 @@ import polars as pl
 
 from preprocess import layout
 from preprocess.readers import read_day
-from preprocess.schema import SPAN_PEER_TAG_KEYS
+from preprocess.schema import SPAN_PEER_TAG_KEYS, language_key
 from rca.errors import DataError
 from rca.pods import pod_service
 from rca.system import SystemSpec, TraceNaming, bundled_system
@@ -53,6 +54,13 @@ _RUNTIME_LOG_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("csharp", re.compile(r"\bSystem\.[A-Z]\w*Exception\b|\.cs:line \d+")),
 )
 _JVM_METRIC = re.compile(r"jvm|java_lang|gc_pause|garbage_collect", re.IGNORECASE)
+# The runtimes of the languages an OpenTelemetry SDK states (``telemetry.sdk.language``, the semantic
+# conventions' values); the others (cpp, erlang, php, ruby, rust, swift, webjs) run no fault type of
+# their own here: listed in the log, not drafted.
+_SDK_RUNTIMES: dict[str, str] = {"java": "java", "python": "python", "go": "go", "nodejs": "nodejs", "dotnet": "csharp"}
+# The runtimes of the Jaeger clients, by the language their ``jaeger.version`` starts with (``Java-1.8.1``).
+_JAEGER_CLIENT_RUNTIMES: dict[str, str] = {"java": "java", "go": "go", "python": "python", "node": "nodejs",
+                                           "csharp": "csharp"}
 
 
 class InferError(DataError):
@@ -100,15 +108,36 @@ class InferredSystem:
 
 
 def with_runtimes(inferred: InferredSystem, *, given: Sequence[str]) -> InferredSystem:
-    """``inferred`` with the runtimes a person knows (``SERVICE=RUNTIME``; ``*`` for every service)
-    where the data revealed none: services that never logged a stack trace look like any other."""
+    """``inferred`` with the runtimes a person knows (``SERVICE=RUNTIME``; ``*`` for every service).
+
+    A runtime given for a service by name wins over the data's evidence (whoever names one service
+    knows it; the draft's comment keeps what the data said, or only the data's evidence where it
+    agrees), the first given for it if several are; ``*`` then fills the services still without
+    one (a service that never logged a stack trace and states no language looks like any other).
+    """
+    parsed: list[tuple[str, str, str]] = []
     for spec in given:
         service, sep, runtime = (part.strip() for part in spec.partition("="))
         if not sep or not service or not runtime:
             raise InferError(f"--runtime {spec!r}: expected SERVICE=RUNTIME, e.g. ts-order-service=java or '*=java'")
         if service != "*" and service not in inferred.services:
             raise InferError(f"--runtime {spec!r}: no service {service!r} in the data")
-        for name in inferred.services if service == "*" else [service]:
+        parsed.append((service, runtime, spec))
+    named: set[str] = set()
+    for service, runtime, spec in parsed:
+        if service == "*" or service in named:
+            continue
+        named.add(service)
+        found = inferred.runtimes.get(service)
+        if found == runtime:
+            continue  # the data says so too: its evidence stays
+        said = f" (the data said {found}: {inferred.runtime_evidence.get(service, '')})" if found is not None else ""
+        inferred.runtimes[service] = runtime
+        inferred.runtime_evidence[service] = f"given: --runtime {spec}{said}"
+    for service, runtime, spec in parsed:
+        if service != "*":
+            continue
+        for name in inferred.services:
             if name not in inferred.runtimes:
                 inferred.runtimes[name] = runtime
                 inferred.runtime_evidence[name] = f"given: --runtime {spec}"
@@ -187,6 +216,54 @@ def unnamed_peers(spans: pl.DataFrame) -> dict[str, dict[str, int]]:
     return found
 
 
+def stated_runtime(language: str) -> str | None:
+    """The runtime a span's stated language (``sdk_language``, as written) names, else None (not one we offer
+    faults for): OpenTelemetry's ``java`` / ``dotnet`` ..., a Jaeger client's ``Java-1.8.1`` / ``Node-3.18.1``."""
+    if language_key(language) == "jaeger.version":
+        return _JAEGER_CLIENT_RUNTIMES.get(language.partition("-")[0].lower())
+    return _SDK_RUNTIMES.get(language.strip().lower())
+
+
+def runtime_from_spans(spans: pl.DataFrame) -> dict[str, tuple[str, str]]:
+    """Service -> (runtime, evidence) from the language its spans' instrumentation states (``spans`` read with
+    ``peer_tags``): the instrumentation says so itself, the strongest evidence there is.
+
+    A service stating two languages (two SDKs, a service name shared by two deployments) takes the runtime of
+    the most spans, and the evidence lists every value stated with its count. A service whose most spans
+    state a language that is no runtime here gets none (listed in the log): its few other spans do not
+    outvote it.
+    """
+    counts = (spans.drop_nulls(["service", "sdk_language"]).group_by("service", "sdk_language").len()
+              .sort(["service", "len", "sdk_language"], descending=[False, True, False]))
+    found: dict[str, tuple[str, str]] = {}
+    unknown: dict[str, str] = {}
+    for (service,), stated in counts.group_by("service", maintain_order=True):
+        values = list(stated.select("sdk_language", "len").iter_rows())
+        # Values naming one runtime (``java``, ``Java-1.8.1``) count together; an unknown one is its own.
+        votes: Counter[str] = Counter()
+        for language, n in values:
+            votes[stated_runtime(language) or f"?{language}"] += n
+        runtime = min(votes, key=lambda name: (-votes[name], name))
+        if runtime.startswith("?"):
+            unknown[service] = runtime[1:]
+            continue
+        found[service] = (runtime, "spans: " + _stated(values))
+    if unknown:
+        log.info("spans of %d service(s) state a language that is no runtime with fault types of its own, "
+                 "not drafted: %s", len(unknown), ", ".join(f"{s} ({v})" for s, v in sorted(unknown.items())))
+    return found
+
+
+def _stated(values: Sequence[tuple[str, int]]) -> str:
+    """``telemetry.sdk.language = "java"``; with several values each with its count, grouped by key, most first."""
+    if len(values) == 1:
+        return f"{language_key(values[0][0])} = {_s(values[0][0])}"
+    by_key: dict[str, list[str]] = {}
+    for language, n in values:
+        by_key.setdefault(language_key(language), []).append(f"{_s(language)} ({n} spans)")
+    return "; ".join(f"{key} = {', '.join(listed)}" for key, listed in by_key.items())
+
+
 def _runtime_from_logs(logs: pl.DataFrame, spec: SystemSpec) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     for pod, message in logs.select("pod", "message").drop_nulls().iter_rows():
@@ -263,8 +340,10 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
     spans = _frames(data_dir, chosen, "trace", naming=naming)
     out.newest = _newest(spans, "start", out.newest)
     serving: set[str] = set()
+    from_spans: dict[str, tuple[str, str]] = {}
     if spans is not None:
         out.unnamed_peers = unnamed_peers(spans)
+        from_spans = runtime_from_spans(spans)
         services.update(dict(spans.group_by("service").len().drop_nulls().iter_rows()))
         serving = set(spans.filter(pl.col("span_kind") != "client")["service"].drop_nulls().to_list())
         recorded: dict[str, str] = {}
@@ -335,8 +414,12 @@ def infer_system(data_dir: Path, *, days: list[str] | None = None, spec: SystemS
     out.nodes = sorted(nodes)
     # Most frequent first, ties by name: the drafted file must be the same on every run.
     out.edges = [edge for edge, _ in sorted(calls.items(), key=lambda item: (-item[1], item[0]))]
+    # Strongest first: what the instrumentation states, then JVM metrics, then log signs.
+    for service, (runtime, evidence) in from_spans.items():
+        out.runtimes[service], out.runtime_evidence[service] = runtime, evidence
     for service, evidence in from_metrics.items():
-        out.runtimes[service], out.runtime_evidence[service] = "java", evidence
+        if service not in out.runtimes:
+            out.runtimes[service], out.runtime_evidence[service] = "java", evidence
     for service, (runtime, evidence) in from_logs.items():
         if service not in out.runtimes:
             out.runtimes[service], out.runtime_evidence[service] = runtime, evidence

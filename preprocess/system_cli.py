@@ -34,8 +34,8 @@ def infer_command(
     day: list[str] | None = typer.Option(None, "--day", help="Learn from this day only (repeatable; default every day)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
     runtime: list[str] | None = typer.Option(
-        None, "--runtime", help="SERVICE=RUNTIME you know, where the data shows none (repeatable; '*=java' for "
-                                "every service). JVM faults are offered only for java services."),
+        None, "--runtime", help="SERVICE=RUNTIME you know (repeatable): wins over what the data shows; '*=java' "
+                                "for every service it shows none for. JVM faults are offered only for java services."),
     system: Path | None = typer.Option(
         None, "--system", help="A system description to read the spans with: its [traces] names client spans' "
                                "peers, its [pods] groups pods (default: [system] file if set, else none: peers "
