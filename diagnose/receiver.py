@@ -44,6 +44,7 @@ from diagnose.cases import Case, CaseError, alert_cases
 from diagnose.runner import RunSummary, finished_uuids
 from rca.challenge import rule_version
 from rca.errors import RcaError
+from rca.jsonlimits import json_depth
 from rca.settings import Settings
 
 if TYPE_CHECKING:  # the refresh pulls in the nightly job (polars ...): only its callers import it
@@ -90,21 +91,6 @@ class Offer:
         return {"accepted": self.accepted, "skipped": self.skipped}
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (iterative: the value may be deep)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in item)
-    return deepest
-
-
 def parse_payload(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
     """One webhook payload from a request body: UTF-8 JSON, an object, at most ``max_depth`` deep, with
     ``alerts``; else ``RequestError`` 400 saying what is wrong."""
@@ -119,7 +105,7 @@ def parse_payload(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> dict[str, A
             from exc
     except RecursionError as exc:  # the C parser bounds its own recursion
         raise RequestError(400, f"{SOURCE}: body is nested more than {max_depth} levels deep") from exc
-    if _depth(document) > max_depth:
+    if json_depth(document) > max_depth:
         raise RequestError(400, f"{SOURCE}: body is nested more than {max_depth} levels deep")
     if not isinstance(document, dict):
         raise RequestError(400, f"{SOURCE}: expected one Alertmanager webhook payload (a JSON object "

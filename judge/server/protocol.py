@@ -14,6 +14,7 @@ from typing import Any
 from judge.server.scoring import ContestSpec
 from judge.validation import STEP_FIELDS, check_submission
 from rca.errors import InputError
+from rca.jsonlimits import json_depth
 from rca.settings import JudgeServerSettings
 
 INVALID_FORMAT = "Invalid submission format"
@@ -63,21 +64,6 @@ class Limits:
                    max_json_depth=settings.max_json_depth)
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (iterative: the value may be deep)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in item)
-    return deepest
-
-
 def parse_body(raw: bytes, *, limits: Limits) -> list[Any]:
     """The answers of a ``{"data": [...]}`` body (UTF-8 JSON, bounded depth and count)."""
     try:
@@ -90,7 +76,7 @@ def parse_body(raw: bytes, *, limits: Limits) -> list[Any]:
         raise ProtocolError(400, INVALID_FORMAT, [f"body is not JSON: {exc.msg} (char {exc.pos})"]) from exc
     except RecursionError as exc:  # the C parser bounds its own recursion
         raise ProtocolError(400, INVALID_FORMAT, ["body is nested too deeply"]) from exc
-    if _depth(body) > limits.max_json_depth:
+    if json_depth(body) > limits.max_json_depth:
         raise ProtocolError(400, INVALID_FORMAT, [f"body is nested deeper than {limits.max_json_depth} levels"])
     if not isinstance(body, dict) or set(body) != {"data"} or not isinstance(body["data"], list):
         raise ProtocolError(400, INVALID_FORMAT, ['body must be {"data": [answer, ...]}'])
