@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -32,22 +32,11 @@ from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES, prometheus_chun
 from preprocess.formats.pull_http import PullClient, PullError, parse_header
 from preprocess.readers import read_infra, read_logs, read_traces
 from rca.system import bundled_system
-from tests.fake_http import Answer, FakeServer, fake_servers
+from tests.fake_http import Answer, FakeServer
 
+pytestmark = pytest.mark.usefixtures("fast_retries")
 runner = CliRunner()
 T0 = datetime(2025, 6, 5, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("preprocess.formats.pull_http.RETRY_BACKOFF_S", 0.01)
-
-
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Answer], FakeServer]]:
-    yield from fake_servers()
 
 
 def _rca(*args: str) -> Any:

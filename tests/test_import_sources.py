@@ -8,7 +8,7 @@ module starts its own instance on a copy of the TSDB); Loki and Jaeger are loopb
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,24 +22,15 @@ from preprocess.formats.pull_sources import configured_sources, pull_sources
 from preprocess.readers import read_infra, read_logs, read_traces
 from rca.settings import SettingsError, load_settings
 from rca.system import bundled_system
-from tests.fake_http import Answer, FakeServer, fake_servers
+from tests.fake_http import Answer, FakeServer
 from tests.test_import_pull import SERVICES, _trace, jaeger_with
 from tests.test_prometheus_server import CALM, END, START, _at, backfilled, prometheus_url  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.usefixtures("fast_retries")
 runner = CliRunner()
 SECRET = "Bearer s3cret-token"
 POD_STREAM = {"namespace": "prod", "pod": "frontend-0", "node": "node-1", "container": "server"}
 LOG_TIMES = [START + timedelta(minutes=m, seconds=7) for m in (3, 11, 29)]
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("preprocess.formats.pull_http.RETRY_BACKOFF_S", 0.01)
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Answer], FakeServer]]:
-    yield from fake_servers()
 
 
 def _ns(instant: datetime) -> int:

@@ -6,7 +6,7 @@ backfilled Istio series is in ``tests/test_prometheus_server.py``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,17 +20,12 @@ from preprocess.dataset_writer import write_frames
 from preprocess.mesh_calls import mesh_query
 from preprocess.schema import APM_SCHEMA
 from rca.system import load_system
-from tests.fake_http import Answer, FakeServer, fake_servers
+from tests.fake_http import Answer, FakeServer
 
 runner = CliRunner()
 T0 = datetime(2025, 6, 5, 8, 0, tzinfo=UTC)
 SERVICES = ("frontend", "cart", "checkout", "redis-cart")
 NEWEST = T0 + timedelta(minutes=9)
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Answer], FakeServer]]:
-    yield from fake_servers()
 
 
 @pytest.fixture(scope="module")

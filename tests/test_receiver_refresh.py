@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from index import store
 from index.lock import writer_lock
 from index.status import newest_telemetry
 from rca.settings import Settings, load_settings
-from tests.fake_http import Answer, FakeServer, fake_servers
+from tests.fake_http import Answer, FakeServer
 from tests.fakes import StaticEvidence, StaticKnowledge
 from tests.test_import_pull import PROM_METRIC, prometheus
 from tests.test_receiver import RECEIVED, GatedBackend, _alert, _candidates, _id, _payload, _settled, _until
@@ -36,14 +36,7 @@ CASE_START = datetime(2025, 6, 5, 7, 57, tzinfo=UTC)  # FIRED less the 5-minute 
 PULL_START = CASE_START - timedelta(minutes=30)  # less [index] baseline_minutes
 
 
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("preprocess.formats.pull_http.RETRY_BACKOFF_S", 0.01)
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Answer], FakeServer]]:
-    yield from fake_servers()
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 
 def _settings(tmp_path: Path, *, sources: dict[str, Any] | None) -> Settings:
