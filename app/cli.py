@@ -56,7 +56,25 @@ def load_command(name: str) -> Any:
         single.command(name)(target)
         command = typer.main.get_command(single)
     command.name = name
+    _literal_help(command)
     return command
+
+
+def _literal_help(command: Any) -> None:
+    """Help texts as written: typer renders them as rich markup, which takes a setting's section
+    ("default: [system] file", "with [sources]") for a style tag and drops it. Escaped once here,
+    for every command and option, so no help string has to remember it."""
+    from rich.markup import escape  # typer's own renderer; imported only when a sub-command loads
+
+    for attribute in ("help", "short_help", "epilog"):
+        text = getattr(command, attribute, None)
+        if isinstance(text, str):
+            setattr(command, attribute, escape(text))
+    for param in getattr(command, "params", []):
+        if isinstance(getattr(param, "help", None), str):
+            param.help = escape(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        _literal_help(sub)
 
 
 class _LazyGroup(TyperGroup):
