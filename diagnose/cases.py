@@ -336,7 +336,10 @@ def _id_part(text: str) -> str:
 
 def _firing(alert: object, *, where: str, sent: datetime | None, now: datetime, span: timedelta) -> _Firing:
     """An alert's firing, from its startsAt to its endsAt or, while it still fires, to ``sent`` (when
-    the file says it was sent, if that is not before startsAt) else to startsAt + ``span``.
+    the file says it was sent, if that is not before startsAt) but at most to startsAt + ``span``, else
+    to startsAt + ``span``. The cap: an alert firing for hours when it is read (a receiver started late,
+    ``--alertmanager`` on a long-firing alert) would otherwise make a window of hours, where the onset
+    the ranker reads is diluted; the index is tuned on windows of about a quarter of an hour.
 
     Still firing: the alert says so (a webhook's ``status``), or its endsAt is unset (Go's zero time)
     or after ``sent`` (else ``now``). Alertmanager sets a firing alert's endsAt ahead, to when it
@@ -356,7 +359,7 @@ def _firing(alert: object, *, where: str, sent: datetime | None, now: datetime, 
             raise CaseError(f"{where}: field 'endsAt' {raw_end!r} precedes field 'startsAt' {alert['startsAt']!r}")
         end, ended = given_end, True
     else:
-        end, ended = (sent if sent is not None and sent >= start else start + span), False
+        end, ended = (min(sent, start + span) if sent is not None and sent >= start else start + span), False
     place = ", ".join(f"{key}={labels[key]}" for key in _WHERE_LABELS if labels.get(key))
     # Templated annotations span lines and often end without a stop: one line, sentences stopped.
     texts = (" ".join(annotations.get(key, "").split()).rstrip(". ") for key in ("summary", "description"))

@@ -204,8 +204,8 @@ class DiagnoseSettings(_Section):
     # `diagnose --alerts` (diagnose/cases.py read_alerts). Alertmanager's startsAt is when the rule
     # fired, after its `for:` and a rate() window of evidence, so an alert's window opens alert_lead
     # before it. An alert still firing ends at the time its file says it was sent (API v2's
-    # updatedAt), else alert_span after its startsAt: a saved webhook payload carries no such time (`--listen`
-    # knows it: the time the payload was received).
+    # updatedAt; `--listen`: the time the payload was received), at most alert_span after its startsAt,
+    # and there when nothing says (a saved webhook payload carries no such time).
     # 5m + 10m make a ~15-minute window, like the challenge's cases (median 16) the index is tuned on.
     alert_lead: Duration = Field(default=timedelta(minutes=5), ge=timedelta(0))
     alert_span: Duration = Field(default=timedelta(minutes=10), gt=timedelta(0))

@@ -448,10 +448,14 @@ def test_cli_serves_until_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     url = f"http://127.0.0.1:{port}"
     replies: list[httpx.Response] = []
 
+    # An alert that fired two minutes ago: its window ends when the payload arrives (now).
+    fired = (datetime.now(UTC) - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    firing_now = _payload("HighErrorRate", _alert("checkoutservice-0", starts=fired))
+
     def client() -> None:
         _until("receiver", lambda: _get_ok(f"{url}/healthz"))  # a receiver that never came: no signal to send
         try:
-            replies.append(httpx.post(f"{url}/alerts", json=FIRING, timeout=10))
+            replies.append(httpx.post(f"{url}/alerts", json=firing_now, timeout=10))
             _until("answer", lambda: httpx.get(f"{url}/healthz", timeout=5).json()["answered"] == 1)
         finally:
             os.kill(os.getpid(), stop_signal)
