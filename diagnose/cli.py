@@ -311,7 +311,10 @@ def _source_refresh(settings: Settings) -> SourceRefresh | None:
     configured_sources(settings.sources, start=now, end=now)
     return SourceRefresh(sources=lambda first, last: configured_sources(settings.sources, start=first, end=last),
                          data_dir=settings.paths.data_dir, index_dir=settings.paths.index_dir,
-                         naming=params.system.trace, baseline=timedelta(minutes=params.baseline_minutes),
+                         naming=params.system.trace,
+                         # The baseline, and the older history the metric detector checks that baseline
+                         # against (a previous incident in it): what a window's scoring reads before it.
+                         baseline=timedelta(minutes=params.baseline_minutes + params.metric.history_minutes),
                          detector_params=params.detector_params(), workers=settings.preprocess.workers,
                          threads=settings.preprocess.threads)
 

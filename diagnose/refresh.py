@@ -3,7 +3,8 @@
 An alert fires minutes before anyone has imported its telemetry. With ``[sources]`` configured,
 ``rca diagnose --listen`` does that import itself, for each case before it waits for the index
 (``diagnose/receiver.py``): ``SourceRefresh`` pulls every configured server over the minutes the case
-is scored against (its baseline, ``[index] baseline_minutes`` before its first minute, to its end) into
+is scored against (its baseline, ``[index] baseline_minutes`` before its first minute, and the two hours
+of older history the metric detector checks that baseline against, to its end) into
 the data directory (``preprocess.formats.pull_sources``: pages already pulled are reused, so a case
 close to the last one fetches little), then runs the nightly job for the CST days that range touches
 (``index.build.run_nightly``: incremental, so only the partitions whose files changed are rebuilt). The
@@ -63,8 +64,9 @@ MakeSources = Callable[[datetime, datetime], list[Source]]
 class SourceRefresh:
     """Pull ``sources(start, end)`` into ``data_dir``, then build ``index_dir`` for the days of the range.
 
-    ``baseline`` is how far before a window's first minute the index compares it against (``[index]
-    baseline_minutes``): those minutes are pulled too. ``naming`` and ``detector_params`` are the index's
+    ``baseline`` is how far before a window's first minute its scoring reads (``[index] baseline_minutes``
+    and the metric detector's ``history_minutes``, the older minutes it checks that baseline against):
+    those minutes are pulled too. ``naming`` and ``detector_params`` are the index's
     own (the system's ``[traces]``, ``IndexParams.detector_params()``), so the partitions built here are the
     ones ``rca preprocess`` would build; ``workers``/``threads`` as ``[preprocess]``.
     """

@@ -33,7 +33,8 @@ from tests.test_receiver import RECEIVED, GatedBackend, _alert, _candidates, _id
 
 FIRED = "2025-06-05T08:02:00Z"
 CASE_START = datetime(2025, 6, 5, 7, 57, tzinfo=UTC)  # FIRED less the 5-minute lead
-PULL_START = CASE_START - timedelta(minutes=30)  # less [index] baseline_minutes
+# Less [index] baseline_minutes (30) and the metric detector's history_minutes (120) before it.
+PULL_START = CASE_START - timedelta(minutes=30 + 120)
 
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
