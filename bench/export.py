@@ -237,6 +237,7 @@ def zipkin_document(spans: pl.DataFrame) -> list[dict[str, Any]]:
                                   ("peer.service", row["peer_service"]),
                                   *((key, row.get(column)) for column, key in SPAN_PEER_TAG_KEYS.items()))
                 if v is not None}
+        tags.update(_language(row))  # as OpenTelemetry's Zipkin exporter copies the resource's attributes
         if row["status_code"] is not None:
             tags["rpc.grpc.status_code"] = str(row["status_code"])
         if row["is_error"]:

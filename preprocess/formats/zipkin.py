@@ -19,7 +19,7 @@ from typing import Any
 from preprocess.formats.contract import FormatResult
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, read_span_documents
-from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, peer_host
+from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, peer_host, stated_language
 
 
 def _spans(document: Any) -> Iterator[tuple[str, Any]]:
@@ -74,6 +74,9 @@ def span_row(span: dict[str, Any], rows: Rows) -> None:
         peer_service=explicit_peer(kind=kind, peer=tags.get("peer.service") or remote.get("serviceName")),
         rpc_service=tags.get("rpc.service"), db_system=tags.get("db.system"),
         peer_host=peer_host(tags, kind=kind),
+        # No process in Zipkin, but OpenTelemetry's Zipkin exporter copies the resource's attributes
+        # into every span's tags, telemetry.sdk.language among them.
+        sdk_language=stated_language(tags),
         start=start, duration_us=duration, status_code=status,
         # Zipkin marks a failed span with an "error" tag whose value is the message, not "true".
         is_error=is_error(error_tag="true" if "error" in tags else None,
