@@ -79,9 +79,10 @@ class PartitionBuild:
     lost_files: list[LostFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def take(self, result: ReadResult, *, source: str, hour: int | None) -> None:
+    def take(self, result: ReadResult, *, source: str, hour: int | None, joined: bool = False) -> None:
+        """``joined``: a source read beside the partition's own, whose losses its own partition lists."""
         for issue in result.issues:
-            if issue.lost:
+            if issue.lost and not joined:
                 self.lost_files.append(LostFile(path=str(issue.path), reason=issue.reason, source=source, hour=hour))
             else:
                 self.notes.append(f"{issue.path.name}: {issue.reason}")
@@ -91,12 +92,13 @@ def family_inputs(data_dir: Path, day: str, raw: RawInput) -> tuple[list[Path], 
     """Raw files a partition is built from, and descriptions of expected files that are absent."""
     files: list[Path] = []
     missing: list[str] = []
-    for source in raw.sources:
+    for source in (*raw.sources, *raw.joined):
         if raw.per_hour:
             for hour in range(24):
                 found, absent = layout.hour_files(data_dir, source, day, hour)
                 files += found
-                missing += absent
+                if source in raw.sources:
+                    missing += absent
             continue
         listings = ([layout.apm_files(data_dir, day, level) for level in layout.APM_LEVELS] if source == "apm"
                     else [layout.infra_files(data_dir, day, family) for family in layout.INFRA_FAMILIES])
@@ -153,12 +155,14 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
             list(_hour_windows(day)) if detector.raw.per_hour else [None])
         for number, hour in enumerate(hours):
             chunk: dict[str, pl.DataFrame | None] = {}
-            for source in detector.raw.sources:
+            for source in (*detector.raw.sources, *detector.raw.joined):
                 result = _read(source, data_dir=data_dir, day=day, hour=hour, naming=naming,
                                columns=raw_columns.get(source), ordered=detector.raw.ordered)
-                built.take(result, source=source, hour=number if hour is not None else None)
+                built.take(result, source=source, hour=number if hour is not None else None,
+                           joined=source not in detector.raw.sources)
                 chunk[source] = result.frame
-            rows_read += sum(frame.height for frame in chunk.values() if frame is not None)
+            rows_read += sum(frame.height for source, frame in chunk.items()
+                             if frame is not None and source in detector.raw.sources)
             yield chunk
 
     tables = detector.build(chunks(), state_dir=Path(index_dir))
