@@ -41,12 +41,14 @@ class PathResult:
 def simulate_problem_set(
     out_dir: Path, *, cases: int | None = None, seed: int, scale: Literal["small", "full"] = "small", difficulty: float = 1.0,
     reference_schedule: Path | None = None, per_type: int = 1, randomize: bool = False, packed: bool = False,
+    log_trace_context: bool = False,
 ) -> ProblemSet:
     """Simulate once: an existing ``groundtruth.jsonl`` means the set is already there.
 
     With ``reference_schedule`` the faults are real ones (``per_type`` of every fault
     type) laid out one an hour, or ``packed`` as Nezha injects them (``bench.problems.packed_schedule``);
-    otherwise the simulator draws ``cases`` faults.
+    otherwise the simulator draws ``cases`` faults. ``log_trace_context``: lines state their
+    request's trace context (``SimulationOptions.log_trace_context``).
     """
     from simulate.simulator import SimulationOptions, simulate
 
@@ -62,7 +64,8 @@ def simulate_problem_set(
         schedule_path = out_dir.parent / f"{out_dir.name}.schedule.jsonl"
         schedule_path.write_text("".join(json.dumps(row) + "\n" for row in schedule), encoding="utf-8")
     simulate(SimulationOptions(out_dir=out_dir, cases=None if schedule_path else cases, seed=seed, scale=scale,
-                               difficulty=difficulty, schedule=schedule_path, randomize=randomize))
+                               difficulty=difficulty, schedule=schedule_path, randomize=randomize,
+                               log_trace_context=log_trace_context))
     return problem_set
 
 
@@ -96,9 +99,12 @@ def simulated_index_set(seed: int, *, work_dir: Path, reference_schedule: Path, 
     from index.build import run_nightly
     from rca.system import bundled_system
 
-    name = f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}{'-packed' if packed else ''}"
+    context = recording is not None and recording.log_trace_context
+    name = (f"seed{seed}-{'rand' if randomize else 'plain'}-x{per_type}-d{difficulty:g}{'-packed' if packed else ''}"
+            f"{'-logctx' if context else ''}")
     problem_set = simulate_problem_set(work_dir / name / "data", seed=seed, reference_schedule=reference_schedule,
-                                       per_type=per_type, randomize=randomize, difficulty=difficulty, packed=packed)
+                                       per_type=per_type, randomize=randomize, difficulty=difficulty, packed=packed,
+                                       log_trace_context=context)
     if recording is not None:
         name = f"{name}-{recording.name}"
         problem_set = ProblemSet(recorded_copy(problem_set.data_dir, work_dir / name / "data", recording=recording))

@@ -42,11 +42,16 @@ class Recording:
     # Traces and logs only from the first number of seconds before each case's start to the
     # second after it; None keeps all of them.
     around_cases: tuple[float, float] | None = None
+    # The source's lines state the request's trace context. A copy cannot add it: the set is
+    # simulated with it (``SimulationOptions.log_trace_context``, ``bench.pipeline.simulated_index_set``).
+    log_trace_context: bool = False
 
 
 # Nezha's: no status, no error counts, traces and logs from the minute before each injection to
-# 20-50 s into the third minute after it (docs/datasets/nezha.md, "File names vs span times").
-NEZHA_RECORDING = Recording(name="nezha-recording", span_status=False, around_cases=(60.0, 150.0))
+# 20-50 s into the third minute after it (docs/datasets/nezha.md, "File names vs span times"),
+# and lines that state the request's trace context (both of its systems' services write it).
+NEZHA_RECORDING = Recording(name="nezha-recording", span_status=False, around_cases=(60.0, 150.0),
+                            log_trace_context=True)
 # An OpenTelemetry collector without a metrics pipeline: traces and logs, no metric.
 TRACES_ONLY = Recording(name="traces-only", metrics=False)
 

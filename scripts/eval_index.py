@@ -12,7 +12,8 @@ reference schedule), built and indexed under --work-dir and reused on reruns:
 --packed lays the faults out as Nezha injects them (3 minutes each, 4-9 minutes apart), so each
 window's neighbours crowd its baseline, as on the real datasets. --nezha-recording indexes a copy
 of each set as Nezha records (bench/recording.py): spans without status, no error counts, traces
-and logs only from a minute before each case to 150 s after its start. --traces-only indexes a
+and logs only from a minute before each case to 150 s after its start, and lines that state their
+request's trace context (the set is simulated with it: a -logctx set). --traces-only indexes a
 copy without any metric file, as an OpenTelemetry collector without metrics records it.
 
 Tuning protocol: tune on the tuning seeds (100-199), report on the evaluation seeds
@@ -46,7 +47,7 @@ def main() -> int:
     recorded = parser.add_mutually_exclusive_group()
     recorded.add_argument("--nezha-recording", action="store_true",
                           help="index each simulated set as Nezha records it (no span status or error counts; "
-                               "traces and logs only around each case)")
+                               "traces and logs only around each case; lines that state their trace context)")
     recorded.add_argument("--traces-only", action="store_true",
                           help="index each simulated set without its metric files (traces and logs only, as an "
                                "OpenTelemetry collector without metrics records them)")

@@ -34,6 +34,9 @@ def simulate_command(
     no_fault: int = typer.Option(0, "--no-fault-windows", min=0,
                                  help="Also write N fault-free windows as cases (truth in nofault.jsonl)."),
     randomize: bool = typer.Option(False, "--randomize", help="Draw each fault's and day's world from wide priors (see simulate/randomize.py)."),
+    log_trace_context: bool = typer.Option(
+        False, "--log-trace-context",
+        help="Lines a traced service writes for a request state its trace_id / span_id, as instrumented services write them (Nezha's do; the 2025 release's do not)."),
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
@@ -47,7 +50,8 @@ def simulate_command(
         # validated from the raw flags, so a bad --scale is reported like any other option
         options = SimulationOptions.model_validate(dict(
             out_dir=out, days=days, cases=cases, seed=seed, scale=scale, randomize=randomize, difficulty=difficulty,
-            schedule=schedule, start_date=first_day, no_fault_windows=no_fault))
+            schedule=schedule, start_date=first_day, no_fault_windows=no_fault,
+            log_trace_context=log_trace_context))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "options"

@@ -108,20 +108,25 @@ def _go_json(fields: dict[str, object]) -> str:
 
 
 class _Sink:
-    """Collects log lines as parallel lists."""
+    """Collects log lines as parallel lists, with the span each line was written in (-1: none)."""
 
     def __init__(self) -> None:
         self.t: list[np.ndarray] = []
         self.pod: list[np.ndarray] = []
         self.node: list[np.ndarray] = []
         self.msg: list[np.ndarray] = []
+        self.span: list[np.ndarray] = []
 
-    def add(self, t_us: np.ndarray, pod: np.ndarray, node: np.ndarray, messages: list[str]) -> None:
+    def add(self, t_us: np.ndarray, pod: np.ndarray, node: np.ndarray, messages: list[str],
+            span: np.ndarray | None = None) -> None:
+        """``span``: per line, the index (in the hour's ``SpanBatch``) of the span whose handler wrote it."""
         if len(messages):
             self.t.append(np.asarray(t_us, dtype=np.int64))
             self.pod.append(np.asarray(pod, dtype=object))
             self.node.append(np.asarray(node, dtype=object))
             self.msg.append(np.array(messages, dtype=object))
+            self.span.append(np.full(len(messages), -1, dtype=np.int64) if span is None
+                             else np.asarray(span, dtype=np.int64))
 
 
 def _req_ids(rng: np.random.Generator, n: int) -> list[str]:
@@ -132,9 +137,13 @@ def _req_ids(rng: np.random.Generator, n: int) -> list[str]:
 
 def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placement, hour_start_s: int,
                     info_share: float, verbose_frontend: bool, rng: np.random.Generator,
-                    wording: int = 0) -> LogRows:
+                    wording: int = 0, trace_context: bool = False) -> LogRows:
     """Log rows of one hour. ``verbose_frontend`` (full scale) adds "request started" and a
-    closing line per handled call, as the real services log both ends of a request."""
+    closing line per handled call, as the real services log both ends of a request.
+    ``trace_context``: each line a traced service writes for a request states the request's
+    trace context (``_with_trace_context``), as Nezha's instrumented services write it; the
+    lines of the services that are not traced (adservice, currencyservice, paymentservice) do not.
+    """
     sink = _Sink()
     iso = _iso_ms(spans.start_us + spans.dur_us)
 
@@ -150,13 +159,13 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
                       "severity": "debug", "timestamp": ts})
             for rid, ses, m, p, st, tk, ts in zip(ids, sessions, spans.http_method[root].tolist(), paths,
                                                    spans.http_status[root].tolist(), took, iso[root].tolist())]
-    sink.add(spans.start_us[root] + spans.dur_us[root], spans.pod[root], spans.node[root], done)
+    sink.add(spans.start_us[root] + spans.dur_us[root], spans.pod[root], spans.node[root], done, span=root)
     if verbose_frontend:
         started = [_go_json({"http.req.id": rid, "http.req.method": m, "http.req.path": p, "message": "request started",
                              "session": ses, "severity": "debug", "timestamp": ts})
                    for rid, ses, m, p, ts in zip(ids, sessions, spans.http_method[root].tolist(), paths,
                                                  _iso_ms(spans.start_us[root]).tolist())]
-        sink.add(spans.start_us[root], spans.pod[root], spans.node[root], started)
+        sink.add(spans.start_us[root], spans.pod[root], spans.node[root], started, span=root)
     failed_roots = root[spans.err_kind[root] > 0]
     errs = [_go_json({"error": f"{WHAT_FAILED.get(fc, 'request failed')}: {rpc_detail(k, oc, wording=wording)}", "http.req.id": rid,
                       "http.req.method": m, "http.req.path": p.replace("{id}", "OLJCESPC7Z"),
@@ -167,7 +176,7 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
                                                 spans.http_method[failed_roots].tolist(),
                                                 spans.http_path[failed_roots].tolist(), iso[failed_roots].tolist())]
     sink.add(spans.start_us[failed_roots] + spans.dur_us[failed_roots], spans.pod[failed_roots],
-             spans.node[failed_roots], errs)
+             spans.node[failed_roots], errs, span=failed_roots)
 
     # A tolerated call's failure is a warning of its caller (or nothing), never a failed request.
     shrugged = np.nonzero(spans.tolerated & (spans.err_kind > 0)
@@ -178,12 +187,14 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
                           "timestamp": ts})
                 for c, k, oc, ts in zip(spans.callee[others].tolist(), spans.origin_kind[others].tolist(),
                                         spans.origin_callee[others].tolist(), iso[others].tolist())]
-    sink.add(spans.start_us[others] + spans.dur_us[others], spans.pod[others], spans.node[others], warnings)
+    sink.add(spans.start_us[others] + spans.dur_us[others], spans.pod[others], spans.node[others], warnings,
+             span=_writer_span(spans, others))
     warn = [_go_json({"error": f"failed to get ads: {rpc_detail(k, 'adservice', wording=wording)}", "http.req.id": rid,
                       "http.req.method": "GET", "http.req.path": "/product/OLJCESPC7Z",
                       "message": "failed to retrieve ads", "severity": "warning", "timestamp": ts})
             for rid, k, ts in zip(_req_ids(rng, len(ads)), spans.err_kind[ads].tolist(), iso[ads].tolist())]
-    sink.add(spans.start_us[ads] + spans.dur_us[ads], spans.pod[ads], spans.node[ads], warn)
+    sink.add(spans.start_us[ads] + spans.dur_us[ads], spans.pod[ads], spans.node[ads], warn,
+             span=_writer_span(spans, ads))
     injected = ads[spans.err_kind[ads] == ErrorKind.INJECTED]
     _callee_lines(sink, spans, injected, placement, lambda i: (
         f'Exception in thread "grpc-default-executor-{i % 97}" java.lang.Error: Injected error'))
@@ -193,7 +204,7 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
     lines = [_service_error(svc, fc, k, oc, ts, wording=wording) for svc, fc, k, oc, ts in
              zip(spans.service[mid].tolist(), spans.fail_callee[mid].tolist(), spans.origin_kind[mid].tolist(),
                  spans.origin_callee[mid].tolist(), iso[mid].tolist())]
-    sink.add(spans.start_us[mid] + spans.dur_us[mid], spans.pod[mid], spans.node[mid], lines)
+    sink.add(spans.start_us[mid] + spans.dur_us[mid], spans.pod[mid], spans.node[mid], lines, span=mid)
 
     # Everyday info lines of the services (sampled by info_share to set the volume).
     info = np.nonzero(((spans.kind == "server") & (spans.service != "frontend")
@@ -207,7 +218,8 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
         t_own = spans.start_us[own] + (spans.dur_us[own] if phase == "completed" else 0)
         sink.add(t_own, spans.pod[own], spans.node[own],
                  [_service_info(svc, op, ts, phase) for svc, op, ts in
-                  zip(spans.service[own].tolist(), spans.operation[own].tolist(), _iso_ms(t_own).tolist())])
+                  zip(spans.service[own].tolist(), spans.operation[own].tolist(), _iso_ms(t_own).tolist())],
+                 span=own)
         _callee_lines(sink, spans, info[client_side], placement, None)
 
     _fault_lines(sink, faults, placement=placement, hour_start_s=hour_start_s, rng=rng)
@@ -218,7 +230,30 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
     order = np.argsort(t, kind="stable")
     pods = np.concatenate(sink.pod)[order]
     namespace = np.full(len(t), "hipstershop", dtype=object)
-    return LogRows(t[order], namespace, pods, np.concatenate(sink.node)[order], np.concatenate(sink.msg)[order])
+    messages = np.concatenate(sink.msg)[order]
+    if trace_context:
+        messages = _with_trace_context(messages, spans=spans, span=np.concatenate(sink.span)[order])
+    return LogRows(t[order], namespace, pods, np.concatenate(sink.node)[order], messages)
+
+
+def _writer_span(spans: SpanBatch, client: np.ndarray) -> np.ndarray:
+    """The caller's own span of each client span in ``client``: its handler writes the caller's lines."""
+    position = {int(s): i for i, s in enumerate(spans.span_id.tolist())}
+    return np.array([position.get(int(p), -1) for p in spans.parent_id[client].tolist()], dtype=np.int64)
+
+
+def _with_trace_context(messages: np.ndarray, *, spans: SpanBatch, span: np.ndarray) -> np.ndarray:
+    """Each line written in a span states its trace context: JSON lines as ``trace_id`` / ``span_id``
+    fields (first, as a structured logger's context), text lines ending ``trace_id=... span_id=...``."""
+    out = messages.copy()
+    for i in np.nonzero(span >= 0)[0].tolist():
+        k = int(span[i])
+        trace = f"{int(spans.trace_hi[k]):016x}{int(spans.trace_lo[k]):016x}"
+        own = f"{int(spans.span_id[k]):016x}"
+        line = str(out[i])
+        out[i] = (f'{{"trace_id":"{trace}","span_id":"{own}",{line[1:]}' if line.startswith("{")
+                  else f"{line} trace_id={trace} span_id={own}")
+    return out
 
 
 def _callee_lines(sink: _Sink, spans: SpanBatch, idx: np.ndarray, placement: Placement, text) -> None:

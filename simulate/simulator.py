@@ -74,6 +74,9 @@ class SimulationOptions(BaseModel):
     # Quiet windows (no injected fault) written into input.json as extra cases, with their
     # truth in ``nofault.jsonl``, so detection benchmarks can count false positives.
     no_fault_windows: int = Field(default=0, ge=0)
+    # Lines a traced service writes for a request state its trace context (trace_id / span_id), as
+    # instrumented services write them (Nezha's do; the 2025 release's do not).
+    log_trace_context: bool = False
 
     @model_validator(mode="after")
     def _one_extent(self) -> SimulationOptions:
@@ -231,7 +234,8 @@ def simulate_day(*, out: Path, day: str, hours: list[datetime], faults: list[Fau
                                      placement=placement, pods_on_node=pods_on_node, strength=strength, rng=rng)
         logs = build_hour_logs(spans=spans, faults=hour_faults, placement=placement,
                                hour_start_s=int(hour.timestamp()), info_share=min(1.0, profile.info_share * world.log_rate),
-                               verbose_frontend=profile.verbose_frontend, rng=rng, wording=world.wording)
+                               verbose_frontend=profile.verbose_frontend, rng=rng, wording=world.wording,
+                               trace_context=options.log_trace_context)
         writer.write_atomic(writer.span_table(spans), writer.hour_file(out, family="trace", day=day, cst_hour=cst_hour))
         writer.write_atomic(writer.log_table(logs, agents=agents),
                             writer.hour_file(out, family="log", day=day, cst_hour=cst_hour))
