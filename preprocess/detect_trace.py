@@ -721,8 +721,14 @@ def propagation_scores(events: pl.DataFrame, *, alpha: float = 0.85) -> dict[str
     return {node: value / top for node, value in rank.items()}
 
 
-def _with_logged_errors(spans: pl.DataFrame, *, logs: pl.DataFrame | None) -> pl.DataFrame:
-    """``spans`` with the errors the hour's ``logs`` state of them (none without logs)."""
+def _with_logged_errors(spans: pl.DataFrame, *, chunk: Mapping[str, pl.DataFrame | None]) -> pl.DataFrame:
+    """``spans`` with the errors the hour's logs (``chunk["log"]``) state of them, where the tracer
+    recorded no status: no span of the hour has a status code or an error. Where it did, its
+    status is the call's outcome (a handled error a service logs is not a failed call), and the
+    hour's logs are not even read (``index.build.RawChunk``)."""
+    if spans.get_column("status_code").null_count() < spans.height or spans.get_column("is_error").any():
+        return spans
+    logs = chunk.get("log")
     if logs is None:
         return spans
     return with_logged_errors(spans, error_spans=error_span_ids(logs))
@@ -752,7 +758,7 @@ class TraceDetector:
         error counts as an error call, whatever status its tracer recorded. The next hour is
         read on a thread while this one's edges are computed (``read_ahead``).
         """
-        parts = [edge_stats(_with_logged_errors(spans, logs=chunk.get("log")))
+        parts = [edge_stats(_with_logged_errors(spans, chunk=chunk))
                  for chunk in read_ahead(chunks, name="trace-read") if (spans := chunk.get("trace")) is not None]
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from index.build import family_inputs
+from index.build import RawChunk, family_inputs
 from preprocess.dataset_writer import write_frames
 from preprocess.detect_trace import TraceDetector, edge_stats, score_trace_window
 from preprocess.log_context import error_span_ids, is_error_line, span_id_of, with_logged_errors
@@ -131,6 +131,25 @@ def test_a_status_the_tracer_recorded_stays(tmp_path: Path) -> None:
     spans, _ = _world(fault=False, minutes=1, per_minute=4)
     failed = spans.with_columns(pl.lit(True).alias("is_error"))
     assert with_logged_errors(failed, error_spans=pl.Series(["ffffffffffffffff"])).get_column("is_error").all()
+
+
+def test_where_the_tracer_records_a_status_the_logs_are_not_read() -> None:
+    """A status recorded is the call's outcome: an error a service logs and handles is no failed call."""
+    spans, logs = _world(fault=True)
+    with_status = spans.with_columns(pl.lit(0, pl.Int64).alias("status_code"))
+    asked: list[str] = []
+
+    def read_logs() -> pl.DataFrame:
+        asked.append("log")
+        return logs
+
+    chunk = RawChunk({"trace": with_status}, joined={"log": read_logs})
+    assert TraceDetector().build([chunk])["trace_edges"].equals(edge_stats(with_status))
+    assert asked == []
+    # Without a status the same chunk's logs are read, once.
+    chunk = RawChunk({"trace": spans}, joined={"log": read_logs})
+    assert TraceDetector().build([chunk])["trace_edges"].get_column("errors").sum() > 0
+    assert asked == ["log"]
 
 
 def test_the_trace_partition_is_built_from_the_hours_logs_too(tmp_path: Path) -> None:
