@@ -79,48 +79,24 @@ class PartitionBuild:
     lost_files: list[LostFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def take(self, result: ReadResult, *, source: str, hour: int | None, joined: bool = False) -> None:
-        """``joined``: a source read beside the partition's own, whose losses its own partition lists."""
+    def take(self, result: ReadResult, *, source: str, hour: int | None) -> None:
         for issue in result.issues:
-            if issue.lost and not joined:
+            if issue.lost:
                 self.lost_files.append(LostFile(path=str(issue.path), reason=issue.reason, source=source, hour=hour))
             else:
                 self.notes.append(f"{issue.path.name}: {issue.reason}")
-
-
-class RawChunk(Mapping[str, "pl.DataFrame | None"]):
-    """One chunk of a partition's raw input: its own sources, read, and its joined ones, read
-    when the build first asks for them (the trace build asks for the hour's logs only where the
-    spans carry no status), then kept."""
-
-    def __init__(self, frames: dict[str, pl.DataFrame | None], *,
-                 joined: dict[str, Callable[[], pl.DataFrame | None]]) -> None:
-        self._frames = frames
-        self._joined = joined
-
-    def __getitem__(self, source: str) -> pl.DataFrame | None:
-        if source not in self._frames and source in self._joined:
-            self._frames[source] = self._joined.pop(source)()
-        return self._frames[source]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([*self._frames, *self._joined])
-
-    def __len__(self) -> int:
-        return len(self._frames) + len(self._joined)
 
 
 def family_inputs(data_dir: Path, day: str, raw: RawInput) -> tuple[list[Path], list[str]]:
     """Raw files a partition is built from, and descriptions of expected files that are absent."""
     files: list[Path] = []
     missing: list[str] = []
-    for source in (*raw.sources, *raw.joined):
+    for source in raw.sources:
         if raw.per_hour:
             for hour in range(24):
                 found, absent = layout.hour_files(data_dir, source, day, hour)
                 files += found
-                if source in raw.sources:
-                    missing += absent
+                missing += absent
             continue
         listings = ([layout.apm_files(data_dir, day, level) for level in layout.APM_LEVELS] if source == "apm"
                     else [layout.infra_files(data_dir, day, family) for family in layout.INFRA_FAMILIES])
@@ -176,24 +152,14 @@ def build_partition(detector: Detector, *, data_dir: Path, index_dir: Path, day:
         hours: list[tuple[datetime, datetime] | None] = (
             list(_hour_windows(day)) if detector.raw.per_hour else [None])
         for number, hour in enumerate(hours):
-            frames: dict[str, pl.DataFrame | None] = {}
+            chunk: dict[str, pl.DataFrame | None] = {}
             for source in detector.raw.sources:
                 result = _read(source, data_dir=data_dir, day=day, hour=hour, naming=naming,
                                columns=raw_columns.get(source), ordered=detector.raw.ordered)
                 built.take(result, source=source, hour=number if hour is not None else None)
-                frames[source] = result.frame
-            rows_read += sum(frame.height for frame in frames.values() if frame is not None)
-
-            def joined_reader(source: str, hour: tuple[datetime, datetime] | None = hour,
-                              number: int = number) -> Callable[[], pl.DataFrame | None]:
-                def read() -> pl.DataFrame | None:
-                    result = _read(source, data_dir=data_dir, day=day, hour=hour, naming=naming,
-                                   columns=raw_columns.get(source), ordered=detector.raw.ordered)
-                    built.take(result, source=source, hour=number if hour is not None else None, joined=True)
-                    return result.frame
-                return read
-
-            yield RawChunk(frames, joined={source: joined_reader(source) for source in detector.raw.joined})
+                chunk[source] = result.frame
+            rows_read += sum(frame.height for frame in chunk.values() if frame is not None)
+            yield chunk
 
     tables = detector.build(chunks(), state_dir=Path(index_dir))
     ordered = sorted(detector.feature_tables, key=lambda t: t.scope != "index")

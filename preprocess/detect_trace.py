@@ -8,9 +8,7 @@ This module owns:
   caller-side client span when there is one (it includes the network). Client spans
   with no server child in another service (the client-only services adservice,
   currencyservice, paymentservice, or a callee that did not answer) become edges to
-  their ``peer_service`` with an unknown callee pod. A span whose own log lines report an
-  error (``preprocess.log_context``: the hour's lines, tied to spans by the context they
-  state) is an error call, whatever status its tracer recorded.
+  their ``peer_service`` with an unknown callee pod.
 * ``call_graph``: the networkx service call graph observed in those edges.
 * ``score_trace_window``: anomalous edges of a window against the baseline (caller pods
   pooled, so the callee is the suspect), including edges that vanish (a dead callee pod);
@@ -45,7 +43,6 @@ from preprocess.baseline import (
     window_first_minute,
 )
 from preprocess.detect_metric import epoch_us, from_epoch_us, robust_location_scale
-from preprocess.log_context import error_span_ids, with_logged_errors
 from preprocess.prefetch import read_ahead
 from preprocess.schema import TIME, FeatureTable, RawInput, strongest_first
 from rca.system import SystemSpec
@@ -721,28 +718,13 @@ def propagation_scores(events: pl.DataFrame, *, alpha: float = 0.85) -> dict[str
     return {node: value / top for node, value in rank.items()}
 
 
-def _with_logged_errors(spans: pl.DataFrame, *, chunk: Mapping[str, pl.DataFrame | None]) -> pl.DataFrame:
-    """``spans`` with the errors the hour's logs (``chunk["log"]``) state of them, where the tracer
-    recorded no status: no span of the hour has a status code or an error. Where it did, its
-    status is the call's outcome (a handled error a service logs is not a failed call), and the
-    hour's logs are not even read (``index.build.RawChunk``)."""
-    if spans.get_column("status_code").null_count() < spans.height or spans.get_column("is_error").any():
-        return spans
-    logs = chunk.get("log")
-    if logs is None:
-        return spans
-    return with_logged_errors(spans, error_spans=error_span_ids(logs))
-
-
 class TraceDetector:
     """Per-minute call-edge statistics at build time; edge anomalies and caller fan-out at score time."""
 
     Params = TraceParams
     name = "trace"
     sequential = False
-    # The hour's logs too: a span whose own lines report an error is an error call (log_context).
-    raw = RawInput(sources=("trace",), per_hour=True, rows_read="spans_read", joined=("log",))
-    raw_columns = {"log": ("time", "message")}  # what build reads of the logs (the nightly job projects on it)
+    raw = RawInput(sources=("trace",), per_hour=True, rows_read="spans_read")
     feature_tables = (FeatureTable("trace_edges", EDGE_STATS_SCHEMA),)
     event_schemas = {"trace": TRACE_EVENT_SCHEMA, "fanout": FANOUT_EVENT_SCHEMA, "dropped": DROPPED_EVENT_SCHEMA,
                      "stopped_after": DROPPED_EVENT_SCHEMA}
@@ -752,14 +734,12 @@ class TraceDetector:
 
     def build(self, chunks: Iterable[Mapping[str, pl.DataFrame | None]], *, state_dir: Path | None = None,
               ) -> dict[str, pl.DataFrame]:
-        """Edge statistics of one day's hour chunks ``{"trace": spans, "log": logs}``.
+        """Edge statistics of one day's hour chunks ``{"trace": spans}``.
 
-        A span whose own log lines (tied to it by the trace context they state) report an
-        error counts as an error call, whatever status its tracer recorded. The next hour is
-        read on a thread while this one's edges are computed (``read_ahead``).
+        The next hour is read on a thread while this one's edges are computed (``read_ahead``).
         """
-        parts = [edge_stats(_with_logged_errors(spans, chunk=chunk))
-                 for chunk in read_ahead(chunks, name="trace-read") if (spans := chunk.get("trace")) is not None]
+        parts = [edge_stats(spans) for chunk in read_ahead(chunks, name="trace-read")
+                 if (spans := chunk.get("trace")) is not None]
         return {"trace_edges": pl.concat(parts) if parts else pl.DataFrame(schema=EDGE_STATS_SCHEMA)}
 
     def context_spans(self, *, start: datetime, end: datetime, baseline_start: datetime) -> list[Span]:

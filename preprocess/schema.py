@@ -182,14 +182,9 @@ class RawInput:
     counter of raw rows read (None: not counted). With ``ordered`` the whole-day sources
     come sorted as ``read_apm`` / ``read_infra`` sort them; a build whose tables do not
     depend on the rows' order sets it False and gets them in file order, unsorted.
-    ``joined`` are hour sources read beside ``sources`` for what they say of them (the trace
-    detector reads the logs for the errors their lines state of spans): their files are part
-    of the partition's inputs, but their absent or unreadable files are another partition's to
-    report, and their rows are not counted.
     """
 
     sources: tuple[str, ...]
     per_hour: bool = False
     rows_read: str | None = None
     ordered: bool = True
-    joined: tuple[str, ...] = ()

@@ -2,8 +2,7 @@
 
 With ``trace_context`` each line a traced service writes for a request ends with (text) or opens
 with (JSON) the request's trace and span ids; the error lines of a failing service name its own
-span, which the trace detector then counts an error call (``preprocess.log_context``). Without it
-the lines are exactly as before: the 2025 release states no context.
+span. Without it the lines are exactly as before: the 2025 release states no context.
 """
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from preprocess.log_context import error_span_ids, span_id_of
 from simulate.logs import build_hour_logs
 from simulate.requests import generate_hour
 from simulate.schedule import Fault
@@ -20,6 +18,17 @@ from simulate.simulator import _pods_on_node
 from simulate.topology import place_pods, pods_of
 
 HOUR = datetime(2025, 6, 6, 2, 0, tzinfo=UTC)
+SPAN_ID = r'span_id"?[:=]"?([0-9a-f]{16})\b'
+
+
+def span_id_of(messages: pl.Expr) -> pl.Expr:
+    return messages.str.extract(SPAN_ID, 1)
+
+
+def error_span_ids(logs: pl.DataFrame) -> pl.Series:
+    """Span ids of the JSON lines at severity error."""
+    return logs.filter(pl.col("message").str.contains(r'"severity":"error"')).select(
+        span_id_of(pl.col("message"))).to_series().drop_nulls()
 
 
 def _hour(*, trace_context: bool):

@@ -41,13 +41,7 @@ def trace_events(stats: pl.DataFrame, *, start: datetime, end: datetime,
 def ranked_services(spans: pl.DataFrame, *, start: datetime, end: datetime, baseline_start: datetime,
                     services: Iterable[str], weights: RankWeights = RankWeights()) -> list[str]:
     """The services of the top ten candidates ranked from ``spans``' trace events (each service one pod ``<service>-0``)."""
-    return ranked_from_edges(edge_stats(spans), start=start, end=end, baseline_start=baseline_start,
-                             services=services, weights=weights)
-
-
-def ranked_from_edges(stats: pl.DataFrame, *, start: datetime, end: datetime, baseline_start: datetime,
-                      services: Iterable[str], weights: RankWeights = RankWeights()) -> list[str]:
-    """``ranked_services`` of edge statistics already built (``edge_stats``, or a detector's build)."""
+    stats = edge_stats(spans)
     candidates = rank_candidates(events=trace_events(stats, start=start, end=end, baseline_start=baseline_start),
                                  graph=call_graph(stats), placement=pl.DataFrame(schema=PLACEMENT_SCHEMA),
                                  known_pods={f"{s}-0" for s in services}, top_k=10, window_start=start,
