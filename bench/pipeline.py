@@ -180,23 +180,31 @@ def seeded_truth_rows(problem_set: ProblemSet, *, seed: int) -> list[str]:
 
 
 def rules_answers(settings: Settings, *, seed: int, rules: RuleVersion) -> list[str]:
+    """``rules_answer_lines`` of one simulated seed's set, the uuids suffixed ``@seed``."""
+    return rules_answer_lines(settings, rules=rules, uuid_suffix=f"@{seed}")
+
+
+def rules_answer_lines(settings: Settings, *, rules: RuleVersion, uuid_suffix: str = "") -> list[str]:
     """The rules' answer (index top-1 + its best SOP fit, no model) to every case of the settings' input
-    file, as submission lines with ``@seed`` uuids. A case without candidates is left unanswered (scores 0)."""
+    file, as submission lines: one a case, as a submission must have. A window where nothing moved is
+    answered so (``no_anomaly_answer``); ``uuid_suffix`` is appended to each uuid."""
+    from diagnose.answer import no_anomaly_answer
     from diagnose.cases import load_cases
     from diagnose.pipeline import rules_only_answer
     from diagnose.service import Diagnoser
-    from rca.errors import RcaError
+    from rca.errors import NoCandidates
 
     lines: list[str] = []
     with Diagnoser.from_settings(settings) as diagnoser:
         for case in load_cases(settings.paths.input_file):
             try:
                 prepared = diagnoser.prepare(case)
-            except RcaError as exc:
-                log.warning("%s", exc)
-                continue
-            answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
-            lines.append(json.dumps({**answer.to_submission(rules=rules), "uuid": f"{answer.uuid}@{seed}"}))
+            except NoCandidates as exc:
+                answer = no_anomaly_answer(uuid=case.uuid, start=case.start, why=str(exc), rules=rules)
+            else:
+                answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
+            line = answer.to_submission(rules=rules)
+            lines.append(json.dumps({**line, "uuid": f"{line['uuid']}{uuid_suffix}"}, ensure_ascii=False))
     return lines
 
 

@@ -10,20 +10,15 @@ Protocol: OnlineBoutique 2022-08-22 is the tuning set (``TUNING_SETS``); OnlineB
 """
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.answer import no_anomaly_answer
-from diagnose.cases import load_cases
-from diagnose.pipeline import rules_only_answer
-from diagnose.service import Diagnoser
+from bench.pipeline import rules_answer_lines
 from preprocess import nezha
 from rca.challenge import rule_version
-from rca.errors import NoCandidates
 from rca.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -148,17 +143,7 @@ def set_settings(*, data_dir: Path, index_dir: Path, system: str, work_dir: Path
 
 
 def rules_answers(settings: Settings, *, out: Path) -> Path:
-    """The rules alone for every case: one line per case, as a submission must have."""
-    rules = rule_version(settings.challenge.rules)
-    lines = []
-    with Diagnoser.from_settings(settings) as diagnoser:
-        for case in load_cases(settings.paths.input_file):
-            try:
-                prepared = diagnoser.prepare(case)
-            except NoCandidates as exc:  # nothing moved: said so, still one line for the case
-                answer = no_anomaly_answer(uuid=case.uuid, start=case.start, why=str(exc), rules=rules)
-            else:
-                answer = rules_only_answer(prepared, knowledge=diagnoser.knowledge, rules=rules)
-            lines.append(json.dumps(answer.to_submission(rules=rules), ensure_ascii=False))
+    """The rules alone for every case (``bench.pipeline.rules_answer_lines``), written to ``out``."""
+    lines = rules_answer_lines(settings, rules=rule_version(settings.challenge.rules))
     out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return out
