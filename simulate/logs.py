@@ -116,10 +116,12 @@ class _Sink:
         self.node: list[np.ndarray] = []
         self.msg: list[np.ndarray] = []
         self.span: list[np.ndarray] = []
+        self.by_caller: list[np.ndarray] = []
 
     def add(self, t_us: np.ndarray, pod: np.ndarray, node: np.ndarray, messages: list[str],
-            span: np.ndarray | None = None) -> None:
-        """``span``: per line, the index (in the hour's ``SpanBatch``) of the span whose handler wrote it."""
+            span: np.ndarray | None = None, by_caller: bool = False) -> None:
+        """``span``: per line, the index (in the hour's ``SpanBatch``) of the span the line is about;
+        ``by_caller``: those are client spans, and the line is written in the caller's own span."""
         if len(messages):
             self.t.append(np.asarray(t_us, dtype=np.int64))
             self.pod.append(np.asarray(pod, dtype=object))
@@ -127,6 +129,7 @@ class _Sink:
             self.msg.append(np.array(messages, dtype=object))
             self.span.append(np.full(len(messages), -1, dtype=np.int64) if span is None
                              else np.asarray(span, dtype=np.int64))
+            self.by_caller.append(np.full(len(messages), by_caller and span is not None))
 
 
 def _req_ids(rng: np.random.Generator, n: int) -> list[str]:
@@ -188,13 +191,13 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
                 for c, k, oc, ts in zip(spans.callee[others].tolist(), spans.origin_kind[others].tolist(),
                                         spans.origin_callee[others].tolist(), iso[others].tolist())]
     sink.add(spans.start_us[others] + spans.dur_us[others], spans.pod[others], spans.node[others], warnings,
-             span=_writer_span(spans, others))
+             span=others, by_caller=True)
     warn = [_go_json({"error": f"failed to get ads: {rpc_detail(k, 'adservice', wording=wording)}", "http.req.id": rid,
                       "http.req.method": "GET", "http.req.path": "/product/OLJCESPC7Z",
                       "message": "failed to retrieve ads", "severity": "warning", "timestamp": ts})
             for rid, k, ts in zip(_req_ids(rng, len(ads)), spans.err_kind[ads].tolist(), iso[ads].tolist())]
     sink.add(spans.start_us[ads] + spans.dur_us[ads], spans.pod[ads], spans.node[ads], warn,
-             span=_writer_span(spans, ads))
+             span=ads, by_caller=True)
     injected = ads[spans.err_kind[ads] == ErrorKind.INJECTED]
     _callee_lines(sink, spans, injected, placement, lambda i: (
         f'Exception in thread "grpc-default-executor-{i % 97}" java.lang.Error: Injected error'))
@@ -232,14 +235,20 @@ def build_hour_logs(*, spans: SpanBatch, faults: list[Fault], placement: Placeme
     namespace = np.full(len(t), "hipstershop", dtype=object)
     messages = np.concatenate(sink.msg)[order]
     if trace_context:
-        messages = _with_trace_context(messages, spans=spans, span=np.concatenate(sink.span)[order])
+        span = _writer_spans(spans, span=np.concatenate(sink.span)[order],
+                             by_caller=np.concatenate(sink.by_caller)[order])
+        messages = _with_trace_context(messages, spans=spans, span=span)
     return LogRows(t[order], namespace, pods, np.concatenate(sink.node)[order], messages)
 
 
-def _writer_span(spans: SpanBatch, client: np.ndarray) -> np.ndarray:
-    """The caller's own span of each client span in ``client``: its handler writes the caller's lines."""
-    position = {int(s): i for i, s in enumerate(spans.span_id.tolist())}
-    return np.array([position.get(int(p), -1) for p in spans.parent_id[client].tolist()], dtype=np.int64)
+def _writer_spans(spans: SpanBatch, *, span: np.ndarray, by_caller: np.ndarray) -> np.ndarray:
+    """The span each line was written in: its own, or for a line about a client span, the caller's
+    own span (its parent), whose handler writes the caller's lines; -1 where there is none."""
+    out = span.copy()
+    if by_caller.any():
+        position = {int(s): i for i, s in enumerate(spans.span_id.tolist())}
+        out[by_caller] = [position.get(int(p), -1) for p in spans.parent_id[span[by_caller]].tolist()]
+    return out
 
 
 def _with_trace_context(messages: np.ndarray, *, spans: SpanBatch, span: np.ndarray) -> np.ndarray:

@@ -64,6 +64,12 @@ def test_lines_state_the_span_they_were_written_in() -> None:
     errors = set(error_span_ids(pl.DataFrame({"message": logs.message.tolist()})).to_list())
     assert failing and failing <= errors  # every failing checkout handler logged its error at error level
     assert stated.filter(stated.is_in(list(failing))).len() >= len(failing)
+    # frontend's warning about a failed ads call is written in frontend's own span, not in its client span.
+    frontend_own = {f"{int(s):016x}" for s, svc, kind in zip(spans.span_id.tolist(), spans.service.tolist(),
+                                                             spans.kind.tolist()) if svc == "frontend" and kind == "server"}
+    ads = pl.DataFrame({"message": logs.message.tolist()}).filter(pl.col("message").str.contains("failed to retrieve ads"))
+    assert ads.height > 0
+    assert set(ads.select(span_id_of(pl.col("message"))).to_series().to_list()) <= frontend_own
 
 
 def test_without_context_no_line_states_a_span() -> None:
