@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.levels import level_name, line_with_level
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import IssueLog, json_lines
 from rca.timeutil import epoch_us
@@ -96,6 +97,8 @@ class EcsReader:
                         issues.add(path, str(exc), line=number, where=where, field="@timestamp")
                         continue
                     message = field_value(document, "message")
+                    line = line_with_level(message if isinstance(message, str) else None,
+                                           level_name(text=field_value(document, "log.level")))
                     rows.append(time=time_us, namespace=_text(document, _NAMESPACE), pod=_text(document, _POD),
-                                node=_text(document, _NODE), message=message if isinstance(message, str) else None)
+                                node=_text(document, _NODE), message=line)
         return FormatResult(logs=rows.frame() if len(rows) else None, files=files, issues=issues.issues)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.levels import LEVEL_LABELS, level_name, line_with_level
 from preprocess.formats.metric_map import NAMESPACE_LABELS, NODE_LABELS, POD_LABELS, first_label
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import IssueLog, json_document
@@ -46,6 +47,7 @@ class LokiReader:
                 labels = {str(k): str(v) for k, v in labels.items()}
                 pod = first_label(labels, POD_LABELS)
                 namespace, node = first_label(labels, NAMESPACE_LABELS), first_label(labels, NODE_LABELS)
+                level = level_name(text=first_label(labels, LEVEL_LABELS))
                 for vi, value in enumerate(stream.get("values") or []):
                     # A third element (structured metadata, Loki 3) is not a canonical column.
                     if not isinstance(value, list) or len(value) < 2 or not isinstance(value[1], str):
@@ -58,5 +60,6 @@ class LokiReader:
                         issues.add(path, f"timestamp {value[0]!r} is not an integer of nanoseconds",
                                    where=f"{where}.values[{vi}]", field="values[0]")
                         continue
-                    rows.append(time=nanos // 1000, namespace=namespace, pod=pod, node=node, message=value[1])
+                    rows.append(time=nanos // 1000, namespace=namespace, pod=pod, node=node,
+                                message=line_with_level(value[1], level))
         return FormatResult(logs=rows.frame() if len(rows) else None, files=files, issues=issues.issues)

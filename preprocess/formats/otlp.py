@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from preprocess.formats.contract import FormatError, FormatResult
+from preprocess.formats.levels import level_name, line_with_level
 from preprocess.formats.metric_map import MetricRows
 from preprocess.formats.rows import Rows
 from preprocess.formats.sources import BadField, IssueLog, read_bytes
@@ -241,7 +242,8 @@ class _Sink:
                 continue
             attrs = {**resource, **attributes(record.get("attributes"))}
             body = record.get("body")
-            message = any_value(body) if body else None
+            message = line_with_level(any_value(body) if body else None,
+                                      level_name(text=record.get("severityText"), number=record.get("severityNumber")))
             self.logs.append(time=time_us, namespace=_first(attrs, _NAMESPACE_KEYS), pod=_first(attrs, _POD_KEYS),
                              node=_first(attrs, _NODE_KEYS), message=message)
 
