@@ -1,4 +1,4 @@
-"""The simulator's telemetry written as an SRE's stack writes it: OTLP, Jaeger, Zipkin, Prometheus, Loki, ECS.
+"""The simulator's telemetry written as an SRE's stack writes it: OTLP, Jaeger, Zipkin, Tempo, Prometheus, Loki, ECS.
 
 Canonical frames in, foreign documents out, written from the formats' specifications and not from
 ``preprocess.formats`` (the readers), so that a misreading shared by both would show as a difference.
@@ -195,6 +195,17 @@ def _base64_ids(request: dict[str, Any]) -> dict[str, Any]:
                     if span.get(key):
                         span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
     return copy
+
+
+def tempo_traces(spans: pl.DataFrame) -> list[tuple[str, int, dict[str, Any]]]:
+    """Each trace as Grafana Tempo's ``/api/traces/<id>`` answers it: ``(trace id, first span's start in ns,
+    {"batches": [resource spans]})``, ids in base64 as Tempo's protobuf JSON writes them; in start order."""
+    out = []
+    for (trace_id,), trace in spans.group_by("trace_id", maintain_order=True):
+        (request,) = otlp_trace_requests(trace, per_request=trace.height)
+        start_ns = int(trace.select(_ns("start").min()).item())
+        out.append((str(trace_id), start_ns, {"batches": _base64_ids(request)["resourceSpans"]}))
+    return sorted(out, key=lambda item: (item[1], item[0]))
 
 
 # --------------------------------------------------------------------------- Jaeger / Zipkin

@@ -319,16 +319,22 @@ class JaegerSource(_SourceSettings):
     services: Items = Field(default_factory=list)  # empty: every service the server knows
 
 
+class TempoSource(_SourceSettings):
+    query: str = Field(default="{}", min_length=2)  # TraceQL: the traces to pull ("{}": every trace)
+    limit: int = Field(default=500, ge=1)  # trace ids per search; a time chunk that finds this many is split
+
+
 class SourcesSettings(_Section):
     """The telemetry servers `rca import sources` and `rca diagnose --listen` pull from; none: nothing to pull."""
 
     prometheus: PrometheusSource | None = None
     loki: LokiSource | None = None
     jaeger: JaegerSource | None = None
+    tempo: TempoSource | None = None
 
     def configured(self) -> list[str]:
         """The names of the sources given, in pull order."""
-        return [name for name in ("prometheus", "loki", "jaeger") if getattr(self, name) is not None]
+        return [name for name in ("prometheus", "loki", "jaeger", "tempo") if getattr(self, name) is not None]
 
 
 class Settings(_Section):

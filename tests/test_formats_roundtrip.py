@@ -88,6 +88,13 @@ def test_jaeger_json(original: dict[str, pl.DataFrame], tmp_path: Path) -> None:
     assert_same(read("jaeger", path).spans, original["spans"])
 
 
+def test_tempo_trace_documents(original: dict[str, pl.DataFrame], tmp_path: Path) -> None:
+    # One trace document per line, as a script that saves Tempo's answers one by one writes them.
+    path = tmp_path / "tempo.jsonl"
+    path.write_text("".join(json.dumps(document) + "\n" for _, _, document in ex.tempo_traces(original["spans"])))
+    assert_same(read("tempo", path).spans, original["spans"])
+
+
 def test_zipkin_json(original: dict[str, pl.DataFrame], tmp_path: Path) -> None:
     path = tmp_path / "zipkin.json"
     path.write_text(json.dumps(ex.zipkin_document(original["spans"])))

@@ -15,6 +15,7 @@ from preprocess.formats.jaeger import JaegerReader
 from preprocess.formats.loki import LokiReader
 from preprocess.formats.otlp import OtlpReader
 from preprocess.formats.prometheus import PrometheusReader
+from preprocess.formats.tempo import TempoReader
 from preprocess.formats.zipkin import ZipkinReader
 
 __all__ = ["FORMATS", "FormatError", "FormatReader", "FormatResult", "RecordIssue", "make_reader"]
@@ -25,6 +26,7 @@ FORMATS: dict[str, Callable[..., FormatReader]] = {
     "otlp": lambda *, at=None: OtlpReader(),
     "jaeger": lambda *, at=None: JaegerReader(),
     "zipkin": lambda *, at=None: ZipkinReader(),
+    "tempo": lambda *, at=None: TempoReader(),
     "prometheus": lambda *, at=None: PrometheusReader(at=at),
     "loki": lambda *, at=None: LokiReader(),
     "ecs": lambda *, at=None: EcsReader(),

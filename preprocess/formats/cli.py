@@ -5,7 +5,7 @@ format reader -> canonical frames -> ``preprocess.dataset_writer.write_frames`` 
 Exit status (docs/reliability.md): 0 everything read, 2 bad arguments or nothing readable,
 3 finished with data loss (every skipped record is named on stderr, file:line and field).
 
-``rca import prometheus|loki|jaeger --url URL ...`` pulls the range from the server's query
+``rca import prometheus|loki|jaeger|tempo --url URL ...`` pulls the range from the server's query
 API instead (``preprocess/formats/pull.py``), saves the answers under ``DIR/.pulled/<format>/``
 and imports those files by the same path as exports given on the command line
 (docs/formats/pull.md).
@@ -382,6 +382,35 @@ def _jaeger(
     run_import("jaeger", sources=sources, out=out)
 
 
+def _tempo(
+    sources: list[Path] = _sources_argument("trace JSON ({\"batches\": [...]}, GET /api/traces/<id>)"),
+    out: Path = _out_option(),
+    url: str | None = _url_option("http://tempo:3200"),
+    query: str | None = typer.Option(None, "--query", help="With --url: the TraceQL search whose traces to pull "
+                                                           "(default '{}': every trace), e.g. "
+                                                           "'{ resource.k8s.namespace.name = \"shop\" }'.",
+                                     show_default=False),
+    start: str | None = _start_option(),
+    end: str | None = _end_option(),
+    since: str | None = _since_option(),
+    limit: int = typer.Option(500, "--limit", min=1, help="With --url: trace ids per search; a time chunk that "
+                                                          "finds this many is split."),
+    timeout: float = _timeout_option(),
+    header: list[str] | None = _header_option(),
+) -> None:
+    """Grafana Tempo trace JSON (GET /api/traces/<id>); or pull with --url (TraceQL search, then each trace)."""
+    if _file_or_url(sources, url, pull_only={"--query": query, "--start": start, "--end": end, "--since": since,
+                                             "--header": header}):
+        from preprocess.formats.pull import TEMPO_QUERY
+        from preprocess.formats.pull_sources import tempo_pull
+
+        window = _window(start=start, end=end, since=since)
+        pull_and_import("tempo", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
+                        pull=tempo_pull(start=window[0], end=window[1], query=query or TEMPO_QUERY, limit=limit))
+        return
+    run_import("tempo", sources=sources, out=out)
+
+
 def _sources(
     ctx: typer.Context,
     out: Path = _out_option(),
@@ -392,12 +421,13 @@ def _sources(
     since: str | None = typer.Option(None, "--since", help="The last DURATION (15m, 2h, 1d) before --end or now.",
                                      show_default=False),
 ) -> None:
-    """Pull every server of the config's [sources] (Prometheus, Loki, Jaeger) over the range into --out."""
+    """Pull every server of the config's [sources] (Prometheus, Loki, Jaeger, Tempo) over the range into --out."""
     from preprocess.formats.pull_sources import configured_sources, pull_sources
 
     settings = build_settings(ctx)
     if not settings.sources.configured():
-        fail("no source configured: give [sources.prometheus], [sources.loki] or [sources.jaeger] (each with its "
+        fail("no source configured: give [sources.prometheus], [sources.loki], [sources.jaeger] or [sources.tempo] (each "
+             "with its "
              "url) in the config file (--config, or config/config.toml), or RCA_SOURCES__<NAME>__URL and the "
              "rest in the environment: docs/formats/pull.md")
     window = _window(start=start, end=end, since=since, needed="give the range")
@@ -427,7 +457,8 @@ def _sources(
         raise typer.Exit(DATA_LOSS)
 
 
-_PULLING: dict[str, Callable[..., None]] = {"prometheus": _prometheus, "loki": _loki, "jaeger": _jaeger}
+_PULLING: dict[str, Callable[..., None]] = {"prometheus": _prometheus, "loki": _loki, "jaeger": _jaeger,
+                                              "tempo": _tempo}
 
 
 def register(app: typer.Typer) -> None:

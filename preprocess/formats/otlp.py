@@ -156,6 +156,17 @@ def _records(request: dict[str, Any], resource_key: str, scope_keys: tuple[str, 
                     yield f"{resource_key}[{ri}].{scope_keys[0]}[{si}].{record_key}[{pi}]", resource, record
 
 
+def tempo_trace_as_request(document: dict[str, Any]) -> dict[str, Any]:
+    """A Tempo trace document as the export request it wraps; any other document as it is."""
+    if "resourceSpans" not in document:
+        if isinstance(document.get("batches"), list):
+            return {"resourceSpans": document["batches"]}
+        inner = document.get("trace")
+        if isinstance(inner, dict) and "resourceSpans" in inner:
+            return inner
+    return document
+
+
 def _first(attrs: dict[str, str], keys: tuple[str, ...]) -> str | None:
     return next((attrs[k] for k in keys if attrs.get(k)), None)
 
@@ -173,7 +184,12 @@ class _Sink:
         self.metrics = MetricRows()
 
     def request(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str = "") -> None:
-        """Every record of one export request; ``prefix`` places a binary message (``message[3].``)."""
+        """Every record of one export request; ``prefix`` places a binary message (``message[3].``).
+
+        Grafana Tempo answers a trace by id with the same resource spans in another envelope: ``batches``
+        (``/api/traces/<id>``) or ``trace.resourceSpans`` (``/api/v2/traces/<id>``); both are read as a
+        request (``rca import tempo``, docs/formats/tempo.md)."""
+        request = tempo_trace_as_request(request)
         handlers: list[Callable[..., None]] = []
         if "resourceSpans" in request:
             handlers.append(self._traces)
@@ -182,7 +198,8 @@ class _Sink:
         if "resourceLogs" in request:
             handlers.append(self._logs)
         if not handlers:
-            self.issues.add(path, "not an OTLP export request (no resourceSpans, resourceMetrics or resourceLogs)",
+            self.issues.add(path, "not an OTLP export request (no resourceSpans, resourceMetrics or resourceLogs) nor a "
+                            "Tempo trace (no batches)",
                             line=line, where=prefix.rstrip(".") or None, field="resourceSpans")
         for handler in handlers:
             handler(request, path=path, line=line, prefix=prefix)
@@ -331,7 +348,7 @@ class OtlpReader:
 
     def read(self, paths: Sequence[Path]) -> FormatResult:
         if not paths:
-            raise FormatError("otlp: no input files")
+            raise FormatError(f"{self.name}: no input files")
         sink = _Sink()
         files: list[Path] = []
         for path in paths:

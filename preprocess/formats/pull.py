@@ -14,7 +14,10 @@ the format's own reader, exactly as it reads exports saved by hand:
   each from the last timestamp of the one before, and the lines of that timestamp already
   read are dropped (several lines may share it, and the limit may have cut between them);
 - Jaeger ``/api/traces`` answers at most ``limit`` traces and says nothing when it cut: a time
-  chunk that comes back full is halved, down to ``min_chunk``, so no trace is silently left out.
+  chunk that comes back full is halved, down to ``min_chunk``, so no trace is silently left out;
+- Tempo ``/api/search`` (TraceQL) finds at most ``limit`` trace ids, and only ids: a chunk whose
+  search comes back full is halved as Jaeger's, then each trace found is fetched by id
+  (``/api/traces/<id>``), and the chunk's traces are saved as one page.
 
 A Prometheus query may carry a name (``PromQuery.name``, a preset's entry): the series of its
 answer, which ``rate()``, ``sum()`` and the like leave without ``__name__``, are saved under that
@@ -23,12 +26,15 @@ A query that matches no series over the range is listed in ``PullResult.empty`` 
 ``PromQuery.if_empty`` adds (a preset's rate range too short for the scrape interval: the
 ``--rate-window`` to give).
 
-What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger chunk
-still full at the smallest size) is returned in ``PullResult.losses``; the command exits 3.
+What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger or Tempo
+chunk still full at the smallest size, a trace Tempo's search found but could not give by id) is
+returned in ``PullResult.losses``; the command exits 3.
 """
 from __future__ import annotations
 
 import logging
+import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -59,6 +65,16 @@ LOKI_MIN_RANGE = timedelta(minutes=1)  # a range refused even this short is not 
 JAEGER_LIMIT = 1000
 JAEGER_CHUNK = timedelta(hours=1)
 JAEGER_MIN_CHUNK = timedelta(seconds=1)
+TEMPO_SEARCH = "/api/search"
+TEMPO_TRACE = "/api/traces/"  # + the trace id
+TEMPO_QUERY = "{}"  # TraceQL: every trace
+TRACE_ID = re.compile(r"[0-9a-fA-F]{1,32}")  # a search may give a 64-bit id, or drop leading zeros
+TEMPO_LIMIT = 500
+TEMPO_CHUNK = timedelta(hours=1)
+TEMPO_MIN_CHUNK = timedelta(seconds=1)  # the search's range is in whole seconds
+# A trace is looked up in the blocks of its chunk and this much around it (Tempo searches only the blocks
+# of the range it is given, so a trace is fetched faster; one that lasts longer may come back in part).
+TEMPO_TRACE_MARGIN = timedelta(minutes=15)
 
 Clock = Callable[[], datetime]
 
@@ -499,3 +515,99 @@ def _jaeger_traces(document: Any, *, client: PullClient) -> dict[str, Any]:
         log.warning("GET %s: the server reports: %s", redacted(client.url(JAEGER_TRACES)),
                     error.get("msg", error) if isinstance(error, dict) else error)
     return {"data": list(document.get("data") or [])}
+
+
+# --------------------------------------------------------------------------- Tempo
+
+
+def pull_tempo(*, client: PullClient, pages: PulledPages, start: datetime, end: datetime, query: str = TEMPO_QUERY,
+               limit: int = TEMPO_LIMIT, chunk: timedelta = TEMPO_CHUNK, min_chunk: timedelta = TEMPO_MIN_CHUNK,
+               on_page: OnPage = _ignore, clock: Clock = _now) -> PullResult:
+    """Every trace the TraceQL ``query`` finds in ``[start, end)``: searched chunk by chunk (a chunk whose search
+    comes back with ``limit`` ids is halved, down to ``min_chunk``), then fetched by id, one request a trace.
+
+    A chunk's traces are saved as one page, a ``batches`` document (Tempo's trace JSON) that the tempo reader
+    reads. A trace found by two chunks (it crosses their border) is fetched once a pull.
+    """
+    if limit < 1:
+        raise PullError(f"--limit {limit}: must be at least 1")
+    step_s, min_s = max(1, int(chunk.total_seconds())), max(1, int(min_chunk.total_seconds()))
+    start_s, end_s = math.floor(as_utc(start).timestamp()), math.ceil(as_utc(end).timestamp())
+    margin_s = int(TEMPO_TRACE_MARGIN.total_seconds())
+    result = PullResult()
+    fetched: set[str] = set()
+    pending = [(at, min(at + step_s, end_s)) for at in range(start_s, end_s, step_s)]
+    while pending:
+        first, stop = pending.pop(0)
+        params = {"q": query, "start": str(first), "end": str(stop), "limit": str(limit), "spss": "1"}
+        key = PageKey.of(url=redacted(client.base_url), path=TEMPO_SEARCH, params=params,
+                         start=datetime.fromtimestamp(first, UTC), end=datetime.fromtimestamp(stop, UTC))
+        document = pages.load(key)
+        reused = document is not None
+        if document is not None:
+            meta = meta_of(document)
+            found, split, missing = int(meta.get("found", 0)), bool(meta.get("split")), list(meta.get("missing") or [])
+        else:
+            ids = _tempo_trace_ids(client.get_json(TEMPO_SEARCH, params=params), client=client)
+            found, missing = len(ids), []
+            split = found >= limit and stop - first >= 2 * min_s
+            if split:
+                # Only the fact is kept: the halves find these traces again, and more.
+                pages.save(key, {"batches": []}, fetched_at=clock(), split=True, found=found)
+            else:
+                batches: list[Any] = []
+                for trace_id in ids:
+                    if trace_id in fetched:
+                        continue
+                    try:
+                        batches += _tempo_trace(client, trace_id, start_s=first - margin_s, end_s=stop + margin_s)
+                    except PullRefused as exc:
+                        if exc.status != 404:
+                            raise
+                        missing.append(trace_id)  # found by the search, gone by id (moved between blocks)
+                        continue
+                    fetched.add(trace_id)
+                pages.save(key, {"batches": batches}, fetched_at=clock(), found=found, missing=missing)
+        at_limit = found >= limit
+        note = "split" if split else ("limit reached" if at_limit else "")
+        _done(result, PageDone("tempo", "search", key.start, key.end, found, "traces", reused, note), on_page)
+        if split:
+            middle = first + (stop - first) // 2
+            pending[:0] = [(first, middle), (middle, stop)]
+            continue
+        result.files.append(pages.path(key))
+        span = f"{format_utc(key.start)}..{format_utc(key.end)}"
+        if missing:
+            result.losses.append(f"tempo: {len(missing)} trace(s) the search found in {span} are not found by id "
+                                 f"(HTTP 404): {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
+        if at_limit:
+            result.losses.append(f"tempo: {found} traces (the limit) in {span}, the smallest chunk: some may be "
+                                 "missing; raise --limit")
+    return result
+
+
+def _tempo_trace_ids(document: Any, *, client: PullClient) -> list[str]:
+    """The trace ids of a ``/api/search`` answer, in its order, each once."""
+    where = f"GET {redacted(client.url(TEMPO_SEARCH))}"
+    if not isinstance(document, dict) or not isinstance(document.get("traces") or [], list):
+        raise PullError(f"{where}: no 'traces' list in the answer")
+    ids: list[str] = []
+    for number, trace in enumerate(document.get("traces") or []):
+        trace_id = trace.get("traceID") if isinstance(trace, dict) else None
+        if not isinstance(trace_id, str) or not TRACE_ID.fullmatch(trace_id):
+            raise PullError(f"{where}: traces[{number}].traceID {trace_id!r} is not a hexadecimal trace id")
+        ids.append(trace_id.lower())
+    return list(dict.fromkeys(ids))
+
+
+def _tempo_trace(client: PullClient, trace_id: str, *, start_s: int, end_s: int) -> list[Any]:
+    """The resource spans of one trace (``/api/traces/<id>``: ``batches``, or a newer Tempo's ``resourceSpans``)."""
+    from preprocess.formats.otlp import tempo_trace_as_request
+
+    path = TEMPO_TRACE + trace_id
+    document = client.get_json(path, params={"start": str(start_s), "end": str(end_s)})
+    request = tempo_trace_as_request(document) if isinstance(document, dict) else None
+    spans = request.get("resourceSpans") if request is not None else None
+    if not isinstance(spans, list):
+        raise PullError(f"GET {redacted(client.url(path))}: no 'batches' list of resource spans in the answer")
+    return spans

@@ -1,7 +1,7 @@
 """Pull a time range from telemetry servers into a dataset: one source (a server and how to ask it), or
 every source of ``[sources]``.
 
-One source is pulled as ``rca import prometheus|loki|jaeger --url`` pulls it: its pages fetched (or found
+One source is pulled as ``rca import prometheus|loki|jaeger|tempo --url`` pulls it: its pages fetched (or found
 under ``DIR/.pulled/<format>/``, ``pull_store``), then read by the format's own reader and merged into the
 dataset (``dataset_writer.write_frames``). ``import_pulled`` does that for one source and returns what came
 of it (``SourceImport``) instead of printing: the commands print it (``preprocess/formats/cli.py``), the
@@ -23,6 +23,8 @@ from pathlib import Path
 from preprocess.formats import FormatResult, make_reader
 from preprocess.formats.pull import (
     JAEGER_LIMIT,
+    TEMPO_LIMIT,
+    TEMPO_QUERY,
     OnPage,
     PageDone,
     PromQuery,
@@ -31,11 +33,12 @@ from preprocess.formats.pull import (
     pull_jaeger,
     pull_loki,
     pull_prometheus,
+    pull_tempo,
 )
 from preprocess.formats.pull_http import PullClient, PullError, redacted
 from preprocess.formats.pull_store import PulledPages
 from rca.errors import InputError, RcaError
-from rca.settings import JaegerSource, LokiSource, PrometheusSource, SourcesSettings
+from rca.settings import JaegerSource, LokiSource, PrometheusSource, SourcesSettings, TempoSource
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +180,19 @@ def _jaeger(config: JaegerSource, *, start: datetime, end: datetime) -> Source:
                   timeout_s=config.timeout_s, headers=config.header_values(), option="sources.jaeger.url")
 
 
+def tempo_pull(*, start: datetime, end: datetime, query: str = TEMPO_QUERY, limit: int = TEMPO_LIMIT) -> PullRun:
+    """Pull the traces the TraceQL ``query`` finds over the range."""
+    def pull(client: PullClient, pages: PulledPages, on_page: OnPage) -> PullResult:
+        return pull_tempo(client=client, pages=pages, start=start, end=end, query=query, limit=limit, on_page=on_page)
+
+    return pull
+
+
+def _tempo(config: TempoSource, *, start: datetime, end: datetime) -> Source:
+    return Source("tempo", config.url, tempo_pull(start=start, end=end, query=config.query, limit=config.limit),
+                  timeout_s=config.timeout_s, headers=config.header_values(), option="sources.tempo.url")
+
+
 def configured_sources(sources: SourcesSettings, *, start: datetime, end: datetime) -> list[Source]:
     """Every source ``[sources]`` gives, to pull over ``[start, end]``; ``InputError`` for a bad preset or match."""
     made: list[Source] = []
@@ -186,6 +202,8 @@ def configured_sources(sources: SourcesSettings, *, start: datetime, end: dateti
         made.append(_loki(sources.loki, start=start, end=end))
     if sources.jaeger is not None:
         made.append(_jaeger(sources.jaeger, start=start, end=end))
+    if sources.tempo is not None:
+        made.append(_tempo(sources.tempo, start=start, end=end))
     return made
 
 
