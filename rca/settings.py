@@ -319,6 +319,13 @@ class JaegerSource(_SourceSettings):
     services: Items = Field(default_factory=list)  # empty: every service the server knows
 
 
+class ElasticsearchSource(_SourceSettings):
+    # As `rca import ecs --url ... --index ... --query ...`: ECS log documents from Elasticsearch or OpenSearch.
+    index: str = Field(min_length=1)  # an index, pattern or list: "filebeat-*", "logs-*"
+    query: str | None = None  # Lucene query string syntax: 'kubernetes.namespace:"shop"'; none: every document
+    limit: int = Field(default=5000, ge=1, le=10_000)  # documents a request (index.max_result_window: 10,000)
+
+
 class TempoSource(_SourceSettings):
     query: str = Field(default="{}", min_length=2)  # TraceQL: the traces to pull ("{}": every trace)
     limit: int = Field(default=500, ge=1)  # trace ids per search; a time chunk that finds this many is split
@@ -331,10 +338,12 @@ class SourcesSettings(_Section):
     loki: LokiSource | None = None
     jaeger: JaegerSource | None = None
     tempo: TempoSource | None = None
+    elasticsearch: ElasticsearchSource | None = None
 
     def configured(self) -> list[str]:
         """The names of the sources given, in pull order."""
-        return [name for name in ("prometheus", "loki", "jaeger", "tempo") if getattr(self, name) is not None]
+        return [name for name in ("prometheus", "loki", "elasticsearch", "jaeger", "tempo")
+                if getattr(self, name) is not None]
 
 
 class Settings(_Section):

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from preprocess.formats import make_reader
-from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES, prometheus_chunks, prometheus_halves
+from preprocess.formats.pull import PROMETHEUS_TOO_MANY_SAMPLES, HalvedChunks, prometheus_chunks, prometheus_halves
 from preprocess.formats.pull_http import PullClient, PullError, parse_header
 from preprocess.readers import read_infra, read_logs, read_traces
 from rca.system import bundled_system
@@ -98,6 +98,18 @@ def test_the_fake_prometheus_refuses_more_than_11000_steps(serve: Callable[[Answ
     answer = httpx.get(f"{server.url}/api/v1/query_range", params={
         "query": PROM_METRIC, "start": str(T0.timestamp()), "end": str(PROM_END.timestamp()), "step": "60"})
     assert answer.status_code == 400 and "11,000 points" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("end, step", [(10, 4), (7, 7), (9, 100)])
+def test_halved_chunks_cover_the_range_once_whatever_is_split(end: int, step: int) -> None:
+    chunks = HalvedChunks(start=0, end=end, step=step, smallest=1)
+    kept = []
+    for first, stop in chunks:
+        if chunks.can_split(first, stop):  # every chunk "too full" until a unit long
+            chunks.split(first, stop)
+            continue
+        kept.append((first, stop))
+    assert kept == [(at, at + 1) for at in range(end)]
 
 
 def test_prometheus_chunks_keep_the_grid_and_the_limit() -> None:

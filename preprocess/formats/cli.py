@@ -5,7 +5,7 @@ format reader -> canonical frames -> ``preprocess.dataset_writer.write_frames`` 
 Exit status (docs/reliability.md): 0 everything read, 2 bad arguments or nothing readable,
 3 finished with data loss (every skipped record is named on stderr, file:line and field).
 
-``rca import prometheus|loki|jaeger|tempo --url URL ...`` pulls the range from the server's query
+``rca import prometheus|loki|ecs|jaeger|tempo --url URL ...`` pulls the range from the server's query
 API instead (``preprocess/formats/pull.py``), saves the answers under ``DIR/.pulled/<format>/``
 and imports those files by the same path as exports given on the command line
 (docs/formats/pull.md).
@@ -382,6 +382,38 @@ def _jaeger(
     run_import("jaeger", sources=sources, out=out)
 
 
+def _ecs(
+    sources: list[Path] = _sources_argument("NDJSON (Filebeat events, hits, or _search answers)"),
+    out: Path = _out_option(),
+    url: str | None = _url_option("http://elasticsearch:9200, or OpenSearch"),
+    index: str | None = typer.Option(None, "--index", help="With --url: the index, pattern or list to search "
+                                                           "(filebeat-*, logs-*).", show_default=False),
+    query: str | None = typer.Option(None, "--query", help="With --url: Lucene query string the documents must "
+                                                           "match, e.g. 'kubernetes.namespace:\"shop\"' (default: "
+                                                           "every document).", show_default=False),
+    start: str | None = _start_option(),
+    end: str | None = _end_option(),
+    since: str | None = _since_option(),
+    limit: int = typer.Option(5000, "--limit", min=1, max=10_000,
+                              help="With --url: documents per request (at most index.max_result_window, 10000); a "
+                                   "time chunk that holds more is split."),
+    timeout: float = _timeout_option(),
+    header: list[str] | None = _header_option(),
+) -> None:
+    """Elasticsearch / Filebeat NDJSON with ECS fields (@timestamp, message, kubernetes.*); or pull with --url and --index."""
+    if _file_or_url(sources, url, pull_only={"--index": index, "--query": query, "--start": start, "--end": end,
+                                             "--since": since, "--header": header}):
+        from preprocess.formats.pull_sources import elasticsearch_pull
+
+        if not index:
+            fail("give --index NAME (an index or pattern, e.g. filebeat-*) to pull")
+        window = _window(start=start, end=end, since=since)
+        pull_and_import("ecs", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
+                        pull=elasticsearch_pull(index=index, start=window[0], end=window[1], query=query, limit=limit))
+        return
+    run_import("ecs", sources=sources, out=out)
+
+
 def _tempo(
     sources: list[Path] = _sources_argument("trace JSON ({\"batches\": [...]}, GET /api/traces/<id>)"),
     out: Path = _out_option(),
@@ -421,13 +453,13 @@ def _sources(
     since: str | None = typer.Option(None, "--since", help="The last DURATION (15m, 2h, 1d) before --end or now.",
                                      show_default=False),
 ) -> None:
-    """Pull every server of the config's [sources] (Prometheus, Loki, Jaeger, Tempo) over the range into --out."""
+    """Pull every server of the config's [sources] (Prometheus, Loki, Elasticsearch, Jaeger, Tempo) over the range into --out."""
     from preprocess.formats.pull_sources import configured_sources, pull_sources
 
     settings = build_settings(ctx)
     if not settings.sources.configured():
-        fail("no source configured: give [sources.prometheus], [sources.loki], [sources.jaeger] or [sources.tempo] (each "
-             "with its "
+        fail("no source configured: give [sources.prometheus], [sources.loki], [sources.elasticsearch], "
+             "[sources.jaeger] or [sources.tempo] (each with its "
              "url) in the config file (--config, or config/config.toml), or RCA_SOURCES__<NAME>__URL and the "
              "rest in the environment: docs/formats/pull.md")
     window = _window(start=start, end=end, since=since, needed="give the range")
@@ -458,7 +490,7 @@ def _sources(
 
 
 _PULLING: dict[str, Callable[..., None]] = {"prometheus": _prometheus, "loki": _loki, "jaeger": _jaeger,
-                                              "tempo": _tempo}
+                                              "tempo": _tempo, "ecs": _ecs}
 
 
 def register(app: typer.Typer) -> None:

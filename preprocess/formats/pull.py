@@ -17,7 +17,10 @@ the format's own reader, exactly as it reads exports saved by hand:
   chunk that comes back full is halved, down to ``min_chunk``, so no trace is silently left out;
 - Tempo ``/api/search`` (TraceQL) finds at most ``limit`` trace ids, and only ids: a chunk whose
   search comes back full is halved as Jaeger's, then each trace found is fetched by id
-  (``/api/traces/<id>``), and the chunk's traces are saved as one page.
+  (``/api/traces/<id>``), and the chunk's traces are saved as one page;
+- Elasticsearch / OpenSearch ``<index>/_search`` gives at most ``limit`` documents but counts them
+  all (``track_total_hits``): a time chunk that holds more is halved, down to ``min_chunk``. The
+  request body travels as the ``source`` parameter, which both servers take for a GET.
 
 A Prometheus query may carry a name (``PromQuery.name``, a preset's entry): the series of its
 answer, which ``rate()``, ``sum()`` and the like leave without ``__name__``, are saved under that
@@ -26,16 +29,17 @@ A query that matches no series over the range is listed in ``PullResult.empty`` 
 ``PromQuery.if_empty`` adds (a preset's rate range too short for the scrape interval: the
 ``--rate-window`` to give).
 
-What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger or Tempo
-chunk still full at the smallest size, a trace Tempo's search found but could not give by id) is
+What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger, Tempo
+or Elasticsearch chunk still full at the smallest size, a trace Tempo's search found but could not give by id) is
 returned in ``PullResult.losses``; the command exits 3.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -75,6 +79,11 @@ TEMPO_MIN_CHUNK = timedelta(seconds=1)  # the search's range is in whole seconds
 # A trace is looked up in the blocks of its chunk and this much around it (Tempo searches only the blocks
 # of the range it is given, so a trace is fetched faster; one that lasts longer may come back in part).
 TEMPO_TRACE_MARGIN = timedelta(minutes=15)
+# Elasticsearch refuses from + size above index.max_result_window (10,000 by default).
+ELASTIC_LIMIT = 5000
+ELASTIC_CHUNK = timedelta(hours=1)
+ELASTIC_MIN_CHUNK = timedelta(seconds=1)
+ELASTIC_TIME_FIELD = "@timestamp"  # ECS's
 
 Clock = Callable[[], datetime]
 
@@ -96,6 +105,27 @@ class PageDone:
         how = "on disk" if self.reused else "fetched"
         note = f", {self.note}" if self.note else ""
         return f"{self.fmt}: {self.what} {_shown(self.start)}..{_shown(self.end)}: {self.items} {self.unit} ({how}{note})"
+
+
+class HalvedChunks:
+    """The chunks ``[first, stop)`` of ``[start, end)``, ``step`` long (any integer time unit), in time order;
+    a chunk the server answered only in part (``split``) is replaced by its two halves, read next, while it
+    is at least twice ``smallest``. Jaeger's, Tempo's and Elasticsearch's pulls read their ranges so."""
+
+    def __init__(self, *, start: int, end: int, step: int, smallest: int) -> None:
+        self._pending = [(at, min(at + step, end)) for at in range(start, end, step)]
+        self.smallest = smallest
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        while self._pending:
+            yield self._pending.pop(0)
+
+    def can_split(self, first: int, stop: int) -> bool:
+        return stop - first >= 2 * self.smallest
+
+    def split(self, first: int, stop: int) -> None:
+        middle = first + (stop - first) // 2
+        self._pending[:0] = [(first, middle), (middle, stop)]
 
 
 def _shown(instant: datetime) -> str:
@@ -469,9 +499,8 @@ def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[st
     start_us, end_us = epoch_us(start), epoch_us(end)
     result = PullResult()
     for service in services:
-        pending = [(at, min(at + step_us, end_us)) for at in range(start_us, end_us, step_us)]
-        while pending:
-            first, stop = pending.pop(0)
+        chunks = HalvedChunks(start=start_us, end=end_us, step=step_us, smallest=min_us)
+        for first, stop in chunks:
             # Jaeger's range is closed (span start in [start, end]): end a µs early so chunks do not overlap.
             params = {"service": service, "start": str(first), "end": str(stop - 1), "limit": str(limit)}
             key = PageKey.of(url=redacted(client.base_url), path=JAEGER_TRACES, params=params,
@@ -485,7 +514,7 @@ def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[st
             else:
                 fetched = _jaeger_traces(client.get_json(JAEGER_TRACES, params=params), client=client)
                 traces = len(fetched["data"])
-                split = traces >= limit and stop - first >= 2 * min_us
+                split = traces >= limit and chunks.can_split(first, stop)
                 if split:
                     # Only the fact is kept: the halves bring these traces again, and more.
                     pages.save(key, {"data": []}, fetched_at=clock(), split=True, returned=traces)
@@ -496,8 +525,7 @@ def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[st
             _done(result, PageDone("jaeger", f"service {service}", key.start, key.end, traces, "traces", reused,
                                    note), on_page)
             if split:
-                middle = first + (stop - first) // 2
-                pending[:0] = [(first, middle), (middle, stop)]
+                chunks.split(first, stop)
                 continue
             result.files.append(pages.path(key))
             if at_limit:
@@ -536,9 +564,8 @@ def pull_tempo(*, client: PullClient, pages: PulledPages, start: datetime, end: 
     margin_s = int(TEMPO_TRACE_MARGIN.total_seconds())
     result = PullResult()
     fetched: set[str] = set()
-    pending = [(at, min(at + step_s, end_s)) for at in range(start_s, end_s, step_s)]
-    while pending:
-        first, stop = pending.pop(0)
+    chunks = HalvedChunks(start=start_s, end=end_s, step=step_s, smallest=min_s)
+    for first, stop in chunks:
         params = {"q": query, "start": str(first), "end": str(stop), "limit": str(limit), "spss": "1"}
         key = PageKey.of(url=redacted(client.base_url), path=TEMPO_SEARCH, params=params,
                          start=datetime.fromtimestamp(first, UTC), end=datetime.fromtimestamp(stop, UTC))
@@ -550,7 +577,7 @@ def pull_tempo(*, client: PullClient, pages: PulledPages, start: datetime, end: 
         else:
             ids = _tempo_trace_ids(client.get_json(TEMPO_SEARCH, params=params), client=client)
             found, missing = len(ids), []
-            split = found >= limit and stop - first >= 2 * min_s
+            split = found >= limit and chunks.can_split(first, stop)
             if split:
                 # Only the fact is kept: the halves find these traces again, and more.
                 pages.save(key, {"batches": []}, fetched_at=clock(), split=True, found=found)
@@ -572,8 +599,7 @@ def pull_tempo(*, client: PullClient, pages: PulledPages, start: datetime, end: 
         note = "split" if split else ("limit reached" if at_limit else "")
         _done(result, PageDone("tempo", "search", key.start, key.end, found, "traces", reused, note), on_page)
         if split:
-            middle = first + (stop - first) // 2
-            pending[:0] = [(first, middle), (middle, stop)]
+            chunks.split(first, stop)
             continue
         result.files.append(pages.path(key))
         span = f"{format_utc(key.start)}..{format_utc(key.end)}"
@@ -611,3 +637,82 @@ def _tempo_trace(client: PullClient, trace_id: str, *, start_s: int, end_s: int)
     if not isinstance(spans, list):
         raise PullError(f"GET {redacted(client.url(path))}: no 'batches' list of resource spans in the answer")
     return spans
+
+
+# --------------------------------------------------------------------------- Elasticsearch / OpenSearch
+
+
+def elastic_body(*, first_ms: int, stop_ms: int, limit: int, query: str | None) -> dict[str, Any]:
+    """The ``_search`` body of one chunk: ``@timestamp`` in ``[first_ms, stop_ms)`` and, given, the Lucene
+    ``query`` (``kubernetes.namespace:shop``); every hit counted, ``limit`` of them returned in index order."""
+    window = {"range": {ELASTIC_TIME_FIELD: {"gte": first_ms, "lt": stop_ms, "format": "epoch_millis"}}}
+    matches = [{"query_string": {"query": query}}] if query else []
+    return {"size": limit, "track_total_hits": True, "sort": ["_doc"],
+            "query": {"bool": {"filter": [window, *matches]}}}
+
+
+def pull_elasticsearch(*, client: PullClient, pages: PulledPages, index: str, start: datetime, end: datetime,
+                       query: str | None = None, limit: int = ELASTIC_LIMIT, chunk: timedelta = ELASTIC_CHUNK,
+                       min_chunk: timedelta = ELASTIC_MIN_CHUNK, on_page: OnPage = _ignore,
+                       clock: Clock = _now) -> PullResult:
+    """The documents of ``index`` (a name, pattern or list: ``filebeat-*``) in ``[start, end)``, one time chunk a
+    request; a chunk that holds more than ``limit`` documents is halved, down to ``min_chunk``."""
+    if not 1 <= limit <= 10_000:
+        raise PullError(f"--limit {limit}: must be 1 to 10000 (Elasticsearch's index.max_result_window)")
+    if not index or index.startswith("_") or any(c in index for c in "/ ?#"):
+        raise PullError(f"--index {index!r}: expected an index name or pattern, e.g. filebeat-* or logs-*")
+    path = f"/{index}/_search"
+    step_ms, min_ms = chunk // timedelta(milliseconds=1), max(1, min_chunk // timedelta(milliseconds=1))
+    start_ms, end_ms = epoch_us(start) // 1000, -(-epoch_us(end) // 1000)
+    result = PullResult()
+    chunks = HalvedChunks(start=start_ms, end=end_ms, step=step_ms, smallest=min_ms)
+    for first, stop in chunks:
+        body = elastic_body(first_ms=first, stop_ms=stop, limit=limit, query=query)
+        params = {"source": json.dumps(body, sort_keys=True, separators=(",", ":")),
+                  "source_content_type": "application/json"}
+        key = PageKey.of(url=redacted(client.base_url), path=path, params=params,
+                         start=from_epoch_us(first * 1000), end=from_epoch_us(stop * 1000))
+        document = pages.load(key)
+        reused = document is not None
+        if document is not None:
+            meta = meta_of(document)
+            split = bool(meta.get("split"))
+            total, returned = int(meta.get("total", 0)), int(meta.get("returned", 0))
+        else:
+            answer = client.get_json(path, params=params)
+            total, returned = _elastic_counts(answer, client=client, path=path)
+            split = total > returned and chunks.can_split(first, stop)
+            # Only the fact is kept for a split chunk: its halves bring its documents again.
+            pages.save(key, {"hits": {"hits": []}} if split else answer, fetched_at=clock(), split=split,
+                       total=total, returned=returned)
+        note = "split" if split else ("more than the limit" if total > returned else "")
+        _done(result, PageDone("elasticsearch", f"index {index}", key.start, key.end, total, "documents", reused,
+                               note), on_page)
+        if split:
+            chunks.split(first, stop)
+            continue
+        result.files.append(pages.path(key))
+        if total > returned:
+            result.losses.append(f"elasticsearch: index {index!r}: {total} documents in "
+                                 f"{format_utc(key.start)}..{format_utc(key.end)}, the smallest chunk, of which "
+                                 f"{returned} were read; raise --limit")
+    return result
+
+
+def _elastic_counts(answer: Any, *, client: PullClient, path: str) -> tuple[int, int]:
+    """(documents the chunk holds, documents returned) of a ``_search`` answer."""
+    where = f"GET {redacted(client.url(path))}"
+    hits = answer.get("hits") if isinstance(answer, dict) else None
+    if not isinstance(hits, dict) or not isinstance(hits.get("hits"), list):
+        raise PullError(f"{where}: no hits.hits list in the answer")
+    total = hits.get("total")
+    count = total.get("value") if isinstance(total, dict) else total  # Elasticsearch 7+ / 6
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise PullError(f"{where}: no hits.total count in the answer")
+    if isinstance(total, dict) and total.get("relation") not in (None, "eq"):
+        raise PullError(f"{where}: hits.total is a lower bound ({total.get('relation')}): the server did not count "
+                        "every document (track_total_hits)")
+    shards = answer.get("_shards")
+    if answer.get("timed_out") is True or (isinstance(shards, dict) and shards.get("failed")):
+        raise PullError(f"{where}: the search timed out or a shard failed: the answer may be partial; pull again")
+    return count, len(hits["hits"])

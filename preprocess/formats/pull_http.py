@@ -12,7 +12,8 @@ requests of one pull) and applies the rules every API shares:
   failed or dropped, and the server's 5xx / 429 (``Retry-After`` honoured when it is short);
 - one error class, ``PullError``, whose message names the URL, the HTTP status and the
   server's own error text (Prometheus' and Loki's ``{"status": "error", "error": ...}``,
-  Jaeger's ``{"errors": [{"msg": ...}]}``, or the start of a plain-text body); an error status
+  Jaeger's ``{"errors": [{"msg": ...}]}``, Elasticsearch's ``{"error": {"type", "reason"}}``,
+  or the start of a plain-text body); an error status
   raises its subclass ``PullRefused``, which keeps the status and Prometheus' / Loki's
   ``errorType`` and ``error`` for a caller that can recover (Prometheus' "too many samples").
 """
@@ -84,6 +85,10 @@ def server_error_text(body: bytes) -> str:
         if isinstance(document.get("error"), str):
             kind = document.get("errorType")
             return f"{kind}: {document['error']}" if isinstance(kind, str) and kind else document["error"]
+        error = document.get("error")
+        if isinstance(error, dict) and isinstance(error.get("reason"), str):  # Elasticsearch / OpenSearch
+            kind = error.get("type")
+            return f"{kind}: {error['reason']}" if isinstance(kind, str) and kind else error["reason"]
         errors = document.get("errors")
         if isinstance(errors, list) and errors:
             return "; ".join(str(e.get("msg", e)) if isinstance(e, dict) else str(e) for e in errors)

@@ -1,7 +1,7 @@
 """Pull a time range from telemetry servers into a dataset: one source (a server and how to ask it), or
 every source of ``[sources]``.
 
-One source is pulled as ``rca import prometheus|loki|jaeger|tempo --url`` pulls it: its pages fetched (or found
+One source is pulled as ``rca import prometheus|loki|ecs|jaeger|tempo --url`` pulls it: its pages fetched (or found
 under ``DIR/.pulled/<format>/``, ``pull_store``), then read by the format's own reader and merged into the
 dataset (``dataset_writer.write_frames``). ``import_pulled`` does that for one source and returns what came
 of it (``SourceImport``) instead of printing: the commands print it (``preprocess/formats/cli.py``), the
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from preprocess.formats import FormatResult, make_reader
 from preprocess.formats.pull import (
+    ELASTIC_LIMIT,
     JAEGER_LIMIT,
     TEMPO_LIMIT,
     TEMPO_QUERY,
@@ -30,6 +31,7 @@ from preprocess.formats.pull import (
     PromQuery,
     PullResult,
     jaeger_services,
+    pull_elasticsearch,
     pull_jaeger,
     pull_loki,
     pull_prometheus,
@@ -38,7 +40,14 @@ from preprocess.formats.pull import (
 from preprocess.formats.pull_http import PullClient, PullError, redacted
 from preprocess.formats.pull_store import PulledPages
 from rca.errors import InputError, RcaError
-from rca.settings import JaegerSource, LokiSource, PrometheusSource, SourcesSettings, TempoSource
+from rca.settings import (
+    ElasticsearchSource,
+    JaegerSource,
+    LokiSource,
+    PrometheusSource,
+    SourcesSettings,
+    TempoSource,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +171,23 @@ def _loki(config: LokiSource, *, start: datetime, end: datetime) -> Source:
                   option="sources.loki.url")
 
 
+def elasticsearch_pull(*, index: str, start: datetime, end: datetime, query: str | None = None,
+                       limit: int = ELASTIC_LIMIT) -> PullRun:
+    """Pull the ECS documents of ``index`` (matching the Lucene ``query``, when given) over the range."""
+    def pull(client: PullClient, pages: PulledPages, on_page: OnPage) -> PullResult:
+        return pull_elasticsearch(client=client, pages=pages, index=index, start=start, end=end, query=query,
+                                  limit=limit, on_page=on_page)
+
+    return pull
+
+
+def _elasticsearch(config: ElasticsearchSource, *, start: datetime, end: datetime) -> Source:
+    # The documents are read by the ECS reader: the format, and the folder of the saved pages, are "ecs".
+    return Source("ecs", config.url, elasticsearch_pull(index=config.index, start=start, end=end, query=config.query,
+                                                        limit=config.limit),
+                  timeout_s=config.timeout_s, headers=config.header_values(), option="sources.elasticsearch.url")
+
+
 def jaeger_pull(*, services: list[str], start: datetime, end: datetime, limit: int = JAEGER_LIMIT) -> PullRun:
     """Pull the traces of ``services`` (none: every service the server knows, asked each time) over the range."""
     def pull(client: PullClient, pages: PulledPages, on_page: OnPage) -> PullResult:
@@ -200,6 +226,8 @@ def configured_sources(sources: SourcesSettings, *, start: datetime, end: dateti
         made.append(_prometheus(sources.prometheus, start=start, end=end))
     if sources.loki is not None:
         made.append(_loki(sources.loki, start=start, end=end))
+    if sources.elasticsearch is not None:
+        made.append(_elasticsearch(sources.elasticsearch, start=start, end=end))
     if sources.jaeger is not None:
         made.append(_jaeger(sources.jaeger, start=start, end=end))
     if sources.tempo is not None:
