@@ -40,6 +40,7 @@ from rca.settings import Settings
 if TYPE_CHECKING:
     from diagnose.cases import CaseFile
     from diagnose.refresh import SourceRefresh
+    from preprocess.formats.pull_sources import Source
 
 log = logging.getLogger(__name__)
 
@@ -309,12 +310,16 @@ def _source_refresh(settings: Settings) -> SourceRefresh | None:
     params = IndexParams.from_settings(settings.index, system=system_from_settings(settings))
     now = datetime.now(UTC)
     configured_sources(settings.sources, start=now, end=now)
-    return SourceRefresh(sources=lambda first, last: configured_sources(settings.sources, start=first, end=last),
-                         data_dir=settings.paths.data_dir, index_dir=settings.paths.index_dir,
+
+    def sources(*, start: datetime, end: datetime, metrics_start: datetime) -> list[Source]:
+        return configured_sources(settings.sources, start=start, end=end, metrics_start=metrics_start)
+
+    return SourceRefresh(sources=sources, data_dir=settings.paths.data_dir, index_dir=settings.paths.index_dir,
                          naming=params.system.trace,
-                         # The baseline, and the older history the metric detector checks that baseline
-                         # against (a previous incident in it): what a window's scoring reads before it.
-                         baseline=timedelta(minutes=params.baseline_minutes + params.metric.history_minutes),
+                         # The baseline, what a window's scoring reads before it; and for the metrics the older
+                         # history the metric detector checks that baseline against (a previous incident in it).
+                         baseline=timedelta(minutes=params.baseline_minutes),
+                         metric_history=timedelta(minutes=params.metric.history_minutes),
                          detector_params=params.detector_params(), workers=settings.preprocess.workers,
                          threads=settings.preprocess.threads)
 

@@ -3,8 +3,8 @@
 An alert fires minutes before anyone has imported its telemetry. With ``[sources]`` configured,
 ``rca diagnose --listen`` does that import itself, for each case before it waits for the index
 (``diagnose/receiver.py``): ``SourceRefresh`` pulls every configured server over the minutes the case
-is scored against (its baseline, ``[index] baseline_minutes`` before its first minute, and the two hours
-of older history the metric detector checks that baseline against, to its end) into
+is scored against (its baseline, ``[index] baseline_minutes`` before its first minute, to its end; the
+metrics also the two hours of older history the metric detector checks that baseline against) into
 the data directory (``preprocess.formats.pull_sources``: pages already pulled are reused, so a case
 close to the last one fetches little), then runs the nightly job for the CST days that range touches
 (``index.build.run_nightly``: incremental, so only the partitions whose files changed are rebuilt). The
@@ -16,7 +16,7 @@ the returned ``Refreshed``, and the case goes on with what the index holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,16 +57,22 @@ class Refresh(Protocol):
     def __call__(self, *, start: datetime, end: datetime) -> Refreshed: ...
 
 
-MakeSources = Callable[[datetime, datetime], list[Source]]
+class MakeSources(Protocol):
+    """The sources to pull over ``[start, end]``, the metrics' from ``metrics_start``
+    (``preprocess.formats.pull_sources.configured_sources``)."""
+
+    def __call__(self, *, start: datetime, end: datetime, metrics_start: datetime) -> list[Source]: ...
 
 
 @dataclass(frozen=True)
 class SourceRefresh:
-    """Pull ``sources(start, end)`` into ``data_dir``, then build ``index_dir`` for the days of the range.
+    """Pull ``sources(...)`` into ``data_dir``, then build ``index_dir`` for the days of the range.
 
-    ``baseline`` is how far before a window's first minute its scoring reads (``[index] baseline_minutes``
-    and the metric detector's ``history_minutes``, the older minutes it checks that baseline against):
-    those minutes are pulled too. ``naming`` and ``detector_params`` are the index's
+    ``baseline`` is how far before a window's first minute its scoring reads (``[index] baseline_minutes``):
+    those minutes are pulled too; the metrics' also ``metric_history`` more (the metric detector's
+    ``history_minutes``, the older minutes it checks that baseline against). Logs and traces are read that
+    far back only where their baseline is thin, which a server that records all the time never leaves
+    them: their hours of history are not pulled for each case. ``naming`` and ``detector_params`` are the index's
     own (the system's ``[traces]``, ``IndexParams.detector_params()``), so the partitions built here are the
     ones ``rca preprocess`` would build; ``workers``/``threads`` as ``[preprocess]``.
     """
@@ -76,6 +82,7 @@ class SourceRefresh:
     index_dir: Path
     naming: TraceNaming
     baseline: timedelta
+    metric_history: timedelta = timedelta(0)
     detector_params: Mapping[str, object] = field(default_factory=dict)
     workers: int = 1
     threads: int = 1
@@ -86,8 +93,9 @@ class SourceRefresh:
 
     def __call__(self, *, start: datetime, end: datetime) -> Refreshed:
         first, last = self.range_of(start=start, end=end)
+        metrics_first = first - self.metric_history
         try:
-            sources = self.sources(first, last)
+            sources = self.sources(start=first, end=last, metrics_start=metrics_first)
         except RcaError as exc:  # a preset that cannot be read: said, and nothing pulled
             log.warning("refresh %s..%s: the sources cannot be pulled: %s", first.isoformat(), last.isoformat(), exc)
             return Refreshed(first, last, failures={"sources": str(exc)})
@@ -96,6 +104,8 @@ class SourceRefresh:
             log.warning("refresh %s..%s: %s not pulled: %s", first.isoformat(), last.isoformat(), name, reason)
         for loss in pulled.losses:
             log.warning("refresh %s..%s: LOST %s", first.isoformat(), last.isoformat(), loss)
+        # The range said and indexed is the widest, the metrics': the days it touches are built.
+        first = metrics_first
         done = Refreshed(first, last, pulled=[imported.fmt for imported in pulled.imports],
                          failures=dict(pulled.failures), losses=pulled.losses)
         return self._build(done)

@@ -33,8 +33,9 @@ from tests.test_receiver import RECEIVED, GatedBackend, _alert, _candidates, _id
 
 FIRED = "2025-06-05T08:02:00Z"
 CASE_START = datetime(2025, 6, 5, 7, 57, tzinfo=UTC)  # FIRED less the 5-minute lead
-# Less [index] baseline_minutes (30) and the metric detector's history_minutes (120) before it.
-PULL_START = CASE_START - timedelta(minutes=30 + 120)
+# Less [index] baseline_minutes (30) and, for the metrics, the metric detector's history_minutes (120) before it.
+BASELINE_START = CASE_START - timedelta(minutes=30)
+PULL_START = BASELINE_START - timedelta(minutes=120)
 
 
 pytestmark = pytest.mark.usefixtures("fast_retries")
@@ -150,3 +151,27 @@ def test_the_refresh_waits_for_another_writer_of_the_index(serve: Callable[[Answ
 
 def test_without_sources_the_receiver_has_no_refresh(tmp_path: Path) -> None:
     assert _source_refresh(_settings(tmp_path, sources=None)) is None
+
+
+def test_metrics_reach_back_their_detectors_history_and_logs_only_the_baseline(
+        serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
+    prometheus_server, loki_server = serve(prometheus), serve(_empty_loki)
+    settings = _settings(tmp_path, sources={"prometheus": {"url": prometheus_server.url, "queries": [PROM_METRIC]},
+                                            "loki": {"url": loki_server.url, "queries": ['{namespace="shop"}']}})
+    receiver = Receiver(settings, tmp_path)
+    with TestClient(receiver.app) as client:
+        client.post("/alerts", json=_payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED)))
+        _until("the answer", _settled(client, answered=1))
+    (metrics,) = [r.params for r in prometheus_server.requests if r.path == "/api/v1/query_range"]
+    assert metrics["start"] == _seconds(PULL_START)
+    logs = [r.params for r in loki_server.requests if r.path == "/loki/api/v1/query_range"]
+    assert logs and min(int(r["start"]) for r in logs) == int(BASELINE_START.timestamp()) * 10**9
+    (done,) = receiver.done
+    assert (done.start, done.end) == (PULL_START, RECEIVED)  # the widest range: its days are indexed
+
+
+def _empty_loki(path: str, params: dict[str, str]) -> tuple[int, Any]:
+    """A Loki holding no line in the range (the pull is what is checked)."""
+    if path != "/loki/api/v1/query_range":
+        return 404, "404 page not found"
+    return 200, {"status": "success", "data": {"resultType": "streams", "result": []}}

@@ -219,11 +219,13 @@ def _tempo(config: TempoSource, *, start: datetime, end: datetime) -> Source:
                   timeout_s=config.timeout_s, headers=config.header_values(), option="sources.tempo.url")
 
 
-def configured_sources(sources: SourcesSettings, *, start: datetime, end: datetime) -> list[Source]:
-    """Every source ``[sources]`` gives, to pull over ``[start, end]``; ``InputError`` for a bad preset or match."""
+def configured_sources(sources: SourcesSettings, *, start: datetime, end: datetime,
+                       metrics_start: datetime | None = None) -> list[Source]:
+    """Every source ``[sources]`` gives, to pull over ``[start, end]``, the metrics' from ``metrics_start`` when
+    given (the metric detector reads older minutes than the others); ``InputError`` for a bad preset or match."""
     made: list[Source] = []
     if sources.prometheus is not None:
-        made.append(_prometheus(sources.prometheus, start=start, end=end))
+        made.append(_prometheus(sources.prometheus, start=start if metrics_start is None else metrics_start, end=end))
     if sources.loki is not None:
         made.append(_loki(sources.loki, start=start, end=end))
     if sources.elasticsearch is not None:
