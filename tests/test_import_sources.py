@@ -2,7 +2,8 @@
 
 Prometheus is the REAL server of tests/test_prometheus_server.py (its backfilled hour, its fixtures: this
 module starts its own instance on a copy of the TSDB); Loki and Jaeger are loopback fakes
-(tests/fake_http.py) with a few lines and traces in the same hour. The dataset is read back with
+(tests/fake_http.py) with a few lines and traces in the same hour, and so are Elasticsearch and Tempo
+(another stack's logs and traces). The dataset is read back with
 ``preprocess.readers``; a rerun must fetch nothing. The ``[sources]`` settings' errors name the setting.
 """
 from __future__ import annotations
@@ -221,3 +222,32 @@ def test_the_library_pulls_without_printing(serve: Callable[[Answer], FakeServer
     assert imported.written and all(path.is_file() for path in imported.written)
     again = pull_sources(configured_sources(settings.sources, start=START, end=END), out=tmp_path / "data")
     assert again.imports[0].pulled.fetched == 0 and again.imports[0].pulled.reused == 1
+
+
+def test_elasticsearch_and_tempo_sources_land_in_one_dataset(serve: Callable[[Answer], FakeServer],
+                                                             tmp_path: Path) -> None:
+    # Another stack: logs in Elasticsearch (ECS), traces in Grafana Tempo.
+    from tests.test_import_elasticsearch import _document, elasticsearch_with
+    from tests.test_import_tempo import tempo_trace, tempo_with
+
+    logs = serve(elasticsearch_with([_document(n, at) for n, at in enumerate(LOG_TIMES)]))
+    traces = serve(tempo_with([tempo_trace(n, START + timedelta(minutes=10 + n)) for n in range(3)]))
+    config = tmp_path / "config.toml"
+    config.write_text(f'[sources.elasticsearch]\nurl = "{logs.url}"\nindex = "filebeat-*"\n'
+                      f'headers = {{ Authorization = "{SECRET}" }}\n\n[sources.tempo]\nurl = "{traces.url}"\n',
+                      encoding="utf-8")
+    out = tmp_path / "data"
+    result = _import(config, out)
+    assert result.exit_code == 0, result.output
+    assert "sources: 2 of 2 pulled into" in result.output
+    assert read_logs(out, start=START, end=END).frame.height == len(LOG_TIMES)
+    spans = read_traces(out, start=START, end=END, naming=bundled_system().trace).frame
+    assert spans.height == 3 * 3 and set(spans["service"].to_list()) == {"frontend", "cart"}
+    assert {r.headers.get("authorization") for r in logs.requests} == {SECRET}
+    assert {r.headers.get("authorization") for r in traces.requests} == {None}
+    assert "s3cret" not in result.output
+
+    asked = len(logs.requests) + len(traces.requests)
+    again = _import(config, out)
+    assert again.exit_code == 0, again.output
+    assert len(logs.requests) + len(traces.requests) == asked  # every page on disk
