@@ -93,20 +93,20 @@ class SourceRefresh:
 
     def __call__(self, *, start: datetime, end: datetime) -> Refreshed:
         first, last = self.range_of(start=start, end=end)
-        metrics_first = first - self.metric_history
+        # The range said, and indexed, is the widest one pulled, the metrics': the days it touches are built.
+        widest = first - self.metric_history
+        shown = f"{widest.isoformat()}..{last.isoformat()}"
         try:
-            sources = self.sources(start=first, end=last, metrics_start=metrics_first)
+            sources = self.sources(start=first, end=last, metrics_start=widest)
         except RcaError as exc:  # a preset that cannot be read: said, and nothing pulled
-            log.warning("refresh %s..%s: the sources cannot be pulled: %s", first.isoformat(), last.isoformat(), exc)
-            return Refreshed(first, last, failures={"sources": str(exc)})
+            log.warning("refresh %s: the sources cannot be pulled: %s", shown, exc)
+            return Refreshed(widest, last, failures={"sources": str(exc)})
         pulled = pull_sources(sources, out=self.data_dir)
         for name, reason in pulled.failures.items():
-            log.warning("refresh %s..%s: %s not pulled: %s", first.isoformat(), last.isoformat(), name, reason)
+            log.warning("refresh %s: %s not pulled: %s", shown, name, reason)
         for loss in pulled.losses:
-            log.warning("refresh %s..%s: LOST %s", first.isoformat(), last.isoformat(), loss)
-        # The range said and indexed is the widest, the metrics': the days it touches are built.
-        first = metrics_first
-        done = Refreshed(first, last, pulled=[imported.fmt for imported in pulled.imports],
+            log.warning("refresh %s: LOST %s", shown, loss)
+        done = Refreshed(widest, last, pulled=[imported.fmt for imported in pulled.imports],
                          failures=dict(pulled.failures), losses=pulled.losses)
         return self._build(done)
 
