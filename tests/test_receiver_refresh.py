@@ -2,8 +2,8 @@
 
 The receiver's worker (diagnose/receiver.py) is given the refresh the command builds
 (``diagnose.cli._source_refresh``, diagnose/refresh.py) over a fake Prometheus on 127.0.0.1 answering
-two pods' memory (tests/test_import_pull.py's), and the nightly job is the real one, into a temporary
-index. The model is tests/test_receiver.py's double, the evidence static: what is checked is what the
+two pods' memory (tests/test_import_pull.py's), with a fake Loki and Tempo where the ranges each is asked
+for are checked, and the nightly job is the real one, into a temporary index. The model is tests/test_receiver.py's double, the evidence static: what is checked is what the
 refresh asked the server, what the index holds afterwards, and that nothing stops the case.
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ from rca.settings import Settings, load_settings
 from tests.fake_http import Answer, FakeServer
 from tests.fakes import StaticEvidence, StaticKnowledge
 from tests.test_import_pull import PROM_METRIC, prometheus
+from tests.test_import_tempo import tempo_with
 from tests.test_receiver import RECEIVED, GatedBackend, _alert, _candidates, _id, _payload, _settled, _until
 
 FIRED = "2025-06-05T08:02:00Z"
@@ -153,11 +154,12 @@ def test_without_sources_the_receiver_has_no_refresh(tmp_path: Path) -> None:
     assert _source_refresh(_settings(tmp_path, sources=None)) is None
 
 
-def test_metrics_reach_back_their_detectors_history_and_logs_only_the_baseline(
+def test_metrics_reach_back_their_detectors_history_and_logs_and_traces_only_the_baseline(
         serve: Callable[[Answer], FakeServer], tmp_path: Path) -> None:
-    prometheus_server, loki_server = serve(prometheus), serve(_empty_loki)
+    prometheus_server, loki_server, tempo_server = serve(prometheus), serve(_empty_loki), serve(tempo_with([]))
     settings = _settings(tmp_path, sources={"prometheus": {"url": prometheus_server.url, "queries": [PROM_METRIC]},
-                                            "loki": {"url": loki_server.url, "queries": ['{namespace="shop"}']}})
+                                            "loki": {"url": loki_server.url, "queries": ['{namespace="shop"}']},
+                                            "tempo": {"url": tempo_server.url}})
     receiver = Receiver(settings, tmp_path)
     with TestClient(receiver.app) as client:
         client.post("/alerts", json=_payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED)))
@@ -166,6 +168,8 @@ def test_metrics_reach_back_their_detectors_history_and_logs_only_the_baseline(
     assert metrics["start"] == _seconds(PULL_START)
     logs = [r.params for r in loki_server.requests if r.path == "/loki/api/v1/query_range"]
     assert logs and min(int(r["start"]) for r in logs) == int(BASELINE_START.timestamp()) * 10**9
+    searches = [r.params for r in tempo_server.requests if r.path == "/api/search"]
+    assert searches and min(int(r["start"]) for r in searches) == int(BASELINE_START.timestamp())
     (done,) = receiver.done
     assert (done.start, done.end) == (PULL_START, RECEIVED)  # the widest range: its days are indexed
 
