@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -560,7 +559,7 @@ def pull_tempo(*, client: PullClient, pages: PulledPages, start: datetime, end: 
     if limit < 1:
         raise PullError(f"--limit {limit}: must be at least 1")
     step_s, min_s = max(1, int(chunk.total_seconds())), max(1, int(min_chunk.total_seconds()))
-    start_s, end_s = math.floor(as_utc(start).timestamp()), math.ceil(as_utc(end).timestamp())
+    start_s, end_s = epoch_us(start) // 1_000_000, -(-epoch_us(end) // 1_000_000)  # whole seconds around the range
     margin_s = int(TEMPO_TRACE_MARGIN.total_seconds())
     result = PullResult()
     fetched: set[str] = set()
@@ -568,7 +567,7 @@ def pull_tempo(*, client: PullClient, pages: PulledPages, start: datetime, end: 
     for first, stop in chunks:
         params = {"q": query, "start": str(first), "end": str(stop), "limit": str(limit), "spss": "1"}
         key = PageKey.of(url=redacted(client.base_url), path=TEMPO_SEARCH, params=params,
-                         start=datetime.fromtimestamp(first, UTC), end=datetime.fromtimestamp(stop, UTC))
+                         start=from_epoch_us(first * 1_000_000), end=from_epoch_us(stop * 1_000_000))
         document = pages.load(key)
         reused = document is not None
         if document is not None:
