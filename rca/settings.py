@@ -319,6 +319,12 @@ class JaegerSource(_SourceSettings):
     services: Items = Field(default_factory=list)  # empty: every service the server knows
 
 
+class ZipkinSource(_SourceSettings):
+    # As `rca import zipkin --url ... --service ... --limit ...`: the traces that began in the range.
+    services: Items = Field(default_factory=list)  # empty: every trace, whatever its services
+    limit: int = Field(default=1000, ge=1)  # traces a request; a time chunk that returns this many is split
+
+
 class ElasticsearchSource(_SourceSettings):
     # As `rca import ecs --url ... --index ... --query ...`: ECS log documents from Elasticsearch or OpenSearch.
     index: str = Field(min_length=1)  # an index, pattern or list: "filebeat-*", "logs-*"
@@ -337,12 +343,13 @@ class SourcesSettings(_Section):
     prometheus: PrometheusSource | None = None
     loki: LokiSource | None = None
     jaeger: JaegerSource | None = None
+    zipkin: ZipkinSource | None = None
     tempo: TempoSource | None = None
     elasticsearch: ElasticsearchSource | None = None
 
     def configured(self) -> list[str]:
         """The names of the sources given, in pull order."""
-        return [name for name in ("prometheus", "loki", "elasticsearch", "jaeger", "tempo")
+        return [name for name in ("prometheus", "loki", "elasticsearch", "jaeger", "zipkin", "tempo")
                 if getattr(self, name) is not None]
 
 

@@ -169,7 +169,7 @@ def test_no_source_configured_or_no_range_is_a_usage_error(tmp_path: Path) -> No
     ('[sources.jaeger]\nurl = "http://j:16686"\nheaders = { "Bad Name" = "x" }\n', r"sources\.jaeger\.headers"),
     ('[sources.prometheus]\nurl = "http://p:9090"\npresets = ["x"]\nrate_window = "0"\n',
      r"sources\.prometheus\.rate_window"),
-    ('[sources]\nzipkin = {url = "http://z:9411"}\n', r"sources\.zipkin"),
+    ('[sources]\nskywalking = {url = "http://s:12800"}\n', r"sources\.skywalking"),
 ])
 def test_config_errors_name_the_setting(tmp_path: Path, toml: str, named: str) -> None:
     config = tmp_path / "config.toml"
@@ -224,30 +224,33 @@ def test_the_library_pulls_without_printing(serve: Callable[[Answer], FakeServer
     assert again.imports[0].pulled.fetched == 0 and again.imports[0].pulled.reused == 1
 
 
-def test_elasticsearch_and_tempo_sources_land_in_one_dataset(serve: Callable[[Answer], FakeServer],
-                                                             tmp_path: Path) -> None:
-    # Another stack: logs in Elasticsearch (ECS), traces in Grafana Tempo.
+def test_elasticsearch_tempo_and_zipkin_sources_land_in_one_dataset(serve: Callable[[Answer], FakeServer],
+                                                                    tmp_path: Path) -> None:
+    # Another stack: logs in Elasticsearch (ECS), traces in Grafana Tempo and, for older services, in Zipkin.
     from tests.test_import_elasticsearch import _document, elasticsearch_with
     from tests.test_import_tempo import tempo_trace, tempo_with
+    from tests.test_import_zipkin import zipkin_trace, zipkin_with
 
     logs = serve(elasticsearch_with([_document(n, at) for n, at in enumerate(LOG_TIMES)]))
     traces = serve(tempo_with([tempo_trace(n, START + timedelta(minutes=10 + n)) for n in range(3)]))
+    legacy = serve(zipkin_with([zipkin_trace(10 + n, START + timedelta(minutes=20 + n), service="email")
+                                for n in range(2)]))
     config = tmp_path / "config.toml"
     config.write_text(f'[sources.elasticsearch]\nurl = "{logs.url}"\nindex = "filebeat-*"\n'
-                      f'headers = {{ Authorization = "{SECRET}" }}\n\n[sources.tempo]\nurl = "{traces.url}"\n',
-                      encoding="utf-8")
+                      f'headers = {{ Authorization = "{SECRET}" }}\n\n[sources.tempo]\nurl = "{traces.url}"\n\n'
+                      f'[sources.zipkin]\nurl = "{legacy.url}"\n', encoding="utf-8")
     out = tmp_path / "data"
     result = _import(config, out)
     assert result.exit_code == 0, result.output
-    assert "sources: 2 of 2 pulled into" in result.output
+    assert "sources: 3 of 3 pulled into" in result.output
     assert read_logs(out, start=START, end=END).frame.height == len(LOG_TIMES)
     spans = read_traces(out, start=START, end=END, naming=bundled_system().trace).frame
-    assert spans.height == 3 * 3 and set(spans["service"].to_list()) == {"frontend", "cart"}
+    assert spans.height == 5 * 3 and set(spans["service"].to_list()) == {"frontend", "cart", "email"}
     assert {r.headers.get("authorization") for r in logs.requests} == {SECRET}
-    assert {r.headers.get("authorization") for r in traces.requests} == {None}
+    assert {r.headers.get("authorization") for r in traces.requests + legacy.requests} == {None}
     assert "s3cret" not in result.output
 
-    asked = len(logs.requests) + len(traces.requests)
+    asked = len(logs.requests) + len(traces.requests) + len(legacy.requests)
     again = _import(config, out)
     assert again.exit_code == 0, again.output
-    assert len(logs.requests) + len(traces.requests) == asked  # every page on disk
+    assert len(logs.requests) + len(traces.requests) + len(legacy.requests) == asked  # every page on disk

@@ -5,7 +5,7 @@ format reader -> canonical frames -> ``preprocess.dataset_writer.write_frames`` 
 Exit status (docs/reliability.md): 0 everything read, 2 bad arguments or nothing readable,
 3 finished with data loss (every skipped record is named on stderr, file:line and field).
 
-``rca import prometheus|loki|ecs|jaeger|tempo --url URL ...`` pulls the range from the server's query
+``rca import prometheus|loki|ecs|jaeger|zipkin|tempo --url URL ...`` pulls the range from the server's query
 API instead (``preprocess/formats/pull.py``), saves the answers under ``DIR/.pulled/<format>/``
 and imports those files by the same path as exports given on the command line
 (docs/formats/pull.md).
@@ -382,6 +382,33 @@ def _jaeger(
     run_import("jaeger", sources=sources, out=out)
 
 
+def _zipkin(
+    sources: list[Path] = _sources_argument("v2 JSON (a list of spans, or of traces)"),
+    out: Path = _out_option(),
+    url: str | None = _url_option("http://zipkin:9411"),
+    services: list[str] | None = typer.Option(None, "--service", help="With --url: only the traces through this "
+                                                                      "service (repeatable; default: every trace).",
+                                              show_default=False),
+    start: str | None = _start_option(),
+    end: str | None = _end_option(),
+    since: str | None = _since_option(),
+    limit: int = typer.Option(1000, "--limit", min=1, help="With --url: traces per request; a time chunk that "
+                                                           "returns this many is split."),
+    timeout: float = _timeout_option(),
+    header: list[str] | None = _header_option(),
+) -> None:
+    """Zipkin v2 JSON (GET /api/v2/traces, /api/v2/trace/<id>); or pull with --url."""
+    if _file_or_url(sources, url, pull_only={"--service": services, "--start": start, "--end": end,
+                                             "--since": since, "--header": header}):
+        from preprocess.formats.pull_sources import zipkin_pull
+
+        window = _window(start=start, end=end, since=since)
+        pull_and_import("zipkin", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
+                        pull=zipkin_pull(services=list(services or []), start=window[0], end=window[1], limit=limit))
+        return
+    run_import("zipkin", sources=sources, out=out)
+
+
 def _ecs(
     sources: list[Path] = _sources_argument("NDJSON (Filebeat events, hits, or _search answers)"),
     out: Path = _out_option(),
@@ -453,13 +480,13 @@ def _sources(
     since: str | None = typer.Option(None, "--since", help="The last DURATION (15m, 2h, 1d) before --end or now.",
                                      show_default=False),
 ) -> None:
-    """Pull every server of the config's [sources] (Prometheus, Loki, Elasticsearch, Jaeger, Tempo) over the range into --out."""
+    """Pull every server of the config's [sources] (Prometheus, Loki, Elasticsearch, Jaeger, Zipkin, Tempo) over the range into --out."""
     from preprocess.formats.pull_sources import configured_sources, pull_sources
 
     settings = build_settings(ctx)
     if not settings.sources.configured():
         fail("no source configured: give [sources.prometheus], [sources.loki], [sources.elasticsearch], "
-             "[sources.jaeger] or [sources.tempo] (each with its "
+             "[sources.jaeger], [sources.zipkin] or [sources.tempo] (each with its "
              "url) in the config file (--config, or config/config.toml), or RCA_SOURCES__<NAME>__URL and the "
              "rest in the environment: docs/formats/pull.md")
     window = _window(start=start, end=end, since=since, needed="give the range")
@@ -490,7 +517,7 @@ def _sources(
 
 
 _PULLING: dict[str, Callable[..., None]] = {"prometheus": _prometheus, "loki": _loki, "jaeger": _jaeger,
-                                              "tempo": _tempo, "ecs": _ecs}
+                                              "zipkin": _zipkin, "tempo": _tempo, "ecs": _ecs}
 
 
 def register(app: typer.Typer) -> None:

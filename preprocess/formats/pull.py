@@ -1,4 +1,4 @@
-"""``rca import prometheus|loki|jaeger --url``: fetch a time range from a live server's query API.
+"""``rca import prometheus|loki|jaeger|zipkin|tempo|ecs --url``: fetch a time range from a live server's query API.
 
 One function per API. Each cuts the range into the requests the server will answer in full,
 saves every answer under ``DIR/.pulled/<format>/`` (``pull_store``: atomic, named after the
@@ -18,6 +18,9 @@ the format's own reader, exactly as it reads exports saved by hand:
 - Tempo ``/api/search`` (TraceQL) finds at most ``limit`` trace ids, and only ids: a chunk whose
   search comes back full is halved as Jaeger's, then each trace found is fetched by id
   (``/api/traces/<id>``), and the chunk's traces are saved as one page;
+- Zipkin ``/api/v2/traces`` answers at most ``limit`` whole traces, the newest first: a chunk that
+  comes back full is halved, as Jaeger's. A trace is in the range where its root span began, so
+  each trace belongs to one chunk;
 - Elasticsearch / OpenSearch ``<index>/_search`` gives at most ``limit`` documents but counts them
   all (``track_total_hits``): a time chunk that holds more is halved, down to ``min_chunk``. The
   request body travels as the ``source`` parameter, which both servers take for a GET.
@@ -29,8 +32,8 @@ A query that matches no series over the range is listed in ``PullResult.empty`` 
 ``PromQuery.if_empty`` adds (a preset's rate range too short for the scrape interval: the
 ``--rate-window`` to give).
 
-What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger, Tempo
-or Elasticsearch chunk still full at the smallest size, a trace Tempo's search found but could not give by id) is
+What could not be had in full (``limit`` or more Loki lines in one nanosecond, a Jaeger, Zipkin,
+Tempo or Elasticsearch chunk still full at the smallest size, a trace Tempo's search found but could not give by id) is
 returned in ``PullResult.losses``; the command exits 3.
 """
 from __future__ import annotations
@@ -68,6 +71,10 @@ LOKI_MIN_RANGE = timedelta(minutes=1)  # a range refused even this short is not 
 JAEGER_LIMIT = 1000
 JAEGER_CHUNK = timedelta(hours=1)
 JAEGER_MIN_CHUNK = timedelta(seconds=1)
+ZIPKIN_TRACES = "/api/v2/traces"
+ZIPKIN_LIMIT = 1000
+ZIPKIN_CHUNK = timedelta(hours=1)
+ZIPKIN_MIN_CHUNK = timedelta(seconds=1)
 TEMPO_SEARCH = "/api/search"
 TEMPO_TRACE = "/api/traces/"  # + the trace id
 TEMPO_QUERY = "{}"  # TraceQL: every trace
@@ -492,56 +499,124 @@ def pull_jaeger(*, client: PullClient, pages: PulledPages, services: Sequence[st
     A trace that touches several services, or crosses a chunk border, comes in more than once;
     the dataset writer keeps each span once (its key is trace and span id).
     """
+    def params(first: int, stop: int, service: str | None) -> dict[str, str]:
+        # Jaeger's range is closed (span start in [start, end]): end a µs early so chunks do not overlap.
+        return {"service": str(service), "start": str(first), "end": str(stop - 1), "limit": str(limit)}
+
+    return _pull_capped_traces(
+        CappedTraceApi(fmt="jaeger", path=JAEGER_TRACES, field="data", unit=timedelta(microseconds=1),
+                       params=params, traces=_jaeger_traces),
+        client=client, pages=pages, services=services, start=start, end=end, limit=limit, chunk=chunk,
+        min_chunk=min_chunk, on_page=on_page, clock=clock)
+
+
+@dataclass(frozen=True)
+class CappedTraceApi:
+    """A trace API that answers at most ``limit`` whole traces of a range and says nothing when it cut
+    (Jaeger's ``/api/traces``, Zipkin's ``/api/v2/traces``): how to ask it for a chunk, and read its answer."""
+
+    fmt: str
+    path: str
+    field: str  # the saved page's key of the traces list: the answer's own ("data"), or the one wrapping it
+    unit: timedelta  # of the range's numbers in the request
+    params: Callable[[int, int, str | None], dict[str, str]]  # (first, stop, service) -> query parameters
+    traces: Callable[..., list[Any]]  # (answer, client=) -> its traces; PullError for another document
+
+
+def _pull_capped_traces(api: CappedTraceApi, *, client: PullClient, pages: PulledPages, services: Sequence[str],
+                        start: datetime, end: datetime, limit: int, chunk: timedelta, min_chunk: timedelta,
+                        on_page: OnPage, clock: Clock) -> PullResult:
+    """Each of ``services`` (none: one pass, unfiltered) chunk by chunk; a chunk whose answer comes back with
+    ``limit`` traces is halved, down to ``min_chunk``, and one still full there is a loss."""
     if limit < 1:
         raise PullError(f"--limit {limit}: must be at least 1")
-    step_us, min_us = chunk // timedelta(microseconds=1), min_chunk // timedelta(microseconds=1)
-    start_us, end_us = epoch_us(start), epoch_us(end)
+    unit_us = api.unit // timedelta(microseconds=1)
+    step, smallest = chunk // api.unit, max(1, min_chunk // api.unit)
+    first_of, end_of = epoch_us(start) // unit_us, -(-epoch_us(end) // unit_us)
     result = PullResult()
-    for service in services:
-        chunks = HalvedChunks(start=start_us, end=end_us, step=step_us, smallest=min_us)
+    asked: list[str | None] = [*services] or [None]
+    for service in asked:
+        what = f"service {service}" if service is not None else "traces"
+        chunks = HalvedChunks(start=first_of, end=end_of, step=step, smallest=smallest)
         for first, stop in chunks:
-            # Jaeger's range is closed (span start in [start, end]): end a µs early so chunks do not overlap.
-            params = {"service": service, "start": str(first), "end": str(stop - 1), "limit": str(limit)}
-            key = PageKey.of(url=redacted(client.base_url), path=JAEGER_TRACES, params=params,
-                             start=from_epoch_us(first), end=from_epoch_us(stop))
+            params = api.params(first, stop, service)
+            key = PageKey.of(url=redacted(client.base_url), path=api.path, params=params,
+                             start=from_epoch_us(first * unit_us), end=from_epoch_us(stop * unit_us))
             document = pages.load(key)
             reused = document is not None
             if document is not None:
                 meta = meta_of(document)
                 split = bool(meta.get("split"))
-                traces = int(meta.get("returned", 0)) if split else len(document.get("data") or [])
+                traces = int(meta.get("returned", 0)) if split else len(document.get(api.field) or [])
             else:
-                fetched = _jaeger_traces(client.get_json(JAEGER_TRACES, params=params), client=client)
-                traces = len(fetched["data"])
+                fetched = api.traces(client.get_json(api.path, params=params), client=client)
+                traces = len(fetched)
                 split = traces >= limit and chunks.can_split(first, stop)
                 if split:
                     # Only the fact is kept: the halves bring these traces again, and more.
-                    pages.save(key, {"data": []}, fetched_at=clock(), split=True, returned=traces)
+                    pages.save(key, {api.field: []}, fetched_at=clock(), split=True, returned=traces)
                 else:
-                    pages.save(key, fetched, fetched_at=clock())
+                    pages.save(key, {api.field: fetched}, fetched_at=clock())
             at_limit = traces >= limit
             note = "split" if split else ("limit reached" if at_limit else "")
-            _done(result, PageDone("jaeger", f"service {service}", key.start, key.end, traces, "traces", reused,
-                                   note), on_page)
+            _done(result, PageDone(api.fmt, what, key.start, key.end, traces, "traces", reused, note), on_page)
             if split:
                 chunks.split(first, stop)
                 continue
             result.files.append(pages.path(key))
             if at_limit:
-                result.losses.append(f"jaeger: service {service!r}: {traces} traces (the limit) in "
-                                     f"{format_utc(key.start)}..{format_utc(key.end)}, the smallest chunk: "
-                                     "some may be missing; raise --limit")
+                result.losses.append(f"{api.fmt}: {what}: {traces} traces (the limit) in {format_utc(key.start)}.."
+                                     f"{format_utc(key.end)}, the smallest chunk: some may be missing; raise --limit")
     return result
 
 
-def _jaeger_traces(document: Any, *, client: PullClient) -> dict[str, Any]:
-    """A ``/api/traces`` answer as ``{"data": [traces]}``; errors it carries beside data are logged."""
+def _jaeger_traces(document: Any, *, client: PullClient) -> list[Any]:
+    """The traces of a ``/api/traces`` answer (its ``data``); errors it carries beside them are logged."""
     if not isinstance(document, dict) or not isinstance(document.get("data") or [], list):
         raise PullError(f"GET {redacted(client.url(JAEGER_TRACES))}: no 'data' list of traces in the answer")
     for error in document.get("errors") or []:
         log.warning("GET %s: the server reports: %s", redacted(client.url(JAEGER_TRACES)),
                     error.get("msg", error) if isinstance(error, dict) else error)
-    return {"data": list(document.get("data") or [])}
+    return list(document.get("data") or [])
+
+
+# --------------------------------------------------------------------------- Zipkin
+
+
+def pull_zipkin(*, client: PullClient, pages: PulledPages, services: Sequence[str], start: datetime,
+                end: datetime, limit: int = ZIPKIN_LIMIT, chunk: timedelta = ZIPKIN_CHUNK,
+                min_chunk: timedelta = ZIPKIN_MIN_CHUNK, on_page: OnPage = _ignore,
+                clock: Clock = _now) -> PullResult:
+    """The whole traces whose root span began in ``[start, end)`` (of ``services``, each asked on its own;
+    none: every trace), in chunks that never come back full.
+
+    Zipkin's servers take a trace into a range by its root span's start (or its first span's, without a
+    root: ``QueryRequest.test``), so a trace that crosses a chunk border comes once, whole, with the chunk
+    it began in. A chunk's answer (a JSON list of traces) is saved as ``{"traces": [...]}``, which the
+    zipkin reader reads. A trace of several asked services comes once per service; the dataset writer
+    keeps each span once (its key is trace and span id).
+    """
+    def params(first: int, stop: int, service: str | None) -> dict[str, str]:
+        # endTs and endTs - lookback are both inclusive, in ms: end a ms early so chunks do not overlap.
+        return {"endTs": str(stop - 1), "lookback": str(stop - 1 - first), "limit": str(limit),
+                **({"serviceName": service} if service is not None else {})}
+
+    return _pull_capped_traces(
+        CappedTraceApi(fmt="zipkin", path=ZIPKIN_TRACES, field="traces", unit=timedelta(milliseconds=1),
+                       params=params, traces=_zipkin_traces),
+        client=client, pages=pages, services=services, start=start, end=end, limit=limit, chunk=chunk,
+        min_chunk=min_chunk, on_page=on_page, clock=clock)
+
+
+def _zipkin_traces(document: Any, *, client: PullClient) -> list[list[Any]]:
+    """A ``/api/v2/traces`` answer: a list of traces, each a list of spans."""
+    where = f"GET {redacted(client.url(ZIPKIN_TRACES))}"
+    if not isinstance(document, list):
+        raise PullError(f"{where}: the answer is not a JSON list of traces")
+    for number, trace in enumerate(document):
+        if not isinstance(trace, list):
+            raise PullError(f"{where}: [{number}] is not a trace (a list of spans)")
+    return document
 
 
 # --------------------------------------------------------------------------- Tempo

@@ -76,12 +76,15 @@ def redacted(url: httpx.URL | str) -> str:
 
 
 def server_error_text(body: bytes) -> str:
-    """The error a query API put in its body: Prometheus/Loki ``error``, Jaeger ``errors[].msg``, else the text."""
+    """The error a query API put in its body: Prometheus/Loki ``error``, Jaeger ``errors[].msg``, Elasticsearch
+    ``error.type: error.reason``, a Spring Boot server's (Zipkin before Armeria) ``error: message``, else the text."""
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         document = None
     if isinstance(document, dict):
+        if isinstance(document.get("error"), str) and isinstance(document.get("message"), str):
+            return f"{document['error']}: {document['message']}"  # "Bad Request: endTs <= 0"
         if isinstance(document.get("error"), str):
             kind = document.get("errorType")
             return f"{kind}: {document['error']}" if isinstance(kind, str) and kind else document["error"]

@@ -1,7 +1,7 @@
 """Pull a time range from telemetry servers into a dataset: one source (a server and how to ask it), or
 every source of ``[sources]``.
 
-One source is pulled as ``rca import prometheus|loki|ecs|jaeger|tempo --url`` pulls it: its pages fetched (or found
+One source is pulled as ``rca import prometheus|loki|ecs|jaeger|zipkin|tempo --url`` pulls it: its pages fetched (or found
 under ``DIR/.pulled/<format>/``, ``pull_store``), then read by the format's own reader and merged into the
 dataset (``dataset_writer.write_frames``). ``import_pulled`` does that for one source and returns what came
 of it (``SourceImport``) instead of printing: the commands print it (``preprocess/formats/cli.py``), the
@@ -26,6 +26,7 @@ from preprocess.formats.pull import (
     JAEGER_LIMIT,
     TEMPO_LIMIT,
     TEMPO_QUERY,
+    ZIPKIN_LIMIT,
     OnPage,
     PageDone,
     PromQuery,
@@ -36,6 +37,7 @@ from preprocess.formats.pull import (
     pull_loki,
     pull_prometheus,
     pull_tempo,
+    pull_zipkin,
 )
 from preprocess.formats.pull_http import PullClient, PullError, redacted
 from preprocess.formats.pull_store import PulledPages
@@ -47,6 +49,7 @@ from rca.settings import (
     PrometheusSource,
     SourcesSettings,
     TempoSource,
+    ZipkinSource,
 )
 
 log = logging.getLogger(__name__)
@@ -206,6 +209,21 @@ def _jaeger(config: JaegerSource, *, start: datetime, end: datetime) -> Source:
                   timeout_s=config.timeout_s, headers=config.header_values(), option="sources.jaeger.url")
 
 
+def zipkin_pull(*, services: list[str], start: datetime, end: datetime, limit: int = ZIPKIN_LIMIT) -> PullRun:
+    """Pull the traces that began over the range (of ``services`` only, when given)."""
+    def pull(client: PullClient, pages: PulledPages, on_page: OnPage) -> PullResult:
+        return pull_zipkin(client=client, pages=pages, services=services, start=start, end=end, limit=limit,
+                           on_page=on_page)
+
+    return pull
+
+
+def _zipkin(config: ZipkinSource, *, start: datetime, end: datetime) -> Source:
+    return Source("zipkin", config.url, zipkin_pull(services=config.services, start=start, end=end,
+                                                    limit=config.limit),
+                  timeout_s=config.timeout_s, headers=config.header_values(), option="sources.zipkin.url")
+
+
 def tempo_pull(*, start: datetime, end: datetime, query: str = TEMPO_QUERY, limit: int = TEMPO_LIMIT) -> PullRun:
     """Pull the traces the TraceQL ``query`` finds over the range."""
     def pull(client: PullClient, pages: PulledPages, on_page: OnPage) -> PullResult:
@@ -232,6 +250,8 @@ def configured_sources(sources: SourcesSettings, *, start: datetime, end: dateti
         made.append(_elasticsearch(sources.elasticsearch, start=start, end=end))
     if sources.jaeger is not None:
         made.append(_jaeger(sources.jaeger, start=start, end=end))
+    if sources.zipkin is not None:
+        made.append(_zipkin(sources.zipkin, start=start, end=end))
     if sources.tempo is not None:
         made.append(_tempo(sources.tempo, start=start, end=end))
     return made

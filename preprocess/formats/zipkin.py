@@ -1,6 +1,7 @@
 """Zipkin v2 JSON (``GET /api/v2/traces``, ``/api/v2/trace/{id}``, a span list) -> canonical spans.
 
-A file holds a list of spans, or a list of traces (lists of spans). Span fields: ``traceId``
+A file holds a list of spans, or a list of traces (lists of spans), or a page ``rca import zipkin
+--url`` saved (``{"traces": [...]}``: a ``/api/v2/traces`` answer and where it came from). Span fields: ``traceId``
 (16 or 32 hex digits), ``id``, ``parentId``, ``name``, ``kind`` (``CLIENT``/``SERVER``/...),
 ``timestamp`` and ``duration`` in µs, ``localEndpoint.serviceName``, ``remoteEndpoint.serviceName``
 and string ``tags``. Zipkin has no process: pod and node come from tags (``k8s.pod.name``,
@@ -23,14 +24,17 @@ from preprocess.formats.spans import as_int, check_id, explicit_peer, is_error, 
 
 
 def _spans(document: Any) -> Iterator[tuple[str, Any]]:
+    prefix = ""
+    if isinstance(document, dict) and isinstance(document.get("traces"), list):  # a saved pull page
+        prefix, document = "traces", document["traces"]
     if not isinstance(document, list):
         raise BadField("[]", "not a Zipkin v2 document (a JSON list of spans or of traces)")
     for i, item in enumerate(document):
         if isinstance(item, list):
             for j, span in enumerate(item):
-                yield f"[{i}][{j}]", span
+                yield f"{prefix}[{i}][{j}]", span
         else:
-            yield f"[{i}]", item
+            yield f"{prefix}[{i}]", item
 
 
 def _id(span: dict[str, Any], key: str, digits: tuple[int, ...], *, required: bool = True) -> str | None:
