@@ -156,23 +156,28 @@ def write_otlp_json(path: Path, requests: list[dict[str, Any]], *, gz: bool = Fa
     return _write_lines(path, [json.dumps(r) for r in requests], gz=gz)
 
 
-def write_otlp_proto(path: Path, requests: list[dict[str, Any]], *, framing: str = "fixed32") -> Path:
-    """The requests as protobuf messages (the file exporter's ``format: proto`` is ``fixed32``)."""
+def otlp_proto_message(request: dict[str, Any]) -> bytes:
+    """One request (OTLP/JSON, hex ids) as its protobuf message: what an OTLP/HTTP exporter POSTs."""
     from google.protobuf import json_format
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+    if "resourceSpans" in request:
+        message: Any = ExportTraceServiceRequest()
+        request = _base64_ids(request)  # json_format reads bytes fields as base64
+    elif "resourceMetrics" in request:
+        message = ExportMetricsServiceRequest()
+    else:
+        message = ExportLogsServiceRequest()
+    return bytes(json_format.ParseDict(request, message).SerializeToString())
+
+
+def write_otlp_proto(path: Path, requests: list[dict[str, Any]], *, framing: str = "fixed32") -> Path:
+    """The requests as protobuf messages (the file exporter's ``format: proto`` is ``fixed32``)."""
     out = bytearray()
     for request in requests:
-        if "resourceSpans" in request:
-            message: Any = ExportTraceServiceRequest()
-            request = _base64_ids(request)  # json_format reads bytes fields as base64
-        elif "resourceMetrics" in request:
-            message = ExportMetricsServiceRequest()
-        else:
-            message = ExportLogsServiceRequest()
-        data = json_format.ParseDict(request, message).SerializeToString()
+        data = otlp_proto_message(request)
         if framing == "fixed32":
             out += len(data).to_bytes(4, "big")
         elif framing == "varint":

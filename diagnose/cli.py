@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +31,7 @@ from rich.table import Table
 
 from rca.challenge import RuleVersion, rule_version
 from rca.clisupport import build_settings, fail, state
-from rca.errors import RcaError
+from rca.errors import InputError, RcaError
 from rca.llm.base import LLMError
 from rca.logsetup import configure_logging
 from rca.settings import Settings
@@ -238,19 +237,14 @@ def _firing_alerts(settings: Settings, url: str, filters: list[str], header_line
     return case_file
 
 
-# HOST:PORT of --listen: a host name, an IPv4 address or a bracketed IPv6 one, and a port.
-_LISTEN = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?))"
-                     r":(?P<port>[0-9]{1,5})")
-
-
 def listen_address(text: str) -> tuple[str, int]:
     """``--listen``'s ``HOST:PORT`` as (host, port); ``typer.Exit`` (status 2) with the usage error otherwise."""
-    match = _LISTEN.fullmatch(text.strip())
-    port = int(match.group("port")) if match else 0
-    if match is None or not 1 <= port <= 65535:
-        fail(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9095 (0.0.0.0:9095 for every interface, "
-             "[::1]:9095 for IPv6; port 1-65535)")
-    return match.group("ipv6") or match.group("host"), port
+    from rca.httpserve import listen_address as parsed
+
+    try:
+        return parsed(text, example_port=9095)
+    except InputError as exc:
+        fail(str(exc))
 
 
 def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[str]) -> None:
@@ -262,9 +256,10 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
     if leave_out:
         fail(f"--listen serves until stopped, answers to --out: leave out {', '.join(leave_out)}")
     host, port = listen_address(text)
-    from diagnose.receiver import CaseWorker, create_app, listening_socket, serve
+    from diagnose.receiver import CaseWorker, create_app
     from diagnose.service import Diagnoser
     from index.status import newest_telemetry
+    from rca.httpserve import listening_socket, serve
 
     out = out if out is not None else settings.paths.runs_dir / "webhook.jsonl"
     try:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import signal
-import socket
 import threading
 import time
 from collections import deque
@@ -44,6 +42,7 @@ from diagnose.cases import Case, CaseError, alert_cases
 from diagnose.runner import RunSummary, finished_uuids
 from rca.challenge import rule_version
 from rca.errors import RcaError
+from rca.httpserve import RequestRefused, read_body
 from rca.jsonlimits import json_depth
 from rca.settings import Settings
 
@@ -62,16 +61,6 @@ RETRY_AFTER_S = 60  # a full queue: Retry-After (Alertmanager retries a 5xx noti
 INDEX_POLL_S = 15.0  # how often a case waiting for the index asks how far it reaches
 # The index's tables hold minute buckets: its newest minute covers telemetry up to a minute later.
 INDEX_BUCKET = timedelta(minutes=1)
-
-
-class RequestError(Exception):
-    """A request the receiver refuses: its HTTP status and the reason, said in the JSON reply."""
-
-    def __init__(self, status: int, reason: str, *, headers: dict[str, str] | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.headers = headers or {}
 
 
 class CaseRunner(Protocol):
@@ -93,25 +82,25 @@ class Offer:
 
 def parse_payload(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
     """One webhook payload from a request body: UTF-8 JSON, an object, at most ``max_depth`` deep, with
-    ``alerts``; else ``RequestError`` 400 saying what is wrong."""
+    ``alerts``; else ``RequestRefused`` 400 saying what is wrong."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RequestError(400, f"{SOURCE}: body is not UTF-8 (byte {exc.start})") from exc
+        raise RequestRefused(400, f"{SOURCE}: body is not UTF-8 (byte {exc.start})") from exc
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RequestError(400, f"{SOURCE}: body is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") \
+        raise RequestRefused(400, f"{SOURCE}: body is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") \
             from exc
     except RecursionError as exc:  # the C parser bounds its own recursion
-        raise RequestError(400, f"{SOURCE}: body is nested more than {max_depth} levels deep") from exc
+        raise RequestRefused(400, f"{SOURCE}: body is nested more than {max_depth} levels deep") from exc
     if json_depth(document) > max_depth:
-        raise RequestError(400, f"{SOURCE}: body is nested more than {max_depth} levels deep")
+        raise RequestRefused(400, f"{SOURCE}: body is nested more than {max_depth} levels deep")
     if not isinstance(document, dict):
-        raise RequestError(400, f"{SOURCE}: expected one Alertmanager webhook payload (a JSON object "
+        raise RequestRefused(400, f"{SOURCE}: expected one Alertmanager webhook payload (a JSON object "
                                 f"{{groupKey, status, alerts: [...]}}), got a {type(document).__name__}")
     if "alerts" not in document:
-        raise RequestError(400, f"{SOURCE}: not an Alertmanager webhook payload: missing field 'alerts'")
+        raise RequestRefused(400, f"{SOURCE}: not an Alertmanager webhook payload: missing field 'alerts'")
     return document
 
 
@@ -157,22 +146,22 @@ class CaseWorker:
     def offer(self, payload: dict[str, Any], *, received: datetime) -> Offer:
         """Queue the firing group of ``payload`` (one webhook payload), received at ``received``.
 
-        Raises ``RequestError``: 400 when the payload gives no case (the reason names the field), 503
+        Raises ``RequestRefused``: 400 when the payload gives no case (the reason names the field), 503
         when the queue is full or the receiver is stopping."""
         try:
             found = alert_cases(payload, source=SOURCE, lead=self._settings.diagnose.alert_lead,
                                 span=self._settings.diagnose.alert_span, now=received, sent=received)
         except CaseError as exc:
-            raise RequestError(400, str(exc)) from exc
+            raise RequestRefused(400, str(exc)) from exc
         if not found.cases:
-            raise RequestError(400, "; ".join(found.bad.values()) or f"{SOURCE}: no alert in the payload")
+            raise RequestRefused(400, "; ".join(found.bad.values()) or f"{SOURCE}: no alert in the payload")
         skipped = [{"id": place, "reason": error} for place, error in found.bad.items()]  # its unreadable alerts
         if payload.get("status") == "resolved":
             log.info("group %s resolved: not diagnosed", ", ".join(c.uuid for c in found.cases))
             return Offer([], [{"id": c.uuid, "reason": "resolved: not diagnosed"} for c in found.cases] + skipped)
         with self._wake:
             if self._stopping:
-                raise RequestError(503, "the receiver is stopping", headers={"Retry-After": str(RETRY_AFTER_S)})
+                raise RequestRefused(503, "the receiver is stopping", headers={"Retry-After": str(RETRY_AFTER_S)})
             queued = {c.uuid for c in self._waiting} | ({self._current} if self._current else set())
             fresh: list[Case] = []
             for case in found.cases:
@@ -183,7 +172,7 @@ class CaseWorker:
                 else:
                     fresh.append(case)
             if fresh and len(self._waiting) + len(fresh) > self._max_queue:
-                raise RequestError(503, f"queue full: {len(self._waiting)} cases wait (diagnose.listen_max_queue "
+                raise RequestRefused(503, f"queue full: {len(self._waiting)} cases wait (diagnose.listen_max_queue "
                                         f"{self._max_queue}); retry later",
                                    headers={"Retry-After": str(RETRY_AFTER_S)})
             self._waiting.extend(fresh)
@@ -326,26 +315,6 @@ class CaseWorker:
         log.warning("case %s failed, not answered: %s (sent again, its group is tried again)", case.uuid, reason)
 
 
-async def _read_body(request: Request, *, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes ``limit`` bytes (declared or streamed)."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise RequestError(400, "Content-Length is not a number")
-        if int(declared) > limit:
-            raise RequestError(413, f"body of {declared} bytes; this receiver takes at most {limit} "
-                                    "(diagnose.listen_max_body_bytes)")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"body of more than {limit} bytes; this receiver takes at most {limit} "
-                                    "(diagnose.listen_max_body_bytes)")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -366,8 +335,8 @@ def create_app(worker: CaseWorker, *, settings: Settings, clock: Callable[[], da
 
     app = FastAPI(title="rca webhook receiver", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.exception_handler(RequestError)
-    async def _refused(_request: Request, exc: RequestError) -> JSONResponse:
+    @app.exception_handler(RequestRefused)
+    async def _refused(_request: Request, exc: RequestRefused) -> JSONResponse:
         if exc.status >= 500:
             log.warning("%s refused (%d): %s", SOURCE, exc.status, exc.reason)
         else:
@@ -377,7 +346,7 @@ def create_app(worker: CaseWorker, *, settings: Settings, clock: Callable[[], da
     @app.post(ALERTS_PATH)
     async def alerts(request: Request) -> JSONResponse:
         received = clock()
-        payload = parse_payload(await _read_body(request, limit=limit))
+        payload = parse_payload(await read_body(request, limit=limit, setting="diagnose.listen_max_body_bytes"))
         return JSONResponse(worker.offer(payload, received=received).to_json(), status_code=202)
 
     @app.get("/healthz")
@@ -388,45 +357,7 @@ def create_app(worker: CaseWorker, *, settings: Settings, clock: Callable[[], da
     async def answers(request: Request) -> JSONResponse:
         text = request.query_params.get("limit", str(DEFAULT_ANSWERS_SHOWN))
         if not text.isdigit() or not 1 <= int(text) <= MAX_ANSWERS_SHOWN:
-            raise RequestError(400, f"limit {text!r}: expected a whole number from 1 to {MAX_ANSWERS_SHOWN}")
+            raise RequestRefused(400, f"limit {text!r}: expected a whole number from 1 to {MAX_ANSWERS_SHOWN}")
         return JSONResponse({"answers": worker.latest(int(text))})
 
     return app
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening (``OSError`` when it cannot be: in use, no such address)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def serve(app: FastAPI, *, sock: socket.socket) -> str | None:
-    """Serve ``app`` on ``sock`` until SIGINT or SIGTERM (uvicorn: requests in flight finish, then the
-    app's lifespan stops the worker); returns the name of the signal that stopped it.
-
-    The signal ends the serving, not the process: the caller closes what it opened (the model)."""
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
-    caught: list[int] = []
-
-    def stop(signum: int, _frame: object) -> None:  # before uvicorn's own handlers are in, and after
-        caught.append(signum)
-        server.should_exit = True
-
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
-    try:
-        server.run(sockets=[sock])  # uvicorn's handlers during the run; it raises what it caught again after
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return signal.Signals(caught[0]).name if caught else None

@@ -28,11 +28,12 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import app as cli_app
-from diagnose.receiver import CaseWorker, Offer, create_app, listening_socket
+from diagnose.receiver import CaseWorker, Offer, create_app
 from diagnose.record import RunRecord
 from diagnose.service import Diagnoser
 from index.models import Candidate, EvidenceItem
 from rca.errors import DataError
+from rca.httpserve import listening_socket
 from rca.llm.base import LLMReply
 from rca.settings import Settings, load_settings
 from tests.fakes import StaticEvidence, StaticKnowledge

@@ -8,7 +8,8 @@ Exit status (docs/reliability.md): 0 everything read, 2 bad arguments or nothing
 ``rca import prometheus|loki|ecs|jaeger|zipkin|tempo --url URL ...`` pulls the range from the server's query
 API instead (``preprocess/formats/pull.py``), saves the answers under ``DIR/.pulled/<format>/``
 and imports those files by the same path as exports given on the command line
-(docs/formats/pull.md).
+(docs/formats/pull.md). ``rca import otlp --listen HOST:PORT`` receives OTLP/HTTP instead, as a Collector's
+exporter sends it (``preprocess/formats/receive_otlp.py``, docs/formats/otlp.md).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from rca.timeutil import format_utc, parse_duration, parse_utc
 if TYPE_CHECKING:
     from preprocess.formats.pull import PageDone, PromQuery
     from preprocess.formats.pull_sources import PullRun, Source, SourceImport
+    from preprocess.formats.receive_otlp import ReceiveLimits
 
 log = logging.getLogger(__name__)
 
@@ -382,6 +384,84 @@ def _jaeger(
     run_import("jaeger", sources=sources, out=out)
 
 
+def _otlp(
+    sources: list[Path] = typer.Argument(None, help="OTLP/JSON (one request a line) or protobuf export files, or "
+                                                    "directories of them (gzip read as is). Or give --listen.",
+                                         metavar="SOURCES...", show_default=False),
+    out: Path = _out_option(),
+    listen: str | None = typer.Option(None, "--listen", help="Receive OTLP/HTTP instead of reading files, on "
+                                                             "HOST:PORT (0.0.0.0:4318: a Collector's otlphttp "
+                                                             "exporter endpoint http://HOST:4318), until SIGINT or "
+                                                             "SIGTERM.", show_default=False),
+    import_every: float | None = typer.Option(None, "--import-every", min=1.0,
+                                              help="With --listen: seconds between imports of what was received "
+                                                   "[default: 60]", show_default=False),
+    max_body_mb: float | None = typer.Option(None, "--max-body-mb", min=0.001,
+                                             help="With --listen: the largest request taken, sent or unzipped, in "
+                                                  "MiB [default: 32]", show_default=False),
+    max_pending_mb: float | None = typer.Option(None, "--max-pending-mb", min=0.001,
+                                                help="With --listen: requests received and not yet imported, at "
+                                                     "most, in MiB; past it a sender is told to retry (503) "
+                                                     "[default: 1024]", show_default=False),
+) -> None:
+    """OpenTelemetry OTLP export requests (traces, metrics, logs; JSON or protobuf); or receive them with --listen."""
+    if sources and listen:
+        fail("give export files (SOURCES) or --listen, not both")
+    if not sources and not listen:
+        fail("give export files (SOURCES), or --listen HOST:PORT to receive OTLP/HTTP")
+    if not listen:
+        given = [flag for flag, value in (("--import-every", import_every), ("--max-body-mb", max_body_mb),
+                                          ("--max-pending-mb", max_pending_mb)) if value is not None]
+        if given:
+            fail(f"{', '.join(given)} only apply with --listen")
+        run_import("otlp", sources=sources, out=out)
+        return
+    from preprocess.formats.receive_otlp import ReceiveLimits
+
+    defaults = ReceiveLimits()
+    limits = ReceiveLimits(
+        max_body_bytes=int(max_body_mb * 2**20) if max_body_mb is not None else defaults.max_body_bytes,
+        max_pending_bytes=int(max_pending_mb * 2**20) if max_pending_mb is not None else defaults.max_pending_bytes)
+    _receive_otlp(str(listen), out=out, import_every_s=import_every if import_every is not None else IMPORT_EVERY_S,
+                  limits=limits)
+
+
+IMPORT_EVERY_S = 60.0
+
+
+def _receive_otlp(text: str, *, out: Path, import_every_s: float, limits: ReceiveLimits) -> None:
+    """``--listen``: the OTLP/HTTP receiver (receive_otlp.py) until SIGINT or SIGTERM; each import said on stderr."""
+    from preprocess.formats.receive_otlp import Importer, ImportRound, OtlpInbox, create_app
+    from rca.httpserve import listen_address, listening_socket, serve
+
+    try:
+        host, port = listen_address(text, example_port=4318)
+        sock = listening_socket(host, port)
+    except RcaError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"--listen {text}: cannot listen there: {exc.strerror or exc}")
+
+    def said(done: ImportRound) -> None:
+        report(done.result, fmt=f"otlp: {done.requests} request(s) received", out=out, written=len(done.written))
+
+    with sock:
+        inbox = OtlpInbox(out, limits=limits)
+        waiting = len(inbox.pending())
+        typer.echo(f"listening on http://{text.strip()} (OTLP/HTTP: POST /v1/traces, /v1/metrics, /v1/logs); "
+                   f"imported into {out} every {import_every_s:g} s and at the stop"
+                   + (f"; {waiting} request(s) a stopped receiver left are imported first" if waiting else "")
+                   + "; SIGINT or SIGTERM stops", err=True)
+        stopped_by = serve(create_app(inbox, Importer(inbox, every_s=import_every_s, on_round=said)), sock=sock)
+    counts = inbox.counts()
+    typer.echo(f"stopped{f' ({stopped_by})' if stopped_by else ''}: {counts['received']} request(s) received, "
+               f"{counts['imported']} imported into {out}"
+               + (f", {counts['pending']} saved under {inbox.root} for the next start" if counts["pending"] else ""),
+               err=True)
+    if counts["pending"]:
+        raise typer.Exit(DATA_LOSS)
+
+
 def _zipkin(
     sources: list[Path] = _sources_argument("v2 JSON (a list of spans, or of traces)"),
     out: Path = _out_option(),
@@ -517,7 +597,7 @@ def _sources(
 
 
 _PULLING: dict[str, Callable[..., None]] = {"prometheus": _prometheus, "loki": _loki, "jaeger": _jaeger,
-                                              "zipkin": _zipkin, "tempo": _tempo, "ecs": _ecs}
+                                              "zipkin": _zipkin, "tempo": _tempo, "ecs": _ecs, "otlp": _otlp}
 
 
 def register(app: typer.Typer) -> None:
