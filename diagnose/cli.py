@@ -78,6 +78,10 @@ def rca_diagnose(
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="Raw telemetry the react/team tools read (config paths.data_dir); --listen with "
         "[sources]: where each case's pulled telemetry goes."),
+    listen_index: bool | None = typer.Option(
+        None, "--index-each-case", help="--listen: build the index of --data-dir for each case before diagnosing "
+        "it, for telemetry pushed there (rca import otlp --listen) with no timer running rca preprocess; "
+        "[sources] does it anyway (config diagnose.listen_index).", show_default=False),
     mode: str | None = typer.Option(
         None, "--mode", help="pipeline (one prepared call) | react (tool loop) | team (specialists + judge)."),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="react: tool calls before the answer."),
@@ -119,7 +123,7 @@ def rca_diagnose(
             "challenge": {"rules": None if strict is None else ("late" if strict else "early")},
             "diagnose": {"self_consistency": self_consistency,
                          "confirm_fault_type": confirm_fault_type, "mode": mode, "react_max_steps": max_steps,
-                         "alert_lead": alert_lead},
+                         "alert_lead": alert_lead, "listen_index": listen_index},
         },
     )
     if listen is not None:
@@ -132,6 +136,8 @@ def rca_diagnose(
             ("--print-prompt", print_prompt), ("--detect", detect), ("--json", as_json), ("--report", report),
             ("--report-dir", report_dir)) if value])
         return
+    if listen_index is not None:
+        fail("--index-each-case goes with --listen")
     cases, unusable, case_windows = _select_cases(settings, uuid or [], all_cases, window=window, since=since,
                                                   alerts=alerts, alertmanager=alertmanager,
                                                   alert_filters=alert_filters or [], header_lines=header or [])
@@ -276,9 +282,12 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
                 _ = diagnoser.llm  # the model, loaded once, now
                 typer.echo(f"listening on http://{text.strip()}/alerts (Alertmanager webhook_configs url); answers "
                            f"appended to {out}; SIGINT or SIGTERM stops", err=True)
-                if refresh is not None:
+                if refresh is not None and settings.sources.configured():
                     typer.echo(f"each case first pulls {', '.join(settings.sources.configured())} ([sources]) into "
                                f"{settings.paths.data_dir} and indexes it into {settings.paths.index_dir}", err=True)
+                elif refresh is not None:
+                    typer.echo(f"each case first indexes {settings.paths.data_dir} into {settings.paths.index_dir} "
+                               "(diagnose.listen_index)", err=True)
                 stopped_by = serve(create_app(worker, settings=settings), sock=sock)
         except LLMError as exc:
             fail(f"LLM backend failed: {exc}")
@@ -291,11 +300,12 @@ def _listen(settings: Settings, text: str, *, out: Path | None, leave_out: list[
 
 def _source_refresh(settings: Settings) -> SourceRefresh | None:
     """With ``[sources]``: what pulls each received case's telemetry into ``[paths] data_dir`` and indexes it
-    (``diagnose/refresh.py``); without, None: the receiver reads the index as others keep it.
+    (``diagnose/refresh.py``); without, with ``[diagnose] listen_index``: what indexes it, as it reached
+    ``data_dir`` by itself (pushed); else None: the receiver reads the index as others keep it.
 
     The sources are made once here, over an empty range, so a preset that cannot be read is an error at
     the start (``RcaError``), not a warning in every case."""
-    if not settings.sources.configured():
+    if not settings.sources.configured() and not settings.diagnose.listen_index:
         return None
     from diagnose.refresh import SourceRefresh
     from index.params import IndexParams

@@ -10,6 +10,9 @@ close to the last one fetches little), then runs the nightly job for the CST day
 (``index.build.run_nightly``: incremental, so only the partitions whose files changed are rebuilt). The
 build waits for the index's writer lock: a timer's ``rca preprocess`` and the receiver take turns.
 
+With no source and ``[diagnose] listen_index`` (telemetry that reaches the data directory by itself,
+``rca import otlp --listen``), the same refresh pulls nothing and runs the build alone.
+
 Nothing here stops a case: a source that fails, or a build that cannot run, is said in a WARNING and in
 the returned ``Refreshed``, and the case goes on with what the index holds.
 """

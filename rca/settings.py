@@ -218,6 +218,11 @@ class DiagnoseSettings(_Section):
     # every few minutes): a case waits up to listen_wait for the index to reach its end, then is diagnosed on
     # what the index holds (its answer's data status says what is missing). 0: never wait.
     listen_wait: Duration = Field(default=timedelta(minutes=5), ge=timedelta(0))
+    # The receiver builds the index of [paths] data_dir for each case before it waits (the nightly job, incremental,
+    # for the case's days): always with [sources] (after pulling them); without, when this is true, for telemetry
+    # that reaches data_dir by itself (`rca import otlp --listen`, a collector's files) with no timer running
+    # `rca preprocess`.
+    listen_index: bool = False
 
 
 class PreprocessSettings(_Section):

@@ -29,7 +29,7 @@ from rca.settings import Settings, load_settings
 from tests.fake_http import Answer, FakeServer
 from tests.fakes import StaticEvidence, StaticKnowledge
 from tests.test_import_pull import PROM_METRIC, prometheus
-from tests.test_import_tempo import tempo_with
+from tests.test_import_tempo import tempo_trace, tempo_with
 from tests.test_receiver import RECEIVED, GatedBackend, _alert, _candidates, _id, _payload, _settled, _until
 
 FIRED = "2025-06-05T08:02:00Z"
@@ -152,6 +152,34 @@ def test_the_refresh_waits_for_another_writer_of_the_index(serve: Callable[[Answ
 
 def test_without_sources_the_receiver_has_no_refresh(tmp_path: Path) -> None:
     assert _source_refresh(_settings(tmp_path, sources=None)) is None
+
+
+def test_with_listen_index_a_case_indexes_what_was_pushed_into_the_data_dir(tmp_path: Path) -> None:
+    """The push pipeline: traces sent to ``rca import otlp --listen`` land in the data directory; an alert then
+    makes the webhook receiver (``diagnose.listen_index``, no [sources]) build the index for the case's days."""
+    from preprocess.formats.receive_otlp import Importer, OtlpInbox, ReceiveLimits
+    from preprocess.formats.receive_otlp import create_app as otlp_app
+
+    settings = load_settings(environ={}, overrides={
+        "paths": {"runs_dir": tmp_path / "runs", "input_file": tmp_path / "no-input.json",
+                  "data_dir": tmp_path / "data", "index_dir": tmp_path / "index"},
+        "diagnose": {"alert_lead": "5m", "alert_span": "10m", "listen_wait": "0", "listen_index": True}})
+    inbox = OtlpInbox(settings.paths.data_dir, limits=ReceiveLimits())
+    with TestClient(otlp_app(inbox, Importer(inbox, every_s=3600, on_round=lambda _: None))) as collector:
+        for minute in range(0, 13):  # one trace a minute, from the case's first minute to when it is received
+            trace = tempo_trace(minute, CASE_START + timedelta(minutes=minute))
+            assert collector.post("/v1/traces", json={"resourceSpans": trace["batches"]}).status_code == 200
+    assert newest_telemetry(settings.paths.index_dir) is None  # pushed, not yet indexed
+
+    receiver = Receiver(settings, tmp_path)
+    with TestClient(receiver.app) as client:
+        client.post("/alerts", json=_payload("HighErrorRate", _alert("checkoutservice-1", starts=FIRED)))
+        _until("the answer", _settled(client, answered=1))
+    (done,) = receiver.done
+    assert done.ok and done.pulled == [] and done.days == ["2025-06-05"] and done.written >= 1
+    assert store.load_manifest(settings.paths.index_dir).partitions[store.partition_key("2025-06-05", "trace")].rows
+    newest = newest_telemetry(settings.paths.index_dir)
+    assert newest is not None and newest >= CASE_START + timedelta(minutes=12)
 
 
 def test_metrics_reach_back_their_detectors_history_and_logs_and_traces_only_the_baseline(
