@@ -2,7 +2,7 @@
 a refusal with its status, and serving an ASGI app on a bound socket until SIGINT or SIGTERM.
 
 Two receivers use it: ``rca diagnose --listen`` (Alertmanager's webhook, ``diagnose/receiver.py``) and
-``rca import otlp --listen`` (an OpenTelemetry Collector's OTLP/HTTP exporter,
+``rca import otlp --listen`` / ``--listen-grpc`` (an OpenTelemetry Collector's OTLP exporters,
 ``preprocess/formats/receive_otlp.py``). FastAPI and uvicorn are the ``server`` extra: they are imported
 by the functions that need them, never by importing this module.
 """
@@ -101,3 +101,23 @@ def serve(app: ASGIApp, *, sock: socket.socket) -> str | None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return signal.Signals(caught[0]).name if caught else None
+
+
+def wait_for_signal() -> str:
+    """Block until SIGINT or SIGTERM and return its name: what a process that serves without uvicorn (a gRPC
+    server alone) waits on. Only from the main thread, where signal handlers can be set."""
+    caught: list[int] = []
+    came = threading.Event()
+
+    def stop(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        came.set()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not came.wait(0.5):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return signal.Signals(caught[0]).name

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import export as ex
-from preprocess.formats.receive_otlp import Importer, OtlpInbox, ReceiveLimits, create_app
+from preprocess.formats.receive_otlp import OtlpInbox, ReceiveLimits, create_app
 from rca.httpserve import listening_socket
 from rca.logsetup import configure_logging
 from simulate.simulator import SimulationOptions, simulate
@@ -49,9 +49,8 @@ def main() -> None:
     out = args.work_dir / "received"
     shutil.rmtree(out, ignore_errors=True)
     inbox = OtlpInbox(out, limits=ReceiveLimits())
-    importer = Importer(inbox, every_s=10**6, on_round=lambda _: None)  # the import is timed by hand below
     sock = listening_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(inbox, importer), log_config=None, access_log=False,
+    server = uvicorn.Server(uvicorn.Config(create_app(inbox), log_config=None, access_log=False,
                                           lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -72,7 +71,7 @@ def main() -> None:
     sock.close()
 
     began = time.perf_counter()
-    done = inbox.import_pending()
+    done = inbox.import_pending()  # one round, as the command's importer runs it
     importing = time.perf_counter() - began
     assert done is not None
     rows = {name: frame.height for name, frame in done.result.frames().items()}

@@ -56,11 +56,12 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pl.DataFrame]
     return ex.simulated_frames(tmp_path_factory.mktemp("sim"), cases=1, seed=11)
 
 
-def _receiver(out: Path, *, limits: ReceiveLimits = ReceiveLimits()) -> tuple[TestClient, OtlpInbox, list[ImportRound]]:
-    """The app under a test client; its importer runs only when the client closes (the lifespan's end)."""
+def _receiver(out: Path, *, limits: ReceiveLimits = ReceiveLimits(),
+              ) -> tuple[TestClient, OtlpInbox, Importer, list[ImportRound]]:
+    """The app under a test client, and an importer not started: its rounds run when a test stops it."""
     inbox = OtlpInbox(out, limits=limits)
     rounds: list[ImportRound] = []
-    return TestClient(create_app(inbox, Importer(inbox, every_s=3600, on_round=rounds.append))), inbox, rounds
+    return TestClient(create_app(inbox)), inbox, Importer(inbox, every_s=3600, on_round=rounds.append), rounds
 
 
 def _frames(out: Path) -> dict[str, pl.DataFrame]:
@@ -73,7 +74,7 @@ def test_a_release_sent_over_otlp_http_lands_as_the_same_requests_imported_from_
     logs = ex.otlp_log_requests(release["logs"], per_request=500)
     metrics = ex.otlp_metric_requests(apm=release["apm"], infra=release["infra"])
     received = tmp_path / "received"
-    client, inbox, rounds = _receiver(received)
+    client, inbox, importer, rounds = _receiver(received)
     with client:
         for request in traces:  # protobuf, gzipped: what a Collector's otlphttp exporter sends
             reply = client.post("/v1/traces", content=gzip.compress(ex.otlp_proto_message(request)),
@@ -91,6 +92,7 @@ def test_a_release_sent_over_otlp_http_lands_as_the_same_requests_imported_from_
         assert len(inbox.pending()) == sent  # saved before answered, not yet imported
         assert client.get("/healthz").json() == {"received": sent, "pending": sent, "imported": 0,
                                                  "failed_imports": 0}
+    importer.stop()  # the command's last round
     assert not inbox.pending() and inbox.imported == sent and sum(r.requests for r in rounds) == sent
 
     files = tmp_path / "files"
@@ -131,7 +133,7 @@ def _status(reply: httpx.Response) -> tuple[int, str]:
 ])
 def test_a_request_refused_gets_its_status_and_a_status_message_saying_why(
         tmp_path: Path, route: str, body: bytes, headers: dict[str, str], code: int, said: str) -> None:
-    client, inbox, _ = _receiver(tmp_path / "data", limits=ReceiveLimits(max_body_bytes=4096))
+    client, inbox, _, _ = _receiver(tmp_path / "data", limits=ReceiveLimits(max_body_bytes=4096))
     with client:
         reply = client.post(route, content=body, headers=headers)
         assert reply.status_code == code
@@ -145,16 +147,19 @@ def test_a_full_inbox_asks_the_sender_to_retry_and_keeps_what_it_took(release: d
     bodies = [json.dumps(request).encode() for request in ex.otlp_log_requests(release["logs"].head(40),
                                                                                per_request=10)]
     room = len(bodies[0]) + len(bodies[1]) + min(len(bodies[2]), len(bodies[3])) - 1  # two, not three
-    client, inbox, _ = _receiver(tmp_path / "data", limits=ReceiveLimits(max_pending_bytes=room))
+    client, inbox, importer, _ = _receiver(tmp_path / "data", limits=ReceiveLimits(max_pending_bytes=room))
     with client:
         statuses = [client.post("/v1/logs", content=body, headers={"Content-Type": JSON}) for body in bodies]
         assert [r.status_code for r in statuses] == [200, 200, 503, 503]
         assert statuses[2].headers["retry-after"] == "30" and "send again later" in _status(statuses[2])[1]
         assert len(inbox.pending()) == 2
-    assert not inbox.pending() and inbox.imported == 2  # imported at the stop: room again
-    taken = release["logs"].head(20)
+        importer.run_once()  # a round: room again
+        assert client.post("/v1/logs", content=bodies[2], headers={"Content-Type": JSON}).status_code == 200
+    importer.stop()
+    assert not inbox.pending() and inbox.imported == 3
+    taken = release["logs"].head(30)
     lines = read_logs(tmp_path / "data", start=taken["time"].min(), end=taken["time"].max() + timedelta(seconds=1))
-    assert lines.frame.height == 20
+    assert lines.frame.height == 30
 
 
 def test_requests_a_stopped_receiver_left_are_imported_by_the_next(release: dict[str, pl.DataFrame],
@@ -162,8 +167,7 @@ def test_requests_a_stopped_receiver_left_are_imported_by_the_next(release: dict
     out = tmp_path / "data"
     spans = release["spans"].head(300)
     first = OtlpInbox(out, limits=ReceiveLimits())
-    client = TestClient(create_app(first, Importer(first, every_s=3600, on_round=lambda _: None)))
-    # No lifespan (no `with`): the importer never runs, as if the process were killed after answering.
+    client = TestClient(create_app(first))  # no importer: as if the process were killed after answering
     for request in ex.otlp_trace_requests(spans, per_request=100):
         assert client.post("/v1/traces", json=request).status_code == 200
     assert len(first.pending()) == 3
@@ -280,7 +284,7 @@ def test_an_import_that_cannot_write_keeps_the_requests_for_the_next_round(
     inbox = OtlpInbox(out, limits=ReceiveLimits())
     rounds: list[ImportRound] = []
     importer = Importer(inbox, every_s=3600, on_round=rounds.append)
-    client = TestClient(create_app(inbox, importer))
+    client = TestClient(create_app(inbox))
     for request in ex.otlp_log_requests(release["logs"].head(20), per_request=10):
         assert client.post("/v1/logs", json=request).status_code == 200
 
@@ -293,3 +297,86 @@ def test_an_import_that_cannot_write_keeps_the_requests_for_the_next_round(
     monkeypatch.undo()
     importer.run_once()
     assert not inbox.pending() and [r.requests for r in rounds] == [2] and rounds[0].result.logs is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_sdk_exports_over_grpc_to_the_command_alone(tmp_path: Path) -> None:
+    """``--listen-grpc`` without ``--listen``: the OpenTelemetry SDK's OTLP/gRPC exporter (gzip) as the client."""
+    import grpc as grpc_module
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    port, out = _free_port(), tmp_path / "data"
+    process = subprocess.Popen([sys.executable, "-m", "app.cli", "import", "otlp", "--listen-grpc",
+                                f"127.0.0.1:{port}", "--out", str(out), "--import-every", "1"], cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def up() -> bool:
+        if process.poll() is not None:
+            return True
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+    try:
+        _until("the gRPC receiver", up)
+        assert process.poll() is None, process.communicate()[1]
+        provider = TracerProvider(resource=Resource.create({"service.name": "cart", "k8s.pod.name": "cart-0"}))
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(
+            endpoint=f"127.0.0.1:{port}", insecure=True, compression=grpc_module.Compression.Gzip)))
+        with provider.get_tracer("test").start_as_current_span("GetCart", kind=trace.SpanKind.SERVER) as span:
+            pass
+        provider.shutdown()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=WAIT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert "(OTLP/gRPC)" in stderr and "stopped (SIGTERM): 1 request(s) received, 1 imported" in stderr
+    start, end = datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC) + timedelta(minutes=1)
+    frame = read_traces(out, start=start, end=end, naming=bundled_system().trace).frame
+    assert frame["trace_id"].to_list() == [format(span.get_span_context().trace_id, "032x")]
+    assert (frame["service"].to_list(), frame["pod"].to_list()) == (["cart"], ["cart-0"])
+
+
+def test_grpc_refuses_a_message_over_the_limit_and_asks_for_a_retry_when_full(
+        release: dict[str, pl.DataFrame], tmp_path: Path) -> None:
+    import grpc as grpc_module
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import LogsServiceStub
+
+    from preprocess.formats.receive_otlp import start_grpc
+
+    messages = [ex.otlp_proto_message(r) for r in ex.otlp_log_requests(release["logs"].head(400), per_request=100)]
+    room = len(messages[0]) + len(messages[1]) + 1  # two, not three
+    inbox = OtlpInbox(tmp_path / "data", limits=ReceiveLimits(max_body_bytes=4 * len(messages[0]),
+                                                              max_pending_bytes=room))
+    server, port = start_grpc(inbox, host="127.0.0.1", port=0)
+    try:
+        with grpc_module.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = LogsServiceStub(channel)
+
+            def send(data: bytes) -> grpc_module.StatusCode:
+                request = ExportLogsServiceRequest()
+                request.ParseFromString(data)
+                try:
+                    stub.Export(request, timeout=10)
+                except grpc_module.RpcError as exc:
+                    return exc.code()
+                return grpc_module.StatusCode.OK
+
+            assert [send(m) for m in messages[:3]] == [grpc_module.StatusCode.OK, grpc_module.StatusCode.OK,
+                                                        grpc_module.StatusCode.UNAVAILABLE]
+            too_big = ex.otlp_proto_message(ex.otlp_log_requests(release["logs"].head(2000), per_request=2000)[0])
+            assert len(too_big) > 4 * len(messages[0]) and send(too_big) == grpc_module.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        server.stop(grace=None)
+    assert len(inbox.pending()) == 2

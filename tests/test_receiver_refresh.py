@@ -157,7 +157,7 @@ def test_without_sources_the_receiver_has_no_refresh(tmp_path: Path) -> None:
 def test_with_listen_index_a_case_indexes_what_was_pushed_into_the_data_dir(tmp_path: Path) -> None:
     """The push pipeline: traces sent to ``rca import otlp --listen`` land in the data directory; an alert then
     makes the webhook receiver (``diagnose.listen_index``, no [sources]) build the index for the case's days."""
-    from preprocess.formats.receive_otlp import Importer, OtlpInbox, ReceiveLimits
+    from preprocess.formats.receive_otlp import OtlpInbox, ReceiveLimits
     from preprocess.formats.receive_otlp import create_app as otlp_app
 
     settings = load_settings(environ={}, overrides={
@@ -165,10 +165,11 @@ def test_with_listen_index_a_case_indexes_what_was_pushed_into_the_data_dir(tmp_
                   "data_dir": tmp_path / "data", "index_dir": tmp_path / "index"},
         "diagnose": {"alert_lead": "5m", "alert_span": "10m", "listen_wait": "0", "listen_index": True}})
     inbox = OtlpInbox(settings.paths.data_dir, limits=ReceiveLimits())
-    with TestClient(otlp_app(inbox, Importer(inbox, every_s=3600, on_round=lambda _: None))) as collector:
+    with TestClient(otlp_app(inbox)) as collector:
         for minute in range(0, 13):  # one trace a minute, from the case's first minute to when it is received
             trace = tempo_trace(minute, CASE_START + timedelta(minutes=minute))
             assert collector.post("/v1/traces", json={"resourceSpans": trace["batches"]}).status_code == 200
+    assert inbox.import_pending() is not None  # the receiver's import round
     assert newest_telemetry(settings.paths.index_dir) is None  # pushed, not yet indexed
 
     receiver = Receiver(settings, tmp_path)

@@ -391,29 +391,36 @@ def _otlp(
     out: Path = _out_option(),
     listen: str | None = typer.Option(None, "--listen", help="Receive OTLP/HTTP instead of reading files, on "
                                                              "HOST:PORT (0.0.0.0:4318: a Collector's otlphttp "
-                                                             "exporter endpoint http://HOST:4318), until SIGINT or "
-                                                             "SIGTERM.", show_default=False),
+                                                             "exporter's endpoint http://HOST:4318), until SIGINT "
+                                                             "or SIGTERM.", show_default=False),
+    listen_grpc: str | None = typer.Option(None, "--listen-grpc", help="Receive OTLP/gRPC on HOST:PORT "
+                                                                       "(0.0.0.0:4317: a Collector's otlp "
+                                                                       "exporter), with or without --listen.",
+                                           show_default=False),
     import_every: float | None = typer.Option(None, "--import-every", min=1.0,
-                                              help="With --listen: seconds between imports of what was received "
+                                              help="Receiving: seconds between imports of what was received "
                                                    "[default: 60]", show_default=False),
     max_body_mb: float | None = typer.Option(None, "--max-body-mb", min=0.001,
-                                             help="With --listen: the largest request taken, sent or unzipped, in "
+                                             help="Receiving: the largest request taken, sent or unzipped, in "
                                                   "MiB [default: 32]", show_default=False),
     max_pending_mb: float | None = typer.Option(None, "--max-pending-mb", min=0.001,
-                                                help="With --listen: requests received and not yet imported, at "
-                                                     "most, in MiB; past it a sender is told to retry (503) "
-                                                     "[default: 1024]", show_default=False),
+                                                help="Receiving: requests received and not yet imported, at "
+                                                     "most, in MiB; past it a sender is told to retry "
+                                                     "(HTTP 503, gRPC UNAVAILABLE) [default: 1024]",
+                                                show_default=False),
 ) -> None:
-    """OpenTelemetry OTLP export requests (traces, metrics, logs; JSON or protobuf); or receive them with --listen."""
-    if sources and listen:
-        fail("give export files (SOURCES) or --listen, not both")
-    if not sources and not listen:
-        fail("give export files (SOURCES), or --listen HOST:PORT to receive OTLP/HTTP")
-    if not listen:
+    """OpenTelemetry OTLP export requests (traces, metrics, logs; JSON or protobuf); or receive them with --listen
+    (OTLP/HTTP) and --listen-grpc (OTLP/gRPC)."""
+    receiving = listen is not None or listen_grpc is not None
+    if sources and receiving:
+        fail("give export files (SOURCES) or --listen / --listen-grpc, not both")
+    if not sources and not receiving:
+        fail("give export files (SOURCES), or --listen HOST:PORT (OTLP/HTTP) or --listen-grpc HOST:PORT to receive")
+    if not receiving:
         given = [flag for flag, value in (("--import-every", import_every), ("--max-body-mb", max_body_mb),
                                           ("--max-pending-mb", max_pending_mb)) if value is not None]
         if given:
-            fail(f"{', '.join(given)} only apply with --listen")
+            fail(f"{', '.join(given)} only apply with --listen or --listen-grpc")
         run_import("otlp", sources=sources, out=out)
         return
     from preprocess.formats.receive_otlp import ReceiveLimits
@@ -422,37 +429,61 @@ def _otlp(
     limits = ReceiveLimits(
         max_body_bytes=int(max_body_mb * 2**20) if max_body_mb is not None else defaults.max_body_bytes,
         max_pending_bytes=int(max_pending_mb * 2**20) if max_pending_mb is not None else defaults.max_pending_bytes)
-    _receive_otlp(str(listen), out=out, import_every_s=import_every if import_every is not None else IMPORT_EVERY_S,
-                  limits=limits)
+    _receive_otlp(http=listen, grpc_at=listen_grpc, out=out,
+                  import_every_s=import_every if import_every is not None else IMPORT_EVERY_S, limits=limits)
 
 
 IMPORT_EVERY_S = 60.0
 
 
-def _receive_otlp(text: str, *, out: Path, import_every_s: float, limits: ReceiveLimits) -> None:
-    """``--listen``: the OTLP/HTTP receiver (receive_otlp.py) until SIGINT or SIGTERM; each import said on stderr."""
-    from preprocess.formats.receive_otlp import Importer, ImportRound, OtlpInbox, create_app
-    from rca.httpserve import listen_address, listening_socket, serve
+def _receive_otlp(*, http: str | None, grpc_at: str | None, out: Path, import_every_s: float,
+                  limits: ReceiveLimits) -> None:
+    """The OTLP receivers (receive_otlp.py) until SIGINT or SIGTERM, the importer beside them; each import
+    round said on stderr. Both addresses are bound before anything is received."""
+    from contextlib import ExitStack
 
-    try:
-        host, port = listen_address(text, example_port=4318)
-        sock = listening_socket(host, port)
-    except RcaError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"--listen {text}: cannot listen there: {exc.strerror or exc}")
+    from preprocess.formats.receive_otlp import Importer, ImportRound, OtlpInbox, create_app, start_grpc
+    from rca.httpserve import listen_address, listening_socket, serve, wait_for_signal
+
+    def address(flag: str, text: str, port: int) -> tuple[str, int]:
+        try:
+            return listen_address(text, example_port=port)
+        except RcaError as exc:
+            fail(str(exc).replace("--listen ", f"{flag} ", 1))
+
+    http_at = address("--listen", http, 4318) if http is not None else None
+    grpc_address = address("--listen-grpc", grpc_at, 4317) if grpc_at is not None else None
 
     def said(done: ImportRound) -> None:
         report(done.result, fmt=f"otlp: {done.requests} request(s) received", out=out, written=len(done.written))
 
-    with sock:
-        inbox = OtlpInbox(out, limits=limits)
+    inbox = OtlpInbox(out, limits=limits)
+    importer = Importer(inbox, every_s=import_every_s, on_round=said)
+    with ExitStack() as stack:  # closed in reverse: the servers stop taking requests, then the last round
+        sock = None
+        if http_at is not None:
+            try:
+                sock = stack.enter_context(listening_socket(*http_at))
+            except OSError as exc:
+                fail(f"--listen {http}: cannot listen there: {exc.strerror or exc}")
+        importer.start()
+        stack.callback(importer.stop)
+        if grpc_address is not None:
+            try:
+                grpc_server, _ = start_grpc(inbox, host=grpc_address[0], port=grpc_address[1])
+            except OSError as exc:
+                fail(f"--listen-grpc {grpc_at}: cannot listen there: {exc}")
+            stack.callback(lambda: grpc_server.stop(grace=5).wait())  # requests in flight are saved first
+        where = []
+        if http is not None:
+            where.append(f"http://{http.strip()} (OTLP/HTTP: POST /v1/traces, /v1/metrics, /v1/logs)")
+        if grpc_at is not None:
+            where.append(f"{grpc_at.strip()} (OTLP/gRPC)")
         waiting = len(inbox.pending())
-        typer.echo(f"listening on http://{text.strip()} (OTLP/HTTP: POST /v1/traces, /v1/metrics, /v1/logs); "
-                   f"imported into {out} every {import_every_s:g} s and at the stop"
-                   + (f"; {waiting} request(s) a stopped receiver left are imported first" if waiting else "")
+        typer.echo(f"listening on {' and '.join(where)}; imported into {out} every {import_every_s:g} s and at the "
+                   "stop" + (f"; {waiting} request(s) a stopped receiver left are imported first" if waiting else "")
                    + "; SIGINT or SIGTERM stops", err=True)
-        stopped_by = serve(create_app(inbox, Importer(inbox, every_s=import_every_s, on_round=said)), sock=sock)
+        stopped_by = serve(create_app(inbox), sock=sock) if sock is not None else wait_for_signal()
     counts = inbox.counts()
     typer.echo(f"stopped{f' ({stopped_by})' if stopped_by else ''}: {counts['received']} request(s) received, "
                f"{counts['imported']} imported into {out}"

@@ -26,18 +26,28 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf.message import DecodeError, Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from preprocess.formats import FormatResult, make_reader
 from rca.atomic import write_bytes_atomic
@@ -57,17 +67,23 @@ _STATUS_CODES = {400: 3, 413: 8, 415: 3, 503: 14}  # INVALID_ARGUMENT, RESOURCE_
 
 @dataclass(frozen=True)
 class Signal:
-    """One of OTLP's three routes: its request type and the request's top-level list."""
+    """One of OTLP's three signals: its request and response types, the request's top-level list, and how
+    its gRPC service is added to a server."""
 
-    name: str  # traces | metrics | logs
+    name: str  # traces | metrics | logs: the HTTP route /v1/<name>
     request: type[Message]
+    response: type[Message]
     key: str  # resourceSpans | resourceMetrics | resourceLogs
+    add_service: Callable[[Any, grpc.Server], None]
 
 
 SIGNALS: dict[str, Signal] = {signal.name: signal for signal in (
-    Signal("traces", ExportTraceServiceRequest, "resourceSpans"),
-    Signal("metrics", ExportMetricsServiceRequest, "resourceMetrics"),
-    Signal("logs", ExportLogsServiceRequest, "resourceLogs"),
+    Signal("traces", ExportTraceServiceRequest, ExportTraceServiceResponse, "resourceSpans",
+           trace_service_pb2_grpc.add_TraceServiceServicer_to_server),
+    Signal("metrics", ExportMetricsServiceRequest, ExportMetricsServiceResponse, "resourceMetrics",
+           metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server),
+    Signal("logs", ExportLogsServiceRequest, ExportLogsServiceResponse, "resourceLogs",
+           logs_service_pb2_grpc.add_LogsServiceServicer_to_server),
 )}
 
 
@@ -248,18 +264,9 @@ def _status_body(code: int, message: str) -> bytes:
     return b"\x08" + varint(code) + b"\x12" + varint(len(text)) + text
 
 
-def create_app(inbox: OtlpInbox, importer: Importer) -> FastAPI:
-    """The receiver's application; ``importer`` starts and stops with it (its lifespan)."""
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        importer.start()
-        try:
-            yield
-        finally:
-            await asyncio.to_thread(importer.stop)
-
-    app = FastAPI(title="rca OTLP/HTTP receiver", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+def create_app(inbox: OtlpInbox) -> FastAPI:
+    """The OTLP/HTTP application, saving what it accepts into ``inbox`` (the command runs the importer beside it)."""
+    app = FastAPI(title="rca OTLP/HTTP receiver", docs_url=None, redoc_url=None, openapi_url=None)
 
     def refused(request: Request, exc: RequestRefused) -> Response:
         (log.warning if exc.status >= 500 else log.info)("%s %s refused (%d): %s", request.method,
@@ -296,3 +303,40 @@ def create_app(inbox: OtlpInbox, importer: Importer) -> FastAPI:
 
     return app
 
+
+class _Exports:
+    """One signal's gRPC service (``Export``): the request saved as its protobuf bytes, as an HTTP one is."""
+
+    def __init__(self, inbox: OtlpInbox, signal: Signal) -> None:
+        self.inbox, self.signal = inbox, signal
+
+    def Export(self, request: Message, context: grpc.ServicerContext) -> Message:  # noqa: N802 (the service's name)
+        try:
+            self.inbox.save(self.signal, PROTOBUF, request.SerializeToString())
+        except RequestRefused as exc:
+            log.warning("gRPC %s refused: %s", self.signal.name, exc.reason)
+            # UNAVAILABLE is the code the OTLP/gRPC spec names retryable, as HTTP's 503 is.
+            context.abort(grpc.StatusCode.UNAVAILABLE if exc.status == 503 else grpc.StatusCode.INVALID_ARGUMENT,
+                          exc.reason)
+        return self.signal.response()
+
+
+def start_grpc(inbox: OtlpInbox, *, host: str, port: int) -> tuple[grpc.Server, int]:
+    """OTLP/gRPC's three services on ``host:port`` (0: any free port), started; the server and its port.
+
+    A message larger than the body limit is refused by gRPC itself (RESOURCE_EXHAUSTED); gzip is gRPC's.
+    ``OSError`` when the address cannot be bound."""
+    limit = inbox.limits.max_body_bytes
+    server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="rca-otlp-grpc"),
+                         options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)])
+    for signal in SIGNALS.values():
+        signal.add_service(_Exports(inbox, signal), server)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpcio >= 1.5x raises where older ones returned 0
+        raise OSError(f"cannot bind {address}: {exc}") from exc
+    if not bound:
+        raise OSError(f"cannot bind {address}")
+    server.start()
+    return server, bound
