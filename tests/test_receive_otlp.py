@@ -380,3 +380,32 @@ def test_grpc_refuses_a_message_over_the_limit_and_asks_for_a_retry_when_full(
     finally:
         server.stop(grace=None)
     assert len(inbox.pending()) == 2
+
+
+def test_a_backlog_is_imported_in_rounds_of_bounded_size(release: dict[str, pl.DataFrame], tmp_path: Path) -> None:
+    bodies = [ex.otlp_proto_message(r) for r in ex.otlp_trace_requests(release["spans"].head(600), per_request=100)]
+    sizes = [len(body) for body in bodies]
+    inbox = OtlpInbox(tmp_path / "data", limits=ReceiveLimits(max_round_bytes=sizes[0] + sizes[1]))
+    client = TestClient(create_app(inbox))
+    for body in bodies:
+        assert client.post("/v1/traces", content=body, headers={"Content-Type": PROTOBUF}).status_code == 200
+    rounds: list[ImportRound] = []
+    Importer(inbox, every_s=3600, on_round=rounds.append).run_once()
+    assert sum(r.requests for r in rounds) == 6 and len(rounds) >= 3 and all(r.requests <= 2 for r in rounds)
+    assert not inbox.pending()
+    frame = read_traces(tmp_path / "data", start=release["spans"]["start"].min(),
+                        end=release["spans"]["start"].max(), naming=bundled_system().trace).frame
+    assert frame.height == 600
+
+
+def test_a_request_that_cannot_be_saved_is_a_retryable_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import preprocess.formats.receive_otlp as receiving
+
+    def full(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(receiving, "write_bytes_atomic", full)
+    client, inbox, _, _ = _receiver(tmp_path / "data")
+    reply = client.post("/v1/logs", json={"resourceLogs": []})
+    assert reply.status_code == 503 and reply.headers["retry-after"] == "30"
+    assert "could not be saved" in _status(reply)[1] and "No space left" in _status(reply)[1]
+    assert inbox.counts() == {"received": 0, "pending": 0, "imported": 0, "failed_imports": 0}

@@ -89,10 +89,12 @@ SIGNALS: dict[str, Signal] = {signal.name: signal for signal in (
 
 @dataclass(frozen=True)
 class ReceiveLimits:
-    """What one receiver takes: a request's bytes (sent, and unzipped) and the bytes saved but not yet imported."""
+    """What one receiver takes: a request's bytes (sent, and unzipped) and the bytes saved but not yet imported;
+    and how many of those one import round reads at once (its memory: the rest goes in the next rounds)."""
 
     max_body_bytes: int = 32 * 1024 * 1024
     max_pending_bytes: int = 1024 * 1024 * 1024
+    max_round_bytes: int = 128 * 1024 * 1024
 
 
 def _unzipped(body: bytes, *, limit: int) -> bytes:
@@ -155,6 +157,8 @@ class OtlpInbox:
         self.out = Path(out)
         self.root = self.out / RECEIVED_DIR / "otlp"
         self.root.mkdir(parents=True, exist_ok=True)
+        for torn in self.root.glob(".*.tmp"):  # a write a kill interrupted: never answered, so never owed
+            torn.unlink(missing_ok=True)
         self.limits = limits
         self._lock = threading.Lock()  # the counters and the pending bytes
         self._importing = threading.Lock()  # one import at a time
@@ -188,16 +192,21 @@ class OtlpInbox:
         return path
 
     def import_pending(self) -> ImportRound | None:
-        """Import every saved request into the dataset, then delete them; None when none waits.
+        """Import the oldest saved requests, up to ``max_round_bytes`` (at least one), into the dataset, then
+        delete them; None when none waits.
 
         Raises ``RcaError`` when the dataset cannot be written: the requests stay saved, for the next round."""
         from preprocess.dataset_writer import write_frames
 
         with self._importing:
-            files = self.pending()
+            files, size = [], 0
+            for path in self.pending():
+                if files and size + path.stat().st_size > self.limits.max_round_bytes:
+                    break
+                files.append(path)
+                size += path.stat().st_size
             if not files:
                 return None
-            size = sum(path.stat().st_size for path in files)
             result = make_reader("otlp").read(files)
             frames = result.frames()
             try:
@@ -238,12 +247,16 @@ class Importer:
         self.run_once()  # what came in after the last round
 
     def run_once(self) -> None:
-        try:
-            done = self.inbox.import_pending()
-        except RcaError as exc:
-            log.error("import of the received requests failed (they stay saved, tried again next round): %s", exc)
-            return
-        if done is not None:
+        """Import what is saved now, a round at a time (what comes meanwhile waits for the next call)."""
+        for _ in range(len(self.inbox.pending())):  # every round takes one request at least
+            try:
+                done = self.inbox.import_pending()
+            except RcaError as exc:
+                log.error("import of the received requests failed (they stay saved, tried again next round): %s",
+                          exc)
+                return
+            if done is None:
+                return
             self.on_round(done)
 
     def _run(self) -> None:
@@ -283,7 +296,11 @@ def create_app(inbox: OtlpInbox) -> FastAPI:
             media, sent = checked_request(
                 signal, body, content_type=request.headers.get("content-type", ""),
                 content_encoding=request.headers.get("content-encoding", ""), limit=inbox.limits.max_body_bytes)
-            await asyncio.to_thread(inbox.save, signal, media, sent)
+            try:
+                await asyncio.to_thread(inbox.save, signal, media, sent)
+            except OSError as exc:  # a full disk: nothing saved, so nothing owed; the sender retries a 503
+                raise RequestRefused(503, f"the request could not be saved: {exc}",
+                                     headers={"Retry-After": str(RETRY_AFTER_S)}) from exc
         except RequestRefused as exc:
             return refused(request, exc)
         # Success: an empty Export*ServiceResponse (no partial_success), which encodes to no bytes.
@@ -312,7 +329,10 @@ class _Exports:
 
     def Export(self, request: Message, context: grpc.ServicerContext) -> Message:  # noqa: N802 (the service's name)
         try:
-            self.inbox.save(self.signal, PROTOBUF, request.SerializeToString())
+            try:
+                self.inbox.save(self.signal, PROTOBUF, request.SerializeToString())
+            except OSError as exc:  # as over HTTP: nothing saved, a retryable refusal
+                raise RequestRefused(503, f"the request could not be saved: {exc}") from exc
         except RequestRefused as exc:
             log.warning("gRPC %s refused: %s", self.signal.name, exc.reason)
             # UNAVAILABLE is the code the OTLP/gRPC spec names retryable, as HTTP's 503 is.
