@@ -409,3 +409,35 @@ def test_a_request_that_cannot_be_saved_is_a_retryable_refusal(tmp_path: Path, m
     assert reply.status_code == 503 and reply.headers["retry-after"] == "30"
     assert "could not be saved" in _status(reply)[1] and "No space left" in _status(reply)[1]
     assert inbox.counts() == {"received": 0, "pending": 0, "imported": 0, "failed_imports": 0}
+
+
+def test_a_counters_rate_reaches_across_import_rounds_and_survives_a_failed_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import preprocess.dataset_writer as writer
+    from tests.test_otlp_counters import T0, _point, _request
+
+    out = tmp_path / "data"
+    inbox = OtlpInbox(out, limits=ReceiveLimits())
+    client = TestClient(create_app(inbox))
+
+    def send(*points: dict[str, Any]) -> None:
+        assert client.post("/v1/metrics", json=_request(list(points))).status_code == 200
+
+    send(_point(0, 100.0), _point(1, 130.0))
+    assert inbox.import_pending() is not None  # round 1: the rate at minute 1
+    send(_point(2, 160.0))
+    real = writer.write_frames
+
+    def refuse(*_args: Any, **_kwargs: Any) -> list[Path]:
+        raise writer.DatasetWriteError("disk full")
+    monkeypatch.setattr(writer, "write_frames", refuse)
+    with pytest.raises(writer.DatasetWriteError):
+        inbox.import_pending()  # round 2 fails: its request stays, the counter memory is not advanced
+    monkeypatch.setattr(writer, "write_frames", real)
+    assert inbox.import_pending() is not None  # round 2 again: minute 2's rate from minute 1's point
+    start = datetime.fromtimestamp(T0 / 1e9, UTC)
+    from preprocess.readers import read_infra
+
+    rows = read_infra(out, start=start, end=start + timedelta(minutes=5)).frame.sort("time")
+    assert [((t - start) // timedelta(minutes=1), v) for t, v in rows.select("time", "value").iter_rows()] == \
+        [(1, 0.5), (2, 0.5)]

@@ -33,7 +33,8 @@ class KpiName:
 
 # Exporter metric names (cAdvisor via the kubelet, node_exporter, the OpenTelemetry Collector's
 # kubeletstats receiver) -> the release's KPI keys. Unlisted names are kept as their own KPI key.
-# Values are taken as they come: a counter is not turned into a rate (query a rate() instead).
+# Values are taken as they come: a Prometheus counter is not turned into a rate (query a rate() instead); an
+# OTLP monotonic sum is, by the OTLP reader, before it gets here (otlp.CounterRates).
 KPI_NAMES: dict[str, KpiName] = {
     "container_cpu_usage_seconds_total": KpiName("pod_cpu_usage", "infra_pod"),
     "container_memory_working_set_bytes": KpiName("pod_memory_working_set_bytes", "infra_pod"),

@@ -25,6 +25,7 @@ import binascii
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 _KINDS: dict[int, str | None] = {0: None, 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _KIND_NAMES = {f"SPAN_KIND_{(v or 'unspecified').upper()}": k for k, v in _KINDS.items()}
 _STATUS_ERROR = 2  # Status.code STATUS_CODE_ERROR
+_DELTA, _CUMULATIVE = 1, 2  # Sum.aggregation_temporality
+_TEMPORALITY_NAMES = {"AGGREGATION_TEMPORALITY_UNSPECIFIED": 0, "AGGREGATION_TEMPORALITY_DELTA": _DELTA,
+                      "AGGREGATION_TEMPORALITY_CUMULATIVE": _CUMULATIVE}
 _POD_KEYS = ("k8s.pod.name", "podName")
 _NODE_KEYS = ("k8s.node.name", "node_name", "nodeName")
 _NAMESPACE_KEYS = ("k8s.namespace.name",)
@@ -171,17 +175,76 @@ def _first(attrs: dict[str, str], keys: tuple[str, ...]) -> str | None:
     return next((attrs[k] for k in keys if attrs.get(k)), None)
 
 
+# --------------------------------------------------------------------------- counters
+
+
+@dataclass(frozen=True)
+class _CounterPoint:
+    time_ns: int
+    value: float
+    start_ns: int | None  # the point's startTimeUnixNano: when its counting began
+    temporality: int
+    labels: dict[str, str]
+    path: Path
+    line: int | None
+    where: str
+
+
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # metric name, sorted labels
+
+
+class CounterRates:
+    """Monotonic sums (counters) as per-second rates, as Prometheus' ``rate()`` reads a counter: what the
+    KPIs are (``pod_cpu_usage`` is cores, not CPU seconds since the container started).
+
+    A delta point is its increase over its own interval (``startTimeUnixNano`` to ``timeUnixNano``). A
+    cumulative point's rate is its increase since the series' previous point over the time between them;
+    a value below the previous one, or another start time, is a reset, and the counter counts from zero
+    again. A series' first point has no rate. The last point of every cumulative series is kept here from
+    one read to the next: the OTLP receiver's import rounds share one (``copy`` for a round, ``adopt``
+    once its rows are written, so a round that fails is read again with the same memory)."""
+
+    def __init__(self, last: dict[SeriesKey, tuple[int, float, int | None]] | None = None) -> None:
+        self._last = dict(last or {})
+
+    def copy(self) -> CounterRates:
+        return CounterRates(self._last)
+
+    def adopt(self, other: CounterRates) -> None:
+        self._last = dict(other._last)
+
+    def rate(self, series: SeriesKey, point: _CounterPoint) -> float | None:
+        """The per-second rate at ``point`` (points of a series in time order); None where there is none."""
+        if point.temporality == _DELTA:
+            if point.start_ns is None or point.start_ns >= point.time_ns:
+                raise BadField("startTimeUnixNano", "a delta sum's point needs a start before its time")
+            return point.value / ((point.time_ns - point.start_ns) / 1e9)
+        last = self._last.get(series)
+        if last is not None and point.time_ns <= last[0]:
+            return None  # a point read before (sent again): no new rate
+        self._last[series] = (point.time_ns, point.value, point.start_ns)
+        if last is None:
+            return None
+        last_time, last_value, last_start = last
+        reset = point.value < last_value or (point.start_ns is not None and last_start is not None
+                                             and point.start_ns != last_start)
+        increase = point.value if reset else point.value - last_value
+        return increase / ((point.time_ns - last_time) / 1e9)
+
+
 # --------------------------------------------------------------------------- signals
 
 
 class _Sink:
     """Where the records of one read go, whatever the encoding of the file."""
 
-    def __init__(self) -> None:
+    def __init__(self, counters: CounterRates) -> None:
         self.issues = IssueLog()
         self.spans = Rows("spans")
         self.logs = Rows("logs")
         self.metrics = MetricRows()
+        self.counters = counters
+        self._counter_points: dict[SeriesKey, list[_CounterPoint]] = {}
 
     def request(self, request: dict[str, Any], *, path: Path, line: int | None, prefix: str = "") -> None:
         """Every record of one export request; ``prefix`` places a binary message (``message[3].``).
@@ -278,19 +341,51 @@ class _Sink:
                 self.issues.add(path, f"{other} metric {name!r} not imported (only gauge and sum are)", line=line,
                                 where=prefix + where, field=other, lost=False)
                 continue
-            for di, point in enumerate(metric[body_key].get("dataPoints") or []):
+            body = metric[body_key]
+            counter = body_key == "sum" and body.get("isMonotonic") is True
+            try:
+                temporality = _enum(body.get("aggregationTemporality"), names=_TEMPORALITY_NAMES,
+                                    field="aggregationTemporality") if counter else 0
+                if counter and temporality not in (_DELTA, _CUMULATIVE):
+                    raise BadField("aggregationTemporality", f"monotonic sum {name!r} says neither delta nor "
+                                                             "cumulative: its points cannot be made rates")
+            except BadField as exc:
+                self.issues.add(path, exc.reason, line=line, where=prefix + where, field=exc.field)
+                continue
+            for di, point in enumerate(body.get("dataPoints") or []):
                 point_where = f"{prefix}{where}.{body_key}.dataPoints[{di}]"
                 try:
-                    time_us = nanos(point.get("timeUnixNano"), field="timeUnixNano") // 1000
+                    time_ns = nanos(point.get("timeUnixNano"), field="timeUnixNano")
                     value = _point_value(point)
                 except BadField as exc:
                     self.issues.add(path, exc.reason, line=line, where=point_where, field=exc.field)
                     continue
                 labels = {**resource, **attributes(point.get("attributes"))}
-                self.metrics.add(name=name, labels=labels, time_us=time_us, value=value, issues=self.issues, path=path,
-                                 line=line, where=point_where)
+                if counter:  # made a rate once every point of its series is read (result), in time order
+                    start = point.get("startTimeUnixNano")
+                    self._counter_points.setdefault((name, tuple(sorted(labels.items()))), []).append(_CounterPoint(
+                        time_ns=time_ns, value=value, start_ns=int(start) if start not in (None, "", "0", 0) else None,
+                        temporality=temporality, labels=labels, path=path, line=line, where=point_where))
+                    continue
+                self.metrics.add(name=name, labels=labels, time_us=time_ns // 1000, value=value, issues=self.issues,
+                                 path=path, line=line, where=point_where)
+
+    def _counter_rates(self) -> None:
+        """Every counter point read, as its rate (``CounterRates``), into the metric rows."""
+        for series, points in self._counter_points.items():
+            for point in sorted(points, key=lambda p: p.time_ns):
+                try:
+                    rate = self.counters.rate(series, point)
+                except BadField as exc:
+                    self.issues.add(point.path, exc.reason, line=point.line, where=point.where, field=exc.field)
+                    continue
+                if rate is not None:
+                    self.metrics.add(name=series[0], labels=point.labels, time_us=point.time_ns // 1000, value=rate,
+                                     issues=self.issues, path=point.path, line=point.line, where=point.where)
+        self._counter_points.clear()
 
     def result(self, files: list[Path]) -> FormatResult:
+        self._counter_rates()
         return FormatResult(
             spans=self.spans.frame() if len(self.spans) else None,
             logs=self.logs.frame() if len(self.logs) else None,
@@ -346,10 +441,14 @@ class OtlpReader:
     name = "otlp"
     description = "OpenTelemetry OTLP (Collector file exporter): JSON lines or protobuf, gzip optional"
 
+    def __init__(self, *, counters: CounterRates | None = None) -> None:
+        # None: each read starts its counters afresh (a series' first point in the files has no rate).
+        self.counters = counters
+
     def read(self, paths: Sequence[Path]) -> FormatResult:
         if not paths:
             raise FormatError(f"{self.name}: no input files")
-        sink = _Sink()
+        sink = _Sink(self.counters if self.counters is not None else CounterRates())
         files: list[Path] = []
         for path in paths:
             data = read_bytes(Path(path), issues=sink.issues)

@@ -10,7 +10,8 @@ An accepted request is saved before it is answered, atomically, as it was sent (
 message, ``.binpb``, or an OTLP/JSON document, ``.json``) under ``DIR/.received/otlp/``: a 200 is never
 lost to a crash or a kill. Every ``import_every`` the saved
 requests are imported into the dataset by the OTLP reader and the dataset writer, exactly as ``rca
-import otlp FILES`` imports files, then deleted; and once more when the receiver stops. A receiver
+import otlp FILES`` imports files (a counter's rate reaching back to its last point of the round before),
+then deleted; and once more when the receiver stops. A receiver
 started on the same ``DIR`` imports what a stopped one left. The writer's merge drops exact duplicates,
 so a request imported twice (a stop between the write and the delete) lands once.
 
@@ -49,7 +50,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from preprocess.formats import FormatResult, make_reader
+from preprocess.formats import FormatResult
+from preprocess.formats.otlp import CounterRates, OtlpReader
 from rca.atomic import write_bytes_atomic
 from rca.errors import RcaError
 from rca.httpserve import RequestRefused, read_body
@@ -165,6 +167,9 @@ class OtlpInbox:
         self._sequence = itertools.count()
         self.received = self.imported = self.failed_imports = 0
         self._pending_bytes = sum(path.stat().st_size for path in self.pending())
+        # Each cumulative counter's last point, from one round to the next (a restart begins afresh: one point
+        # of each counter without a rate).
+        self._counters = CounterRates()
 
     def pending(self) -> list[Path]:
         """The saved requests not yet imported, oldest first."""
@@ -199,7 +204,8 @@ class OtlpInbox:
         from preprocess.dataset_writer import write_frames
 
         with self._importing:
-            files, size = [], 0
+            files: list[Path] = []
+            size = 0
             for path in self.pending():
                 if files and size + path.stat().st_size > self.limits.max_round_bytes:
                     break
@@ -207,7 +213,8 @@ class OtlpInbox:
                 size += path.stat().st_size
             if not files:
                 return None
-            result = make_reader("otlp").read(files)
+            counters = self._counters.copy()  # adopted once the round's rows are written
+            result = OtlpReader(counters=counters).read(files)
             frames = result.frames()
             try:
                 written = write_frames(self.out, **frames) if frames else []
@@ -215,6 +222,7 @@ class OtlpInbox:
                 with self._lock:
                     self.failed_imports += 1
                 raise
+            self._counters.adopt(counters)
             for path in files:
                 path.unlink(missing_ok=True)
             with self._lock:
