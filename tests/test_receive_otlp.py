@@ -414,7 +414,7 @@ def test_a_request_that_cannot_be_saved_is_a_retryable_refusal(tmp_path: Path, m
 def test_a_counters_rate_reaches_across_import_rounds_and_survives_a_failed_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import preprocess.dataset_writer as writer
-    from tests.test_otlp_counters import T0, _point, _request
+    from tests.test_otlp_reader import T0, _point, _request
 
     out = tmp_path / "data"
     inbox = OtlpInbox(out, limits=ReceiveLimits())

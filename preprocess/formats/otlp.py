@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -435,6 +436,20 @@ def _json_requests(path: Path, data: bytes, sink: _Sink) -> None:
         sink.request(request, path=path, line=number)
 
 
+# An OTLP/JSON document: an object whose first key follows (or an empty one). A protobuf message starts with
+# 0x0A, which is JSON white space, and its length byte may be "{" (a first entry of 123 bytes): the quote
+# after the brace tells them apart.
+_JSON_START = re.compile(rb"\s*(\{\s*[\"}]|$)")
+PROTOBUF_SUFFIXES = (".binpb", ".pb")
+
+
+def _is_json(path: Path, data: bytes) -> bool:
+    """Whether a file holds OTLP/JSON rather than protobuf: by its name where it says protobuf, else by content."""
+    if any(suffix in PROTOBUF_SUFFIXES for suffix in path.suffixes):
+        return False
+    return _JSON_START.match(data) is not None
+
+
 class OtlpReader:
     """OTLP traces, metrics and logs (JSON lines or protobuf, optionally gzipped) -> canonical frames."""
 
@@ -455,7 +470,7 @@ class OtlpReader:
             if data is None:
                 continue
             files.append(Path(path))
-            if data.lstrip()[:1] in (b"{", b""):
+            if _is_json(Path(path), data):
                 _json_requests(Path(path), data, sink)
             else:
                 from preprocess.formats import otlp_proto  # the protobuf runtime only when a binary file comes

@@ -1,6 +1,7 @@
-"""OTLP monotonic sums (counters) are imported as per-second rates, as Prometheus' rate() reads them.
+"""The OTLP reader on what a Collector sends: counters, and bare protobuf messages.
 
-A Collector that scrapes cAdvisor and exports over OTLP sends ``container_cpu_usage_seconds_total`` as a
+OTLP monotonic sums (counters) are imported as per-second rates, as Prometheus' rate() reads them. A
+Collector that scrapes cAdvisor and exports over OTLP sends ``container_cpu_usage_seconds_total`` as a
 cumulative monotonic sum: CPU seconds since the container started. The KPI it maps to, ``pod_cpu_usage``,
 is cores. Signals with known truth: a counter that grows a known amount a minute, with a reset.
 """
@@ -99,3 +100,26 @@ def test_the_memory_carries_a_counter_from_one_read_to_the_next(tmp_path: Path) 
     assert _rates(again) == []
     fresh = _read(tmp_path, _request([_point(2, 160.0), _point(3, 190.0)]))  # a file import: its own memory
     assert _rates(fresh) == [(3, "pod_cpu_usage", 0.5)]
+
+
+@pytest.mark.parametrize("name", ["request.bin", "request.binpb"])
+def test_a_bare_protobuf_message_that_starts_like_json_is_read_as_protobuf(tmp_path: Path, name: str) -> None:
+    """A bare message starts with 0x0A (JSON white space); a first entry of 123 bytes makes its next byte "{".
+    Such a message, as the OTLP receiver saves a small request, must not be taken for JSON."""
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    for length in range(1, 80):  # a metric name long enough to make the first entry 123 bytes
+        message = ExportMetricsServiceRequest()
+        metric = message.resource_metrics.add().scope_metrics.add().metrics.add()
+        metric.name = "g" * length
+        point = metric.gauge.data_points.add()
+        point.time_unix_nano, point.as_double = T0, 1.5
+        point.attributes.add(key="k8s.pod.name").value.string_value = POD
+        if len(message.resource_metrics[0].SerializeToString()) == 123:
+            break
+    data = message.SerializeToString()
+    assert data[:2] == b"\n{"
+    path = tmp_path / name
+    path.write_bytes(data)
+    result = OtlpReader().read([path])
+    assert not result.issues and _rates(result) == [(0, "g" * length, 1.5)]
