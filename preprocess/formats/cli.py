@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -357,31 +357,51 @@ def _loki(
     run_import("loki", sources=sources, out=out)
 
 
-def _jaeger(
-    sources: list[Path] = _sources_argument("query-API JSON ({\"data\": [traces]})"),
-    out: Path = _out_option(),
-    url: str | None = _url_option("http://jaeger-query:16686"),
-    services: list[str] | None = typer.Option(None, "--service", help="With --url: service whose traces to pull "
-                                                                      "(repeatable; default: every service).",
-                                              show_default=False),
-    start: str | None = _start_option(),
-    end: str | None = _end_option(),
-    since: str | None = _since_option(),
-    limit: int = typer.Option(1000, "--limit", min=1, help="With --url: traces per request; a time chunk that "
-                                                           "returns this many is split."),
-    timeout: float = _timeout_option(),
-    header: list[str] | None = _header_option(),
-) -> None:
-    """Jaeger query-API JSON (GET /api/traces); or pull with --url."""
-    if _file_or_url(sources, url, pull_only={"--service": services, "--start": start, "--end": end,
-                                             "--since": since, "--header": header}):
-        from preprocess.formats.pull_sources import jaeger_pull
+def _pulled_per_service(fmt: str, *, what: str, example: str, service_help: str, doc: str,
+                        pull: Callable[..., PullRun]) -> Callable[..., None]:
+    """``rca import jaeger|zipkin``: files, or a pull of a trace API that answers whole traces, per ``--service``
+    or not (``pull(services=, start=, end=, limit=)``)."""
+    def command(
+        sources: list[Path] = _sources_argument(what),
+        out: Path = _out_option(),
+        url: str | None = _url_option(example),
+        services: list[str] | None = typer.Option(None, "--service", help=service_help, show_default=False),
+        start: str | None = _start_option(),
+        end: str | None = _end_option(),
+        since: str | None = _since_option(),
+        limit: int = typer.Option(1000, "--limit", min=1, help="With --url: traces per request; a time chunk that "
+                                                               "returns this many is split."),
+        timeout: float = _timeout_option(),
+        header: list[str] | None = _header_option(),
+    ) -> None:
+        if _file_or_url(sources, url, pull_only={"--service": services, "--start": start, "--end": end,
+                                                 "--since": since, "--header": header}):
+            window = _window(start=start, end=end, since=since)
+            pull_and_import(fmt, url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
+                            pull=pull(services=list(services or []), start=window[0], end=window[1], limit=limit))
+            return
+        run_import(fmt, sources=sources, out=out)
 
-        window = _window(start=start, end=end, since=since)
-        pull_and_import("jaeger", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
-                        pull=jaeger_pull(services=list(services or []), start=window[0], end=window[1], limit=limit))
-        return
-    run_import("jaeger", sources=sources, out=out)
+    command.__doc__ = doc
+    return command
+
+
+def _jaeger_pull(**kwargs: Any) -> PullRun:
+    from preprocess.formats.pull_sources import jaeger_pull
+
+    return jaeger_pull(**kwargs)
+
+
+def _zipkin_pull(**kwargs: Any) -> PullRun:
+    from preprocess.formats.pull_sources import zipkin_pull
+
+    return zipkin_pull(**kwargs)
+
+
+_jaeger = _pulled_per_service(
+    "jaeger", what="query-API JSON ({\"data\": [traces]})", example="http://jaeger-query:16686",
+    service_help="With --url: service whose traces to pull (repeatable; default: every service).",
+    doc="Jaeger query-API JSON (GET /api/traces); or pull with --url.", pull=_jaeger_pull)
 
 
 def _otlp(
@@ -493,31 +513,10 @@ def _receive_otlp(*, http: str | None, grpc_at: str | None, out: Path, import_ev
         raise typer.Exit(DATA_LOSS)
 
 
-def _zipkin(
-    sources: list[Path] = _sources_argument("v2 JSON (a list of spans, or of traces)"),
-    out: Path = _out_option(),
-    url: str | None = _url_option("http://zipkin:9411"),
-    services: list[str] | None = typer.Option(None, "--service", help="With --url: only the traces through this "
-                                                                      "service (repeatable; default: every trace).",
-                                              show_default=False),
-    start: str | None = _start_option(),
-    end: str | None = _end_option(),
-    since: str | None = _since_option(),
-    limit: int = typer.Option(1000, "--limit", min=1, help="With --url: traces per request; a time chunk that "
-                                                           "returns this many is split."),
-    timeout: float = _timeout_option(),
-    header: list[str] | None = _header_option(),
-) -> None:
-    """Zipkin v2 JSON (GET /api/v2/traces, /api/v2/trace/<id>); or pull with --url."""
-    if _file_or_url(sources, url, pull_only={"--service": services, "--start": start, "--end": end,
-                                             "--since": since, "--header": header}):
-        from preprocess.formats.pull_sources import zipkin_pull
-
-        window = _window(start=start, end=end, since=since)
-        pull_and_import("zipkin", url=str(url), out=out, window=window, timeout_s=timeout, header_lines=header,
-                        pull=zipkin_pull(services=list(services or []), start=window[0], end=window[1], limit=limit))
-        return
-    run_import("zipkin", sources=sources, out=out)
+_zipkin = _pulled_per_service(
+    "zipkin", what="v2 JSON (a list of spans, or of traces)", example="http://zipkin:9411",
+    service_help="With --url: only the traces through this service (repeatable; default: every trace).",
+    doc="Zipkin v2 JSON (GET /api/v2/traces, /api/v2/trace/<id>); or pull with --url.", pull=_zipkin_pull)
 
 
 def _ecs(
