@@ -441,3 +441,25 @@ def test_a_counters_rate_reaches_across_import_rounds_and_survives_a_failed_one(
     rows = read_infra(out, start=start, end=start + timedelta(minutes=5)).frame.sort("time")
     assert [((t - start) // timedelta(minutes=1), v) for t, v in rows.select("time", "value").iter_rows()] == \
         [(1, 0.5), (2, 0.5)]
+
+
+def test_a_restarted_receiver_keeps_its_counters_rates(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from preprocess.readers import read_infra
+    from tests.test_otlp_reader import T0, _point, _request
+
+    out = tmp_path / "data"
+
+    def round_of(inbox: OtlpInbox, *points: dict[str, Any]) -> None:
+        assert TestClient(create_app(inbox)).post("/v1/metrics", json=_request(list(points))).status_code == 200
+        assert inbox.import_pending() is not None
+
+    round_of(OtlpInbox(out, limits=ReceiveLimits()), _point(0, 100.0), _point(1, 130.0))
+    assert (out / ".received" / "otlp-counters.json").is_file()
+    round_of(OtlpInbox(out, limits=ReceiveLimits()), _point(2, 160.0))  # a new process: minute 2 has its rate
+    (out / ".received" / "otlp-counters.json").write_text("{not json", encoding="utf-8")
+    round_of(OtlpInbox(out, limits=ReceiveLimits()), _point(3, 190.0))  # unreadable memory: said, then afresh
+    assert "not a counter memory" in caplog.text and "start afresh" in caplog.text
+    start = datetime.fromtimestamp(T0 / 1e9, UTC)
+    rows = read_infra(out, start=start, end=start + timedelta(minutes=5)).frame.sort("time")
+    assert [((t - start) // timedelta(minutes=1), v) for t, v in rows.select("time", "value").iter_rows()] == \
+        [(1, 0.5), (2, 0.5)]

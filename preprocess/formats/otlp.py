@@ -214,6 +214,25 @@ class CounterRates:
     def adopt(self, other: CounterRates) -> None:
         self._last = dict(other._last)
 
+    def to_json(self) -> list[list[Any]]:
+        """Each series' last point, ``[name, [[label, value], ...], time_ns, value, start_ns]``: what a receiver
+        keeps on disk so that a restart loses no rate."""
+        return [[name, [list(pair) for pair in labels], *last] for (name, labels), last in self._last.items()]
+
+    @classmethod
+    def from_json(cls, rows: Any) -> CounterRates:
+        """The memory ``to_json`` wrote; ``ValueError`` for anything else."""
+        if not isinstance(rows, list):
+            raise ValueError("expected a list of series")
+        last: dict[SeriesKey, tuple[int, float, int | None]] = {}
+        for row in rows:
+            if not (isinstance(row, list) and len(row) == 5 and isinstance(row[0], str) and isinstance(row[1], list)):
+                raise ValueError(f"not a series' last point: {row!r:.80}")
+            name, labels, time_ns, value, start_ns = row
+            key = (name, tuple((str(k), str(v)) for k, v in labels))
+            last[key] = (int(time_ns), float(value), None if start_ns is None else int(start_ns))
+        return cls(last)
+
     def rate(self, series: SeriesKey, point: _CounterPoint) -> float | None:
         """The per-second rate at ``point`` (points of a series in time order); None where there is none."""
         if point.temporality == _DELTA:

@@ -8,12 +8,12 @@ Collector's ``otlphttp`` exporter (or an SDK's OTLP/HTTP exporter) sends its tel
 
 An accepted request is saved before it is answered, atomically, as it was sent (unzipped: a protobuf
 message, ``.binpb``, or an OTLP/JSON document, ``.json``) under ``DIR/.received/otlp/``: a 200 is never
-lost to a crash or a kill. Every ``import_every`` the saved
-requests are imported into the dataset by the OTLP reader and the dataset writer, exactly as ``rca
-import otlp FILES`` imports files (a counter's rate reaching back to its last point of the round before),
-then deleted; and once more when the receiver stops. A receiver
-started on the same ``DIR`` imports what a stopped one left. The writer's merge drops exact duplicates,
-so a request imported twice (a stop between the write and the delete) lands once.
+lost to a crash or a kill. Every ``import_every`` the saved requests are imported into the dataset by the
+OTLP reader and the dataset writer, exactly as ``rca import otlp FILES`` imports files, then deleted; and
+once more when the receiver stops. A counter's rate reaches back to its last point of the round before,
+kept in ``DIR/.received/otlp-counters.json`` across a restart too. A receiver started on the same ``DIR``
+imports what a stopped one left. The writer's merge drops exact duplicates, so a request imported twice
+(a stop between the write and the delete) lands once.
 
 Spec: https://opentelemetry.io/docs/specs/otlp/#otlphttp (what the Collector sends and expects). FastAPI is
 the ``server`` extra, as for ``rca diagnose --listen``: only the command's listen mode imports this module.
@@ -52,7 +52,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from preprocess.formats import FormatResult
 from preprocess.formats.otlp import CounterRates, OtlpReader
-from rca.atomic import write_bytes_atomic
+from rca.atomic import write_bytes_atomic, write_json_atomic
 from rca.errors import RcaError
 from rca.httpserve import RequestRefused, read_body
 from rca.jsonlimits import json_depth
@@ -60,6 +60,7 @@ from rca.jsonlimits import json_depth
 log = logging.getLogger(__name__)
 
 RECEIVED_DIR = ".received"  # hidden: not a day directory of the layout, as .pulled
+COUNTERS_FILE = "otlp-counters.json"  # beside otlp/, whose *.json are requests
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 MAX_JSON_DEPTH = 64  # an OTLP request nests about 12 levels; attribute values (kvlists, arrays) a few more
 RETRY_AFTER_S = 30
@@ -167,9 +168,20 @@ class OtlpInbox:
         self._sequence = itertools.count()
         self.received = self.imported = self.failed_imports = 0
         self._pending_bytes = sum(path.stat().st_size for path in self.pending())
-        # Each cumulative counter's last point, from one round to the next (a restart begins afresh: one point
-        # of each counter without a rate).
-        self._counters = CounterRates()
+        # Each cumulative counter's last point, from one round to the next, and across a restart.
+        self.counters_file = self.out / RECEIVED_DIR / COUNTERS_FILE
+        self._counters = self._saved_counters()
+
+    def _saved_counters(self) -> CounterRates:
+        """The counter memory a stopped receiver left; a fresh one (said in a WARNING) when it cannot be read."""
+        if not self.counters_file.is_file():
+            return CounterRates()
+        try:
+            return CounterRates.from_json(json.loads(self.counters_file.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            log.warning("%s: not a counter memory (%s): counters start afresh, their first point has no rate",
+                        self.counters_file, exc)
+            return CounterRates()
 
     def pending(self) -> list[Path]:
         """The saved requests not yet imported, oldest first."""
@@ -223,6 +235,7 @@ class OtlpInbox:
                     self.failed_imports += 1
                 raise
             self._counters.adopt(counters)
+            write_json_atomic(self.counters_file, counters.to_json(), indent=None)
             for path in files:
                 path.unlink(missing_ok=True)
             with self._lock:
