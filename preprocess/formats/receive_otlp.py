@@ -37,6 +37,7 @@ import grpc
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf.message import DecodeError, Message
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
@@ -188,7 +189,8 @@ class OtlpInbox:
         return sorted(path for path in self.root.iterdir() if path.suffix in (".json", ".binpb"))
 
     def save(self, signal: Signal, media: str, request: bytes) -> Path:
-        """Write one request as it was sent (unzipped), atomically; ``RequestRefused`` 503 while the inbox is full."""
+        """Write one request as it was sent (unzipped), atomically; ``RequestRefused`` 503 while the inbox is full
+        or when the request cannot be written (a full disk: nothing saved, so nothing owed; the sender retries)."""
         with self._lock:
             if self._pending_bytes + len(request) > self.limits.max_pending_bytes:
                 raise RequestRefused(503, f"{self._pending_bytes} bytes of requests wait to be imported (at most "
@@ -200,10 +202,11 @@ class OtlpInbox:
         path = self.root / name
         try:
             write_bytes_atomic(path, request)
-        except OSError:
+        except OSError as exc:
             with self._lock:
                 self._pending_bytes -= len(request)
-            raise
+            raise RequestRefused(503, f"the request could not be saved: {exc}",
+                                 headers={"Retry-After": str(RETRY_AFTER_S)}) from exc
         with self._lock:
             self.received += 1
         return path
@@ -219,10 +222,11 @@ class OtlpInbox:
             files: list[Path] = []
             size = 0
             for path in self.pending():
-                if files and size + path.stat().st_size > self.limits.max_round_bytes:
+                length = path.stat().st_size
+                if files and size + length > self.limits.max_round_bytes:
                     break
                 files.append(path)
-                size += path.stat().st_size
+                size += length
             if not files:
                 return None
             counters = self._counters.copy()  # adopted once the round's rows are written
@@ -285,19 +289,6 @@ class Importer:
             self.run_once()
 
 
-def _status_body(code: int, message: str) -> bytes:
-    """A ``google.rpc.Status`` message, encoded by hand (field 1: code, field 2: message)."""
-    def varint(value: int) -> bytes:
-        out = bytearray()
-        while True:
-            byte, value = value & 0x7F, value >> 7
-            out.append(byte | (0x80 if value else 0))
-            if not value:
-                return bytes(out)
-    text = message.encode("utf-8")
-    return b"\x08" + varint(code) + b"\x12" + varint(len(text)) + text
-
-
 def create_app(inbox: OtlpInbox) -> FastAPI:
     """The OTLP/HTTP application, saving what it accepts into ``inbox`` (the command runs the importer beside it)."""
     app = FastAPI(title="rca OTLP/HTTP receiver", docs_url=None, redoc_url=None, openapi_url=None)
@@ -308,8 +299,8 @@ def create_app(inbox: OtlpInbox) -> FastAPI:
         code = _STATUS_CODES.get(exc.status, 2)
         if request.headers.get("content-type", "").split(";", 1)[0].strip().lower() == JSON:
             return JSONResponse({"code": code, "message": exc.reason}, status_code=exc.status, headers=exc.headers)
-        return Response(_status_body(code, exc.reason), status_code=exc.status, media_type=PROTOBUF,
-                        headers=exc.headers)
+        return Response(Status(code=code, message=exc.reason).SerializeToString(), status_code=exc.status,
+                        media_type=PROTOBUF, headers=exc.headers)
 
     async def export(request: Request, signal: Signal) -> Response:
         try:
@@ -317,11 +308,7 @@ def create_app(inbox: OtlpInbox) -> FastAPI:
             media, sent = checked_request(
                 signal, body, content_type=request.headers.get("content-type", ""),
                 content_encoding=request.headers.get("content-encoding", ""), limit=inbox.limits.max_body_bytes)
-            try:
-                await asyncio.to_thread(inbox.save, signal, media, sent)
-            except OSError as exc:  # a full disk: nothing saved, so nothing owed; the sender retries a 503
-                raise RequestRefused(503, f"the request could not be saved: {exc}",
-                                     headers={"Retry-After": str(RETRY_AFTER_S)}) from exc
+            await asyncio.to_thread(inbox.save, signal, media, sent)
         except RequestRefused as exc:
             return refused(request, exc)
         # Success: an empty Export*ServiceResponse (no partial_success), which encodes to no bytes.
@@ -350,10 +337,7 @@ class _Exports:
 
     def Export(self, request: Message, context: grpc.ServicerContext) -> Message:  # noqa: N802 (the service's name)
         try:
-            try:
-                self.inbox.save(self.signal, PROTOBUF, request.SerializeToString())
-            except OSError as exc:  # as over HTTP: nothing saved, a retryable refusal
-                raise RequestRefused(503, f"the request could not be saved: {exc}") from exc
+            self.inbox.save(self.signal, PROTOBUF, request.SerializeToString())
         except RequestRefused as exc:
             log.warning("gRPC %s refused: %s", self.signal.name, exc.reason)
             # UNAVAILABLE is the code the OTLP/gRPC spec names retryable, as HTTP's 503 is.
